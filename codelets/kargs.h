@@ -1,0 +1,102 @@
+/* kargs.h: what a kernel receives. Each task's cl_arg points to a tfc_kargs built once per plan
+ * (immutable while runs use it): the op kind, every operand's dtype and concrete shape, the
+ * attributes, and where to record a failure. Plain C, shared by the .c, .cu and OpenCL hosts. */
+#ifndef TFC_KARGS_H
+#define TFC_KARGS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFC_K_MAX_RANK 8
+#define TFC_K_MAX_ATTRS 8
+
+/* Every kernel kind; an op descriptor names one, its codelet switches on it. */
+enum tfc_kernel_kind {
+    /* unary element-wise (codelet: elementwise) */
+    TFC_K_NEG = 1, TFC_K_ABS, TFC_K_SQUARE, TFC_K_SQRT, TFC_K_RSQRT, TFC_K_EXP, TFC_K_LOG,
+    TFC_K_RELU, TFC_K_SIGMOID, TFC_K_TANH, TFC_K_SOFTPLUS, TFC_K_LOGICAL_NOT, TFC_K_IDENTITY,
+    TFC_K_CAST,
+    /* binary element-wise with broadcasting (codelet: elementwise) */
+    TFC_K_ADD, TFC_K_SUB, TFC_K_MUL, TFC_K_DIV, TFC_K_MAXIMUM, TFC_K_MINIMUM, TFC_K_POW,
+    TFC_K_EQUAL, TFC_K_NOT_EQUAL, TFC_K_LESS, TFC_K_GREATER, TFC_K_LOGICAL_AND, TFC_K_LOGICAL_OR,
+    /* others in the element-wise codelet */
+    TFC_K_SELECT, TFC_K_ADD_N, TFC_K_FILL,
+    /* codelet: matmul */
+    TFC_K_MATMUL, TFC_K_BATCH_MATMUL,
+    /* codelet: softmax */
+    TFC_K_SOFTMAX, TFC_K_LOG_SOFTMAX, TFC_K_XENT, TFC_K_SPARSE_XENT,
+    /* codelet: reduce */
+    TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN, TFC_K_ARGMAX,
+    /* codelet: layout */
+    TFC_K_RESHAPE, TFC_K_TRANSPOSE, TFC_K_CONCAT, TFC_K_SPLIT, TFC_K_SLICE, TFC_K_GATHER,
+    TFC_K_ONE_HOT,
+    /* codelet: assign (buffer 0 is the variable, RW or W) */
+    TFC_K_ASSIGN, TFC_K_ASSIGN_ADD, TFC_K_ASSIGN_SUB,
+    /* codelet: hop (a test-only copy between memory nodes) */
+    TFC_K_COPY,
+    TFC_K_NUM_KINDS
+};
+
+/* One operand. dtype is an enum tfc_dtype value. buf is the operand's index in the task's
+ * buffers, or -1 when it has no buffer (zero elements never reach StarPU). */
+struct tfc_kdesc {
+    int32_t dtype;
+    int32_t rank;
+    int64_t dims[TFC_K_MAX_RANK];
+    int64_t numel;
+    int32_t buf;
+    int32_t pad_;
+};
+
+/* The first kernel failure of a run; written once (compare-and-swap on `set`). */
+struct tfc_kerr {
+    int set;
+    int status;   /* a tfc_status */
+    int node;     /* the failing node's id */
+    char msg[200];
+};
+
+/* An attribute value: `i` for ints, dtypes and bools, `f` for floats, `v[0..n)` for lists. */
+struct tfc_kattr {
+    int64_t i;
+    double f;
+    int32_t n;
+    int32_t pad_;
+    int64_t v[TFC_K_MAX_RANK];
+};
+
+struct tfc_kargs {
+    int32_t kind;          /* enum tfc_kernel_kind */
+    int32_t node;          /* node id, for error messages */
+    int32_t n_in, n_out;
+    uint32_t footprint;    /* perfmodel key: kind, dtypes, shapes, attributes */
+    int32_t pad_;
+    double flops;          /* estimated, for analytic models and priorities */
+    double bytes;          /* bytes read and written */
+    struct tfc_kerr *err;  /* the run instance's error slot */
+    struct tfc_kattr attrs[TFC_K_MAX_ATTRS];
+    struct tfc_kdesc d[];  /* n_in inputs, then n_out outputs */
+};
+
+static inline const struct tfc_kdesc *tfc_kin_desc(const struct tfc_kargs *a, int i)
+{
+    return &a->d[i];
+}
+
+static inline const struct tfc_kdesc *tfc_kout_desc(const struct tfc_kargs *a, int i)
+{
+    return &a->d[a->n_in + i];
+}
+
+/* Records the first failure of the run (thread-safe; later failures are dropped). */
+void tfc_kernel_fail(const struct tfc_kargs *a, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,80 @@
+/* kernel.h: what every codelet file needs: buffer accessors that work for StarPU's vector and
+ * matrix interfaces (tiling later hands kernels 2-D views), the codelets of each op family, and
+ * the shared perfmodel hooks. Included only by codelets/ and sched/. */
+#ifndef TFC_KERNEL_H
+#define TFC_KERNEL_H
+
+#include <starpu.h>
+#include "kargs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The base pointer of a vector or matrix interface (CPU address, CUDA device pointer, or for
+ * OpenCL the cl_mem handle). */
+static inline uintptr_t tfc_buf_ptr(void *iface)
+{
+    switch (*(enum starpu_data_interface_id *)iface) {
+    case STARPU_MATRIX_INTERFACE_ID:
+        return STARPU_MATRIX_GET_PTR(iface);
+    case STARPU_VECTOR_INTERFACE_ID:
+        return STARPU_VECTOR_GET_PTR(iface);
+    default:
+        return 0;
+    }
+}
+
+/* Input i's data, or NULL when it has zero elements. */
+static inline void *tfc_kin(void *buffers[], const struct tfc_kargs *a, int i)
+{
+    int b = a->d[i].buf;
+    return b < 0 ? NULL : (void *)tfc_buf_ptr(buffers[b]);
+}
+
+/* Output i's data, or NULL when it has zero elements. */
+static inline void *tfc_kout(void *buffers[], const struct tfc_kargs *a, int i)
+{
+    int b = a->d[a->n_in + i].buf;
+    return b < 0 ? NULL : (void *)tfc_buf_ptr(buffers[b]);
+}
+
+/* Element size of a dtype value (float32 .. bool). */
+static inline size_t tfc_kdtype_size(int dtype)
+{
+    static const size_t sizes[] = {4, 8, 4, 8, 1, 1};
+    return dtype >= 0 && dtype < 6 ? sizes[dtype] : 0;
+}
+
+/* The codelets, one per op family. */
+extern struct starpu_codelet tfc_cl_elementwise;
+extern struct starpu_codelet tfc_cl_matmul;
+extern struct starpu_codelet tfc_cl_softmax;
+extern struct starpu_codelet tfc_cl_reduce;
+extern struct starpu_codelet tfc_cl_layout;
+extern struct starpu_codelet tfc_cl_assign;
+extern struct starpu_codelet tfc_cl_hop;
+
+/* Perfmodel hooks (codelets/perfmodel.c): the footprint computed at plan time, and an analytic
+ * cost for light families (bytes over a nominal bandwidth plus flops over a nominal rate). */
+uint32_t tfc_model_footprint(struct starpu_task *task);
+double tfc_model_analytic_cost(struct starpu_task *task, unsigned nimpl);
+
+/* CUDA entry points (the .cu files), present when built with CUDA. */
+#ifdef STARPU_USE_CUDA
+void tfc_elementwise_cuda(void *buffers[], void *cl_arg);
+void tfc_matmul_cuda(void *buffers[], void *cl_arg);
+void tfc_softmax_cuda(void *buffers[], void *cl_arg);
+void tfc_reduce_cuda(void *buffers[], void *cl_arg);
+void tfc_layout_cuda(void *buffers[], void *cl_arg);
+void tfc_assign_cuda(void *buffers[], void *cl_arg);
+/* Creates/destroys per-worker cuDNN handles (called at context start/stop). */
+void tfc_cuda_libs_init(void);
+void tfc_cuda_libs_shutdown(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,84 @@
+/* matmul.c: CPU kernels for matmul and batched matmul through OpenBLAS (row-major cblas).
+ * BLAS runs single-threaded inside a task (set process-wide when the context starts):
+ * parallelism comes from StarPU's workers. */
+#include <cblas.h>
+#include <string.h>
+#include "kernel.h"
+#include "../src/tfc.h"
+
+/* C[m,n] = op(A) op(B) for one matrix pair; A is [m,k] or [k,m] when ta, B [k,n] or [n,k]. */
+static void gemm(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *A,
+                 const void *B, void *C)
+{
+    if (k == 0) { /* an empty inner dimension sums nothing */
+        memset(C, 0, (size_t)(m * n) * (dtype == TFC_FLOAT32 ? 4 : 8));
+        return;
+    }
+    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n);
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
+    if (dtype == TFC_FLOAT32)
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0f, A, lda, B, ldb, 0.0f,
+                    C, (int)n);
+    else
+        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0, A, lda, B, ldb, 0.0, C,
+                    (int)n);
+}
+
+static void matmul_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
+    void *C = tfc_kout(buffers, a, 0);
+    if (!C)
+        return;
+    const char *A = tfc_kin(buffers, a, 0), *B = tfc_kin(buffers, a, 1);
+    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    int ra = da->rank, rb = db->rank, rc = dc->rank;
+    int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
+    int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
+    size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
+    if (a->kind == TFC_K_MATMUL) {
+        gemm(dc->dtype, ta, tb, m, n, k, A, B, C);
+        return;
+    }
+    /* Batched: the batch dims of A and B broadcast to those of C. */
+    int nb = rc - 2;
+    int64_t batches = 1;
+    for (int d = 0; d < nb; d++) batches *= dc->dims[d];
+    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
+    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, off_a = 0, off_b = 0, st_a = 1, st_b = 1;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = rem % dc->dims[d];
+            rem /= dc->dims[d];
+            int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
+            int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
+            if (dima != 1) off_a += idx * st_a;
+            if (dimb != 1) off_b += idx * st_b;
+            st_a *= dima;
+            st_b *= dimb;
+        }
+        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)(off_a * mat_a) * es,
+             B + (size_t)(off_b * mat_b) * es, (char *)C + (size_t)(bi * m * n) * es);
+    }
+}
+
+static struct starpu_perfmodel matmul_model = {
+    .type = STARPU_HISTORY_BASED,
+    .footprint = tfc_model_footprint,
+    .symbol = "tfc_matmul",
+};
+
+struct starpu_codelet tfc_cl_matmul = {
+    .cpu_funcs = {matmul_cpu},
+    .cpu_funcs_name = {"matmul_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_matmul_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &matmul_model,
+    .name = "matmul",
+};

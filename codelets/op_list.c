@@ -1,0 +1,37 @@
+/* op_list.c: the op table. Adding an op means one line here, its descriptor in graph/ and its
+ * kernel in the codelet of its family. Everything that walks ops (the generic builder, the
+ * store, the op sweep test) walks this table. */
+#include "../graph/graph.h"
+
+extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, tfc_op_rsqrt,
+    tfc_op_exp, tfc_op_log, tfc_op_relu, tfc_op_sigmoid, tfc_op_tanh, tfc_op_softplus,
+    tfc_op_logical_not, tfc_op_identity, tfc_op_cast, tfc_op_add, tfc_op_sub, tfc_op_mul,
+    tfc_op_div, tfc_op_maximum, tfc_op_minimum, tfc_op_pow, tfc_op_equal, tfc_op_not_equal,
+    tfc_op_less, tfc_op_greater, tfc_op_logical_and, tfc_op_logical_or, tfc_op_select,
+    tfc_op_bias_add, tfc_op_add_n, tfc_op_fill, tfc_op_zeros_like, tfc_op_ones_like,
+    tfc_op_matmul, tfc_op_batch_matmul, tfc_op_softmax, tfc_op_log_softmax,
+    tfc_op_softmax_cross_entropy, tfc_op_sparse_softmax_cross_entropy, tfc_op_reduce_sum,
+    tfc_op_reduce_mean, tfc_op_reduce_max, tfc_op_reduce_min, tfc_op_argmax, tfc_op_reshape,
+    tfc_op_transpose, tfc_op_concat, tfc_op_split, tfc_op_slice, tfc_op_gather, tfc_op_one_hot,
+    tfc_op_assign, tfc_op_assign_add, tfc_op_assign_sub;
+
+const struct tfc_op *const tfc_op_table[] = {
+    &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
+    &tfc_op_neg, &tfc_op_abs, &tfc_op_square, &tfc_op_sqrt, &tfc_op_rsqrt, &tfc_op_exp,
+    &tfc_op_log, &tfc_op_relu, &tfc_op_sigmoid, &tfc_op_tanh, &tfc_op_softplus,
+    &tfc_op_logical_not, &tfc_op_identity, &tfc_op_cast,
+    &tfc_op_add, &tfc_op_sub, &tfc_op_mul, &tfc_op_div, &tfc_op_maximum, &tfc_op_minimum,
+    &tfc_op_pow, &tfc_op_equal, &tfc_op_not_equal, &tfc_op_less, &tfc_op_greater,
+    &tfc_op_logical_and, &tfc_op_logical_or, &tfc_op_select, &tfc_op_bias_add, &tfc_op_add_n,
+    &tfc_op_fill, &tfc_op_zeros_like, &tfc_op_ones_like,
+    &tfc_op_matmul, &tfc_op_batch_matmul,
+    &tfc_op_softmax, &tfc_op_log_softmax, &tfc_op_softmax_cross_entropy,
+    &tfc_op_sparse_softmax_cross_entropy,
+    &tfc_op_reduce_sum, &tfc_op_reduce_mean, &tfc_op_reduce_max, &tfc_op_reduce_min,
+    &tfc_op_argmax,
+    &tfc_op_reshape, &tfc_op_transpose, &tfc_op_concat, &tfc_op_split, &tfc_op_slice,
+    &tfc_op_gather, &tfc_op_one_hot,
+    &tfc_op_assign, &tfc_op_assign_add, &tfc_op_assign_sub,
+};
+
+const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -1,0 +1,111 @@
+/* reduce.c: CPU kernels for reduce sum, mean, max, min over a set of axes (with or without
+ * keepdims: the output has the same element order either way) and argmax over one axis.
+ * Sums accumulate in double. Empty reductions give 0 (sum), NaN (mean), -inf (max), +inf (min). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernel.h"
+#include "bcast.h"
+#include "../src/tfc.h"
+
+/* Maps every input element to its output element: out_index = sum over kept axes. */
+static void reduce_run(const struct tfc_kargs *a, const void *x, void *y)
+{
+    const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
+    int reduced[TFC_K_MAX_RANK] = {0};
+    const struct tfc_kattr *axes = &a->attrs[0];
+    if (axes->n == 0) {
+        for (int i = 0; i < d->rank; i++) reduced[i] = 1;
+    } else {
+        for (int i = 0; i < axes->n; i++) {
+            int64_t ax = axes->v[i] < 0 ? axes->v[i] + d->rank : axes->v[i];
+            reduced[ax] = 1;
+        }
+    }
+    /* output strides over the input's axes (0 on reduced axes) */
+    int64_t ost[TFC_K_MAX_RANK], stride = 1;
+    for (int i = d->rank - 1; i >= 0; i--) {
+        ost[i] = reduced[i] ? 0 : stride;
+        if (!reduced[i]) stride *= d->dims[i];
+    }
+    int64_t n_out = o->numel, count = n_out ? d->numel / n_out : 0;
+    double init = a->kind == TFC_K_REDUCE_MAX ? -INFINITY
+                : a->kind == TFC_K_REDUCE_MIN ? INFINITY : 0.0;
+    double *acc = malloc((size_t)(n_out ? n_out : 1) * sizeof(double));
+    if (!acc) {
+        tfc_kernel_fail(a, TFC_ERR_OUT_OF_MEMORY, "no memory for a reduction buffer");
+        return;
+    }
+    for (int64_t i = 0; i < n_out; i++) acc[i] = init;
+    int64_t idx[TFC_K_MAX_RANK] = {0}, off = 0;
+    for (int64_t e = 0; e < d->numel; e++) {
+        double v = tfc_load_f64(x, d->dtype, e);
+        switch (a->kind) {
+        case TFC_K_REDUCE_MAX: if (v > acc[off] || isnan(v)) acc[off] = v; break;
+        case TFC_K_REDUCE_MIN: if (v < acc[off] || isnan(v)) acc[off] = v; break;
+        default: acc[off] += v;
+        }
+        for (int dd = d->rank - 1; dd >= 0; dd--) {
+            off += ost[dd];
+            if (++idx[dd] < d->dims[dd]) break;
+            off -= ost[dd] * d->dims[dd];
+            idx[dd] = 0;
+        }
+    }
+    for (int64_t i = 0; i < n_out; i++) {
+        double v = acc[i];
+        if (a->kind == TFC_K_REDUCE_MEAN) v = count ? v / (double)count : NAN;
+        tfc_store_f64(y, o->dtype, i, v);
+    }
+    free(acc);
+}
+
+static void argmax_run(const struct tfc_kargs *a, const void *x, int64_t *y)
+{
+    const struct tfc_kdesc *d = &a->d[0];
+    int axis = (int)a->attrs[0].i;
+    if (axis < 0) axis += d->rank;
+    int64_t outer = 1, len = d->dims[axis], inner = 1;
+    for (int i = 0; i < axis; i++) outer *= d->dims[i];
+    for (int i = axis + 1; i < d->rank; i++) inner *= d->dims[i];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t base = o * len * inner + in, best = 0;
+            double bv = -INFINITY;
+            for (int64_t j = 0; j < len; j++) {
+                double v = tfc_load_f64(x, d->dtype, base + j * inner);
+                if (v > bv || (j == 0)) { bv = v; best = j; }
+            }
+            y[o * inner + in] = best;
+        }
+}
+
+static void reduce_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    void *out = tfc_kout(buffers, a, 0);
+    if (!out)
+        return;
+    if (a->kind == TFC_K_ARGMAX)
+        argmax_run(a, tfc_kin(buffers, a, 0), out);
+    else
+        reduce_run(a, tfc_kin(buffers, a, 0), out);
+}
+
+static struct starpu_perfmodel reduce_model = {
+    .type = STARPU_HISTORY_BASED,
+    .footprint = tfc_model_footprint,
+    .symbol = "tfc_reduce",
+};
+
+struct starpu_codelet tfc_cl_reduce = {
+    .cpu_funcs = {reduce_cpu},
+    .cpu_funcs_name = {"reduce_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_reduce_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &reduce_model,
+    .name = "reduce",
+};

@@ -1,0 +1,513 @@
+/* graph.c: the graph arena. A graph owns its nodes and tensors; nodes are built through one
+ * function that checks inputs, parses attributes from the op's table, names the node and infers
+ * its outputs. Build errors are sticky on the graph and name the node. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "graph.h"
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static struct tfc_node *name_lookup(const tfc_graph *g, const char *name)
+{
+    if (!g->names_cap) return NULL;
+    size_t mask = (size_t)g->names_cap - 1;
+    for (size_t i = hash_str(name) & mask;; i = (i + 1) & mask) {
+        struct tfc_node *n = g->names[i];
+        if (!n) return NULL;
+        if (strcmp(n->name, name) == 0) return n;
+    }
+}
+
+static int name_insert(tfc_graph *g, struct tfc_node *node)
+{
+    if ((g->n_nodes + 1) * 2 > g->names_cap) { /* keep the load under one half */
+        int cap = g->names_cap ? g->names_cap * 2 : 64;
+        struct tfc_node **t = calloc((size_t)cap, sizeof *t);
+        if (!t) return -1;
+        for (int i = 0; i < g->names_cap; i++) {
+            struct tfc_node *n = g->names[i];
+            if (!n) continue;
+            size_t j = hash_str(n->name) & (size_t)(cap - 1);
+            while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+            t[j] = n;
+        }
+        free(g->names);
+        g->names = t;
+        g->names_cap = cap;
+    }
+    size_t mask = (size_t)g->names_cap - 1, i = hash_str(node->name) & mask;
+    while (g->names[i]) i = (i + 1) & mask;
+    g->names[i] = node;
+    return 0;
+}
+
+static void name_remove(tfc_graph *g, struct tfc_node *node)
+{
+    /* rebuild-free deletion for linear probing: re-insert the cluster after the slot */
+    size_t mask = (size_t)g->names_cap - 1, i = hash_str(node->name) & mask;
+    while (g->names[i] != node) i = (i + 1) & mask;
+    g->names[i] = NULL;
+    for (size_t j = (i + 1) & mask; g->names[j]; j = (j + 1) & mask) {
+        struct tfc_node *n = g->names[j];
+        g->names[j] = NULL;
+        size_t k = hash_str(n->name) & mask;
+        while (g->names[k]) k = (k + 1) & mask;
+        g->names[k] = n;
+    }
+}
+
+tfc_status tfc_graph_create(tfc_graph **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "graph_create: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "graph_create: no memory");
+    return TFC_OK;
+}
+
+static void node_free(struct tfc_node *n)
+{
+    for (int i = 0; i < n->n_outputs; i++) free(n->outputs[i].name);
+    free(n->outputs);
+    free(n->inputs);
+    free(n->ctrl);
+    free(n->name);
+    tfc_value_destroy(n->value);
+    free(n);
+}
+
+void tfc_graph_destroy(tfc_graph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_nodes; i++) node_free(g->nodes[i]);
+    free(g->nodes);
+    free(g->names);
+    free(g);
+}
+
+tfc_status tfc_graph_status(const tfc_graph *g)
+{
+    return g ? g->status : TFC_ERR_INVALID_ARGUMENT;
+}
+
+const char *tfc_graph_errmsg(const tfc_graph *g)
+{
+    return g ? g->msg : "graph is NULL";
+}
+
+void tfc_graph_clear_error(tfc_graph *g)
+{
+    if (!g) return;
+    g->status = TFC_OK;
+    g->msg[0] = 0;
+}
+
+void tfc_graph_set_seed(tfc_graph *g, uint64_t seed)
+{
+    if (g) g->seed = seed;
+}
+
+int tfc_graph_num_nodes(const tfc_graph *g)
+{
+    return g ? g->n_nodes : 0;
+}
+
+void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
+{
+    if (g && !g->status) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->msg, sizeof g->msg, fmt, ap);
+        va_end(ap);
+        g->status = status;
+    }
+    return NULL;
+}
+
+tfc_tensor *tfc_graph_find(tfc_graph *g, const char *name)
+{
+    if (!g || !name) return NULL;
+    char base[256];
+    const char *colon = strrchr(name, ':');
+    int index = 0;
+    if (colon) {
+        char *end;
+        long k = strtol(colon + 1, &end, 10);
+        if (*end || colon == name || (size_t)(colon - name) >= sizeof base) return NULL;
+        memcpy(base, name, (size_t)(colon - name));
+        base[colon - name] = 0;
+        index = (int)k;
+        name = base;
+    }
+    struct tfc_node *n = name_lookup(g, name);
+    if (!n || index < 0 || index >= n->n_outputs) return NULL;
+    return &n->outputs[index];
+}
+
+/* ---- tensors --------------------------------------------------------------------------- */
+
+enum tfc_dtype tfc_tensor_dtype(const tfc_tensor *t) { return t ? t->desc.dtype : TFC_FLOAT32; }
+
+tfc_shape tfc_tensor_shape(const tfc_tensor *t)
+{
+    return t ? t->desc.shape : tfc_shape_of(0, NULL);
+}
+
+const char *tfc_tensor_name(const tfc_tensor *t) { return t ? t->name : "(null)"; }
+
+const char *tfc_tensor_op(const tfc_tensor *t) { return t ? t->node->op->name : "(null)"; }
+
+static char *output_name(const char *node, int index)
+{
+    size_t len = strlen(node) + 16;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    if (index == 0)
+        snprintf(s, len, "%s", node);
+    else
+        snprintf(s, len, "%s:%d", node, index);
+    return s;
+}
+
+static int valid_name(const char *name)
+{
+    if (!*name || strlen(name) > 200) return 0;
+    for (const char *p = name; *p; p++)
+        if (*p == ':' || *p == ',' || *p == '\n' || *p == '"') return 0;
+    return 1;
+}
+
+tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name)
+{
+    if (!t || !name)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_name: tensor or name is NULL");
+    struct tfc_node *n = t->node;
+    tfc_graph *g = n->graph;
+    if (!valid_name(name)) {
+        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                       "node '%s': invalid name '%s' (1-200 characters, no ':' ',' '\"')",
+                       n->name, name);
+        return TFC_ERR_INVALID_ARGUMENT;
+    }
+    struct tfc_node *other = name_lookup(g, name);
+    if (other == n) return TFC_OK;
+    if (other) {
+        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': name '%s' is already used",
+                       n->name, name);
+        return TFC_ERR_INVALID_ARGUMENT;
+    }
+    char *copy = strdup(name);
+    char **onames = calloc((size_t)n->n_outputs, sizeof *onames);
+    int ok = copy && onames;
+    for (int i = 0; ok && i < n->n_outputs; i++) ok = (onames[i] = output_name(name, i)) != NULL;
+    if (!ok) {
+        for (int i = 0; onames && i < n->n_outputs; i++) free(onames[i]);
+        free(onames);
+        free(copy);
+        tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory to rename", n->name);
+        return TFC_ERR_OUT_OF_MEMORY;
+    }
+    name_remove(g, n);
+    free(n->name);
+    n->name = copy;
+    for (int i = 0; i < n->n_outputs; i++) {
+        free(n->outputs[i].name);
+        n->outputs[i].name = onames[i];
+    }
+    free(onames);
+    name_insert(g, n); /* cannot fail: the table did not grow */
+    return TFC_OK;
+}
+
+tfc_status tfc_tensor_add_control_input(tfc_tensor *t, tfc_tensor *dep)
+{
+    if (!t || !dep)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "add_control_input: NULL tensor");
+    struct tfc_node *n = t->node;
+    tfc_graph *g = n->graph;
+    if (dep->node->graph != g) {
+        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                       "node '%s': control input '%s' belongs to another graph", n->name,
+                       dep->name);
+        return TFC_ERR_INVALID_ARGUMENT;
+    }
+    if (n->n_ctrl == n->cap_ctrl) {
+        int cap = n->cap_ctrl ? n->cap_ctrl * 2 : 4;
+        struct tfc_node **c = realloc(n->ctrl, (size_t)cap * sizeof *c);
+        if (!c) {
+            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", n->name);
+            return TFC_ERR_OUT_OF_MEMORY;
+        }
+        n->ctrl = c;
+        n->cap_ctrl = cap;
+    }
+    n->ctrl[n->n_ctrl++] = dep->node;
+    g->version++; /* plans built before no longer match */
+    return TFC_OK;
+}
+
+/* ---- attributes ------------------------------------------------------------------------ */
+
+int tfc_attr_index(const struct tfc_op *op, const char *name)
+{
+    for (int i = 0; i < op->n_attrs; i++)
+        if (strcmp(op->attrs[i].name, name) == 0) return i;
+    return -1;
+}
+
+void tfc_attrs_default(const struct tfc_op *op, struct tfc_kattr *attrs)
+{
+    memset(attrs, 0, sizeof(struct tfc_kattr) * TFC_MAX_ATTRS);
+    for (int i = 0; i < op->n_attrs; i++) {
+        attrs[i].i = (int64_t)op->attrs[i].def;
+        attrs[i].f = op->attrs[i].def;
+    }
+}
+
+static int parse_int(const char **p, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(*p, &end, 10);
+    if (end == *p) return -1;
+    *p = end;
+    *out = v;
+    return 0;
+}
+
+tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc_kattr *attrs,
+                           char *msg)
+{
+    tfc_attrs_default(op, attrs);
+    if (!text) return TFC_OK;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        const char *eq = strchr(p, '=');
+        if (!eq || eq == p)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attributes \"%s\": expected name=value at \"%s\"", text, p);
+        char name[64];
+        size_t len = (size_t)(eq - p);
+        while (len && p[len - 1] == ' ') len--;
+        if (len >= sizeof name)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "attribute name too long");
+        memcpy(name, p, len);
+        name[len] = 0;
+        int idx = tfc_attr_index(op, name);
+        if (idx < 0)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "op '%s' has no attribute '%s'",
+                            op->name, name);
+        p = eq + 1;
+        while (*p == ' ') p++;
+        struct tfc_kattr *a = &attrs[idx];
+        switch (op->attrs[idx].type) {
+        case TFC_ATTR_INT:
+            if (parse_int(&p, &a->i))
+                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                                "attribute '%s' of op '%s' needs an integer", name, op->name);
+            a->f = (double)a->i;
+            break;
+        case TFC_ATTR_FLOAT: {
+            char *end;
+            a->f = strtod(p, &end);
+            if (end == p)
+                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                                "attribute '%s' of op '%s' needs a number", name, op->name);
+            p = end;
+            break;
+        }
+        case TFC_ATTR_DTYPE: {
+            char word[32];
+            size_t n = 0;
+            while (p[n] && p[n] != ',' && p[n] != ' ' && n + 1 < sizeof word) {
+                word[n] = p[n];
+                n++;
+            }
+            word[n] = 0;
+            int dt = tfc_dtype_parse(word);
+            if (dt < 0)
+                return tfc_fail(msg, TFC_ERR_DTYPE, "attribute '%s': unknown dtype '%s'", name,
+                                word);
+            a->i = dt;
+            p += n;
+            break;
+        }
+        case TFC_ATTR_INTS:
+            if (*p != '[')
+                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                                "attribute '%s' of op '%s' needs a list like [0,1]", name,
+                                op->name);
+            p++;
+            a->n = 0;
+            while (*p == ' ') p++;
+            while (*p != ']') {
+                if (a->n == TFC_MAX_RANK || parse_int(&p, &a->v[a->n]))
+                    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                                    "attribute '%s': bad list (at most %d integers)", name,
+                                    TFC_MAX_RANK);
+                a->n++;
+                while (*p == ' ' || *p == ',') p++;
+                if (!*p)
+                    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                                    "attribute '%s': missing ']'", name);
+            }
+            p++;
+            break;
+        }
+        while (*p == ' ') p++;
+        if (*p && *p != ',')
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s' of op '%s': unexpected \"%s\"", name, op->name, p);
+    }
+    return TFC_OK;
+}
+
+/* ---- nodes ----------------------------------------------------------------------------- */
+
+struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const char *name,
+                                int n_inputs, tfc_tensor *const *inputs,
+                                const struct tfc_kattr *attrs)
+{
+    if (!g) return NULL;
+    if (g->status) return NULL; /* the first error stays; building on stops */
+    char label[256];
+    snprintf(label, sizeof label, "%s", name ? name : op->name);
+    if (op->flags & TFC_OP_VARIADIC) {
+        if (n_inputs < 1 || n_inputs > TFC_MAX_OPERANDS)
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "node '%s' (%s): takes 1 to %d inputs, got %d", label,
+                                  op->name, TFC_MAX_OPERANDS, n_inputs);
+    } else if (n_inputs != op->n_inputs) {
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "node '%s' (%s): takes %d inputs, got %d", label, op->name,
+                              op->n_inputs, n_inputs);
+    }
+    struct tfc_desc in[TFC_MAX_OPERANDS];
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs || !inputs[i])
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): input %d is NULL",
+                                  label, op->name, i);
+        if (inputs[i]->node->graph != g)
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "node '%s' (%s): input %d ('%s') belongs to another graph",
+                                  label, op->name, i, inputs[i]->name);
+        in[i] = inputs[i]->desc;
+    }
+    if ((op->flags & TFC_OP_STATEFUL) && strcmp(inputs[0]->node->op->name, "variable") != 0)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "node '%s' (%s): input 0 ('%s') must be a variable", label,
+                              op->name, inputs[0]->name);
+    if (name && !valid_name(name))
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name", label,
+                              op->name);
+    if (name && name_lookup(g, name))
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "node '%s' (%s): name is already used", name, op->name);
+    int n_out = op->n_outputs ? op->n_outputs(attrs) : 1;
+    if (n_out < 1 || n_out > TFC_MAX_OPERANDS)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "node '%s' (%s): %d outputs is outside [1, %d]", label, op->name,
+                              n_out, TFC_MAX_OPERANDS);
+    struct tfc_desc out[TFC_MAX_OPERANDS];
+    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n_out);
+    char msg[TFC_MSG_LEN] = "";
+    struct tfc_infer inf = {n_inputs, in, attrs, n_out, out, msg};
+    tfc_status st = op->infer(&inf);
+    if (st)
+        return tfc_graph_fail(g, st, "node '%s' (%s): %s", label, op->name, msg);
+
+    struct tfc_node *n = calloc(1, sizeof *n);
+    if (!n) return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
+    n->graph = g;
+    n->op = op;
+    n->id = g->n_nodes;
+    memcpy(n->attrs, attrs, sizeof n->attrs);
+    if (name) {
+        n->name = strdup(name);
+    } else {
+        char gen[256];
+        snprintf(gen, sizeof gen, "%s", op->name);
+        for (int k = g->n_nodes; name_lookup(g, gen); k++)
+            snprintf(gen, sizeof gen, "%s_%d", op->name, k);
+        n->name = strdup(gen);
+    }
+    n->n_inputs = n_inputs;
+    n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
+    n->n_outputs = n_out;
+    n->outputs = calloc((size_t)n_out, sizeof *n->outputs);
+    int ok = n->name && (!n_inputs || n->inputs) && n->outputs;
+    for (int i = 0; ok && i < n_out; i++) {
+        n->outputs[i].node = n;
+        n->outputs[i].index = i;
+        n->outputs[i].desc = out[i];
+        ok = (n->outputs[i].name = output_name(n->name, i)) != NULL;
+    }
+    if (ok && g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        struct tfc_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        ok = nodes != NULL;
+        if (ok) {
+            g->nodes = nodes;
+            g->cap_nodes = cap;
+        }
+    }
+    if (!ok || name_insert(g, n)) {
+        node_free(n);
+        return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
+    }
+    for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+tfc_tensor *tfc_build(tfc_graph *g, const struct tfc_op *op, int n_inputs,
+                      tfc_tensor *const *inputs, const struct tfc_kattr *attrs)
+{
+    struct tfc_kattr def[TFC_MAX_ATTRS];
+    if (!attrs) {
+        tfc_attrs_default(op, def);
+        attrs = def;
+    }
+    struct tfc_node *n = tfc_node_build(g, op, NULL, n_inputs, inputs, attrs);
+    return n ? &n->outputs[0] : NULL;
+}
+
+tfc_tensor *tfc_op(tfc_graph *g, const char *opname, int n_inputs, tfc_tensor *const *inputs,
+                   const char *attrs, tfc_tensor **out, int out_capacity)
+{
+    if (!g) return NULL;
+    if (!opname) return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "tfc_op: op name is NULL");
+    const struct tfc_op *op = tfc_op_lookup(opname);
+    if (!op) return tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "unknown op '%s'", opname);
+    if (op->flags & TFC_OP_SOURCE)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "op '%s' is built with its own function (tfc_%s)", opname, opname);
+    struct tfc_kattr a[TFC_MAX_ATTRS];
+    char msg[TFC_MSG_LEN];
+    if (tfc_attrs_parse(op, attrs, a, msg))
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "%s", msg);
+    struct tfc_node *n = tfc_node_build(g, op, NULL, n_inputs, inputs, a);
+    if (!n) return NULL;
+    for (int i = 0; out && i < out_capacity && i < n->n_outputs; i++) out[i] = &n->outputs[i];
+    return &n->outputs[0];
+}
+
+int tfc_op_count(void) { return tfc_op_table_size; }
+
+const char *tfc_op_name(int i)
+{
+    return i >= 0 && i < tfc_op_table_size ? tfc_op_table[i]->name : NULL;
+}
+
+const struct tfc_op *tfc_op_lookup(const char *name)
+{
+    for (int i = 0; i < tfc_op_table_size; i++)
+        if (strcmp(tfc_op_table[i]->name, name) == 0) return tfc_op_table[i];
+    return NULL;
+}

@@ -1,0 +1,154 @@
+/* graph.h: the graph IR (nodes, tensors, attributes) and the op descriptor that defines each
+ * op once: arity, attribute table, shape/dtype inference, kernel codelet. graph/ knows ops only
+ * through these descriptors; sched/ lowers nodes to tasks through the codelet they name. */
+#ifndef TFC_GRAPH_H
+#define TFC_GRAPH_H
+
+#include <pthread.h>
+#include "../src/internal.h"
+#include "../codelets/kargs.h"
+
+#define TFC_MAX_ATTRS TFC_K_MAX_ATTRS
+#define TFC_MAX_OPERANDS 64 /* inputs or outputs of one node (concat, add_n, split) */
+
+struct starpu_codelet; /* defined by StarPU; only sched/ and codelets/ see inside */
+
+enum tfc_attr_type {
+    TFC_ATTR_INT,   /* int64 (also bools) */
+    TFC_ATTR_FLOAT, /* double */
+    TFC_ATTR_INTS,  /* up to TFC_MAX_RANK int64 (axes, perm, begin, size, shape) */
+    TFC_ATTR_DTYPE, /* an enum tfc_dtype */
+};
+
+struct tfc_attr_def {
+    const char *name;
+    enum tfc_attr_type type;
+    double def; /* default for INT, FLOAT, DTYPE; INTS default to empty */
+};
+
+/* An attribute value is a struct tfc_kattr (codelets/kargs.h): plan time copies node
+ * attributes into kernel arguments as they are. For INTS, n is the count (0 when empty). */
+
+/* A tensor's static description: what inference reads and writes. */
+struct tfc_desc {
+    enum tfc_dtype dtype;
+    tfc_shape shape;
+};
+
+struct tfc_node;
+
+/* What an infer function sees: the inputs' descriptions (concrete at plan time, possibly with
+ * -1 leading dims at build time), the attributes, and where to put the outputs. It returns a
+ * status and writes a message (without the node name, which the caller adds). */
+struct tfc_infer {
+    int n_in;
+    const struct tfc_desc *in;
+    const struct tfc_kattr *attrs;
+    int n_out;
+    struct tfc_desc *out;
+    char *msg; /* TFC_MSG_LEN bytes */
+};
+
+enum tfc_op_flags {
+    TFC_OP_SOURCE = 1 << 0,     /* no task: placeholder, constant, variable */
+    TFC_OP_STATEFUL = 1 << 1,   /* input 0 is a variable, updated in place; output 0 aliases it */
+    TFC_OP_ELEMENTWISE = 1 << 2,/* output i depends on inputs at i only (after broadcasting) */
+    TFC_OP_VARIADIC = 1 << 3,   /* 1..TFC_MAX_OPERANDS inputs */
+};
+
+/* Fixed by the op: how the kernel treats the variable of a stateful op. */
+enum tfc_var_access { TFC_VAR_NONE = 0, TFC_VAR_WRITE, TFC_VAR_UPDATE };
+
+struct tfc_op {
+    const char *name;
+    int n_inputs;                     /* exact count unless TFC_OP_VARIADIC */
+    int kind;                         /* enum tfc_kernel_kind: selects the kernel in its codelet */
+    unsigned flags;
+    enum tfc_var_access var_access;   /* stateful ops: W (assign) or RW (assign_add) */
+    const struct tfc_attr_def *attrs; /* attribute table */
+    int n_attrs;
+    /* Number of outputs, from the attributes (NULL: 1). */
+    int (*n_outputs)(const struct tfc_kattr *attrs);
+    tfc_status (*infer)(const struct tfc_infer *in);
+    struct starpu_codelet *codelet;   /* NULL for sources */
+};
+
+/* The op table (codelets/op_list.c): every registered op, in one array. */
+extern const struct tfc_op *const tfc_op_table[];
+extern const int tfc_op_table_size;
+const struct tfc_op *tfc_op_lookup(const char *name);
+
+struct tfc_tensor {
+    struct tfc_node *node;
+    int index;               /* output index in the node */
+    struct tfc_desc desc;    /* static dtype and shape (leading dim may be -1) */
+    char *name;              /* "node" or "node:k" */
+};
+
+struct tfc_node {
+    int id;                  /* creation order, dense from 0 */
+    char *name;
+    const struct tfc_op *op;
+    int n_inputs;
+    struct tfc_tensor **inputs;
+    int n_ctrl, cap_ctrl;
+    struct tfc_node **ctrl;  /* control inputs: run before this node */
+    int n_outputs;
+    struct tfc_tensor *outputs;
+    struct tfc_kattr attrs[TFC_MAX_ATTRS]; /* indexed like op->attrs */
+    tfc_value *value;        /* constants: the data (owned) */
+    tfc_init init;           /* variables: the initializer */
+    struct tfc_graph *graph;
+};
+
+struct tfc_graph {
+    int n_nodes, cap_nodes;
+    struct tfc_node **nodes;
+    /* name -> node, open addressing, power-of-two capacity */
+    struct tfc_node **names;
+    int names_cap;
+    uint64_t seed;
+    uint64_t version;        /* bumped when an existing node changes (control inputs) */
+    tfc_status status;
+    char msg[TFC_MSG_LEN];
+};
+
+/* Builds a node of op with the given inputs and parsed attributes; infers outputs. On error,
+ * records it on g (naming the node) and returns NULL. name may be NULL (generated). */
+struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const char *name,
+                                int n_inputs, tfc_tensor *const *inputs,
+                                const struct tfc_kattr *attrs);
+/* tfc_node_build for builders: output 0 of the new node; attrs NULL means the defaults. */
+tfc_tensor *tfc_build(tfc_graph *g, const struct tfc_op *op, int n_inputs,
+                      tfc_tensor *const *inputs, const struct tfc_kattr *attrs);
+/* Default attribute values of op. */
+void tfc_attrs_default(const struct tfc_op *op, struct tfc_kattr *attrs);
+/* Parses "a=1,b=[0,1],dtype=float32" into attrs (defaults first). */
+tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc_kattr *attrs,
+                           char *msg);
+/* Index of an attribute by name in op's table, -1 when absent. */
+int tfc_attr_index(const struct tfc_op *op, const char *name);
+/* Records the first build error on g; returns NULL for builder convenience. */
+void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Shape helpers for infer functions. */
+/* NumPy broadcasting of n shapes; unknown (-1) dims stay unknown unless the other is > 1. */
+tfc_status tfc_broadcast_shapes(int n, const tfc_shape *const *shapes, tfc_shape *out, char *msg);
+/* Normalizes a possibly negative axis into [0, rank); -1 when out of range. */
+int tfc_axis_norm(int64_t axis, int rank);
+
+/* Variable initialization (graph/initializers.c): fills a host buffer of the variable's dtype
+ * with the values of init, keyed by (graph seed, node seed, element index). */
+tfc_status tfc_init_fill(const tfc_init *init, uint64_t graph_seed, enum tfc_dtype dtype,
+                         const tfc_shape *shape, void *data, char *msg);
+
+
+
+/* The codelets the descriptors name (defined in codelets/, opaque here). */
+extern struct starpu_codelet tfc_cl_elementwise, tfc_cl_matmul, tfc_cl_softmax, tfc_cl_reduce,
+    tfc_cl_layout, tfc_cl_assign;
+
+/* Descriptors of the source ops, which sched/ treats specially. */
+extern const struct tfc_op tfc_op_placeholder, tfc_op_constant, tfc_op_variable;
+#endif

@@ -1,0 +1,538 @@
+/* plan.c: lowering. For one run key it prunes the graph to what the fetches and targets need
+ * (fed tensors cut the graph), orders the nodes topologically (creation order where free:
+ * operations on one variable follow node creation order), infers concrete shapes from the
+ * feeds, and emits one task step per node with its access modes; StarPU's sequential
+ * consistency then derives every dependency edge from those modes. */
+#include <stdlib.h>
+#include <string.h>
+#include "plan.h"
+
+struct builder {
+    tfc_graph *g;
+    const struct plan_options *opt;
+    int n_feeds, n_fetches, n_targets;
+    tfc_tensor *const *feeds;
+    tfc_value *const *feed_values;
+    tfc_tensor *const *fetches;
+    tfc_tensor *const *targets;
+    char *needed;      /* per node id */
+    int **out_slots;   /* per node id: slot of each output as consumers see it */
+    char *var_seen;    /* per node id: 1 once a variable was accessed in this plan */
+    struct plan *p;
+    int cap_slots, cap_steps, cap_checks, cap_writes;
+    tfc_status status;
+    char *msg;
+};
+
+static int fail(struct builder *b, tfc_status st, const char *fmt, const char *a, const char *c)
+{
+    if (!b->status) {
+        b->status = st;
+        snprintf(b->msg, TFC_MSG_LEN, fmt, a, c);
+    }
+    return -1;
+}
+
+static int feed_of(const struct builder *b, const tfc_tensor *t)
+{
+    for (int i = 0; i < b->n_feeds; i++)
+        if (b->feeds[i] == t) return i;
+    return -1;
+}
+
+static void *grow(void *arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return arr;
+    int cap2 = *cap ? *cap * 2 : 16;
+    while (cap2 < need) cap2 *= 2;
+    void *p = realloc(arr, (size_t)cap2 * elem);
+    if (p) *cap = cap2;
+    return p;
+}
+
+static int add_slot(struct builder *b, enum slot_kind kind, const struct tfc_desc *d, int ref)
+{
+    struct plan *p = b->p;
+    struct slot *s = grow(p->slots, &b->cap_slots, p->n_slots + 1, sizeof *s);
+    if (!s) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    p->slots = s;
+    int64_t numel = tfc_shape_numel(&d->shape);
+    s[p->n_slots] = (struct slot){numel == 0 ? SLOT_EMPTY : kind, *d, numel, ref};
+    return p->n_slots++;
+}
+
+static int push_int(struct builder *b, int **arr, int *n, int *cap, int v)
+{
+    int *a = grow(*arr, cap, *n + 1, sizeof(int));
+    if (!a) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    *arr = a;
+    a[(*n)++] = v;
+    return 0;
+}
+
+/* Records a variable access in plan order, for the initialization checks. */
+static int note_var_access(struct builder *b, int slot, enum starpu_data_access_mode mode)
+{
+    const struct slot *s = &b->p->slots[slot];
+    if (s->kind != SLOT_PERSIST || b->g->nodes[s->ref]->op != &tfc_op_variable) return 0;
+    if (b->var_seen[s->ref]) return 0;
+    b->var_seen[s->ref] = 1;
+    if (mode == STARPU_W)
+        return push_int(b, &b->p->var_writes, &b->p->n_var_writes, &b->cap_writes, s->ref);
+    return push_int(b, &b->p->var_checks, &b->p->n_var_checks, &b->cap_checks, s->ref);
+}
+
+/* ---- kernel arguments ------------------------------------------------------------------ */
+
+static void kdesc_of(struct tfc_kdesc *k, const struct slot *s, int buf)
+{
+    memset(k, 0, sizeof *k);
+    k->dtype = (int32_t)s->desc.dtype;
+    k->rank = s->desc.shape.rank;
+    for (int i = 0; i < k->rank; i++) k->dims[i] = s->desc.shape.dims[i];
+    k->numel = s->numel;
+    k->buf = buf;
+}
+
+static void finish_args(struct tfc_kargs *a)
+{
+    /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes) */
+    uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        h = starpu_hash_crc32c_be_n(&d->dtype, sizeof d->dtype, h);
+        h = starpu_hash_crc32c_be_n(&d->rank, sizeof d->rank, h);
+        h = starpu_hash_crc32c_be_n(d->dims, sizeof(int64_t) * (size_t)d->rank, h);
+    }
+    h = starpu_hash_crc32c_be_n(a->attrs, sizeof a->attrs, h);
+    a->footprint = h;
+    double bytes = 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++)
+        bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
+    a->bytes = bytes;
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    a->flops = (double)o->numel;
+    if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
+        const struct tfc_kdesc *x = &a->d[0];
+        int64_t k = a->attrs[0].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
+        a->flops = 2.0 * (double)o->numel * (double)k;
+    }
+}
+
+/* Appends a step; buffers are (slot, mode) pairs, a slot used twice shares one buffer. */
+static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int node, int kind,
+                             const struct tfc_kattr *attrs, int n_in, const int *in_slots,
+                             int n_out, const int *out_slots, int var_slot,
+                             enum starpu_data_access_mode var_mode)
+{
+    struct plan *p = b->p;
+    struct step *steps = grow(p->steps, &b->cap_steps, p->n_steps + 1, sizeof *steps);
+    if (!steps) {
+        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        return NULL;
+    }
+    p->steps = steps;
+    struct step *st = &steps[p->n_steps];
+    memset(st, 0, sizeof *st);
+    int n = n_in + n_out;
+    st->cl = cl;
+    st->node = node;
+    st->args_size = sizeof(struct tfc_kargs) + sizeof(struct tfc_kdesc) * (size_t)n;
+    st->args = calloc(1, st->args_size);
+    st->buf_slot = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    st->modes = malloc(sizeof *st->modes * (size_t)(n ? n : 1));
+    if (!st->args || !st->buf_slot || !st->modes) {
+        free(st->args); free(st->buf_slot); free(st->modes);
+        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        return NULL;
+    }
+    struct tfc_kargs *a = st->args;
+    a->kind = kind;
+    a->node = node;
+    a->n_in = n_in;
+    a->n_out = n_out;
+    if (attrs) memcpy(a->attrs, attrs, sizeof a->attrs);
+    for (int i = 0; i < n; i++) {
+        int slot = i < n_in ? in_slots[i] : out_slots[i - n_in];
+        enum starpu_data_access_mode mode = i < n_in ? STARPU_R : STARPU_W;
+        if (slot == var_slot) mode = var_mode;
+        int buf = -1;
+        if (p->slots[slot].kind != SLOT_EMPTY) {
+            for (int j = 0; j < st->n_buf; j++)
+                if (st->buf_slot[j] == slot) buf = j;
+            if (buf < 0) {
+                buf = st->n_buf++;
+                st->buf_slot[buf] = slot;
+                st->modes[buf] = mode;
+            } else if (st->modes[buf] != mode) {
+                st->modes[buf] = STARPU_RW;
+            }
+        }
+        kdesc_of(&a->d[i], &p->slots[slot], buf);
+    }
+    for (int j = 0; j < st->n_buf; j++)
+        if (note_var_access(b, st->buf_slot[j], st->modes[j])) return NULL;
+    finish_args(a);
+    p->n_steps++;
+    return st;
+}
+
+/* ---- pruning and ordering -------------------------------------------------------------- */
+
+static int mark_needed(struct builder *b)
+{
+    tfc_graph *g = b->g;
+    int *stack = malloc(sizeof(int) * (size_t)(g->n_nodes + 1)), top = 0;
+    if (!stack) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    for (int i = 0; i < b->n_fetches + b->n_targets; i++) {
+        tfc_tensor *t = i < b->n_fetches ? b->fetches[i] : b->targets[i - b->n_fetches];
+        if (i < b->n_fetches && feed_of(b, t) >= 0) continue; /* a fed fetch needs nothing */
+        if (!b->needed[t->node->id]) {
+            b->needed[t->node->id] = 1;
+            stack[top++] = t->node->id;
+        }
+    }
+    while (top) {
+        struct tfc_node *n = g->nodes[stack[--top]];
+        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
+            struct tfc_node *m;
+            if (i < n->n_inputs) {
+                if (feed_of(b, n->inputs[i]) >= 0) continue;
+                m = n->inputs[i]->node;
+            } else {
+                m = n->ctrl[i - n->n_inputs];
+            }
+            if (!b->needed[m->id]) {
+                b->needed[m->id] = 1;
+                stack[top++] = m->id; /* each node is pushed once: the stack never overflows */
+            }
+        }
+    }
+    free(stack);
+    return 0;
+}
+
+/* Kahn's algorithm with a min-heap on node id: creation order wherever the edges allow. */
+static int topo_order(struct builder *b, int **order_out, int *n_out)
+{
+    tfc_graph *g = b->g;
+    int N = g->n_nodes, n_needed = 0;
+    int *indeg = calloc((size_t)N, sizeof(int)), *start = calloc((size_t)N + 1, sizeof(int));
+    int *heap = malloc(sizeof(int) * (size_t)(N + 1)), *order = malloc(sizeof(int) * (size_t)(N + 1));
+    int *succ = NULL, *fill = NULL;
+    int ok = indeg && start && heap && order;
+    /* count edges pred -> succ among needed nodes */
+    for (int id = 0; ok && id < N; id++) {
+        if (!b->needed[id]) continue;
+        n_needed++;
+        struct tfc_node *n = g->nodes[id];
+        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
+            struct tfc_node *m = i < n->n_inputs ? n->inputs[i]->node : n->ctrl[i - n->n_inputs];
+            if (i < n->n_inputs && feed_of(b, n->inputs[i]) >= 0) continue;
+            if (!b->needed[m->id]) continue;
+            start[m->id + 1]++;
+            indeg[id]++;
+        }
+    }
+    for (int i = 0; ok && i < N; i++) start[i + 1] += start[i];
+    if (ok) {
+        succ = malloc(sizeof(int) * (size_t)(start[N] + 1));
+        fill = calloc((size_t)N, sizeof(int));
+        ok = succ && fill;
+    }
+    for (int id = 0; ok && id < N; id++) {
+        if (!b->needed[id]) continue;
+        struct tfc_node *n = g->nodes[id];
+        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
+            struct tfc_node *m = i < n->n_inputs ? n->inputs[i]->node : n->ctrl[i - n->n_inputs];
+            if (i < n->n_inputs && feed_of(b, n->inputs[i]) >= 0) continue;
+            if (!b->needed[m->id]) continue;
+            succ[start[m->id] + fill[m->id]++] = id;
+        }
+    }
+    int hn = 0, n = 0;
+    for (int id = 0; ok && id < N; id++)
+        if (b->needed[id] && !indeg[id]) heap[hn++] = id; /* ascending: already a heap */
+    while (ok && hn) {
+        int id = heap[0];
+        heap[0] = heap[--hn];
+        for (int i = 0;;) { /* sift down */
+            int l = 2 * i + 1, r = l + 1, m = i;
+            if (l < hn && heap[l] < heap[m]) m = l;
+            if (r < hn && heap[r] < heap[m]) m = r;
+            if (m == i) break;
+            int t = heap[i]; heap[i] = heap[m]; heap[m] = t;
+            i = m;
+        }
+        order[n++] = id;
+        for (int e = start[id]; e < start[id + 1]; e++) {
+            int s = succ[e];
+            if (--indeg[s]) continue;
+            int i = hn++;
+            heap[i] = s;
+            while (i && heap[(i - 1) / 2] > heap[i]) { /* sift up */
+                int t = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
+            }
+        }
+    }
+    if (ok && n < n_needed) {
+        int culprit = -1;
+        for (int id = 0; id < N && culprit < 0; id++)
+            if (b->needed[id] && indeg[id]) culprit = id;
+        fail(b, TFC_ERR_CYCLE, "the graph has a cycle through node '%s' (%s)",
+             g->nodes[culprit]->name, g->nodes[culprit]->op->name);
+        ok = 0;
+    } else if (!ok) {
+        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    }
+    free(indeg); free(start); free(heap); free(succ); free(fill);
+    if (!ok) {
+        free(order);
+        return -1;
+    }
+    *order_out = order;
+    *n_out = n;
+    return 0;
+}
+
+/* ---- lowering one node ----------------------------------------------------------------- */
+
+static int consumer_slot(struct builder *b, const tfc_tensor *t)
+{
+    int f = feed_of(b, t);
+    return f >= 0 ? f : b->out_slots[t->node->id][t->index];
+}
+
+static int lower_source(struct builder *b, struct tfc_node *n)
+{
+    if (n->op == &tfc_op_placeholder)
+        return fail(b, TFC_ERR_MISSING_FEED, "placeholder '%s' is needed but not fed%s", n->name, "");
+    int s = add_slot(b, SLOT_PERSIST, &n->outputs[0].desc, n->id);
+    if (s < 0) return -1;
+    b->out_slots[n->id][0] = s;
+    return 0;
+}
+
+static int lower_node(struct builder *b, struct tfc_node *n)
+{
+    struct tfc_desc in[TFC_MAX_OPERANDS], out[TFC_MAX_OPERANDS];
+    int in_slots[TFC_MAX_OPERANDS], out_slot_ids[TFC_MAX_OPERANDS];
+    for (int i = 0; i < n->n_inputs; i++) {
+        in_slots[i] = consumer_slot(b, n->inputs[i]);
+        in[i] = b->p->slots[in_slots[i]].desc;
+    }
+    char msg[TFC_MSG_LEN] = "";
+    struct tfc_infer inf = {n->n_inputs, in, n->attrs, n->n_outputs, out, msg};
+    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n->n_outputs);
+    tfc_status st = n->op->infer(&inf);
+    if (st) {
+        b->status = st;
+        snprintf(b->msg, TFC_MSG_LEN, "node '%s' (%s) with the fed shapes: %s", n->name,
+                 n->op->name, msg);
+        return -1;
+    }
+    int var_slot = -1;
+    enum starpu_data_access_mode var_mode = STARPU_R;
+    if (n->op->flags & TFC_OP_STATEFUL) {
+        var_slot = in_slots[0];
+        if (b->p->slots[var_slot].kind == SLOT_FEED)
+            return fail(b, TFC_ERR_INVALID_ARGUMENT,
+                        "variable '%s' is fed, but node '%s' updates it", n->inputs[0]->name,
+                        n->name);
+        var_mode = n->op->var_access == TFC_VAR_WRITE ? STARPU_W : STARPU_RW;
+        out_slot_ids[0] = var_slot; /* the output is the variable's new value */
+    } else {
+        for (int k = 0; k < n->n_outputs; k++) {
+            if (tfc_shape_numel(&out[k].shape) < 0)
+                return fail(b, TFC_ERR_SHAPE, "node '%s' (%s): output shape unknown after feeding",
+                            n->name, n->op->name);
+            if ((out_slot_ids[k] = add_slot(b, SLOT_TEMP, &out[k], n->id)) < 0) return -1;
+        }
+    }
+    int any = 0;
+    for (int k = 0; k < n->n_outputs; k++)
+        any |= b->p->slots[out_slot_ids[k]].kind != SLOT_EMPTY;
+    if (any) {
+        struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
+                                   in_slots, n->n_outputs, out_slot_ids, var_slot, var_mode);
+        if (!st) return -1;
+        if (b->opt) st->where = b->opt->where;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        int s = out_slot_ids[k];
+        if (b->opt && b->opt->hop && b->p->slots[s].kind == SLOT_TEMP) {
+            int h = add_slot(b, SLOT_TEMP, &b->p->slots[s].desc, n->id);
+            if (h < 0) return -1;
+            struct step *hs = add_step(b, &tfc_cl_hop, n->id, TFC_K_COPY, NULL, 1, &s, 1, &h, -1,
+                                       STARPU_R);
+            if (!hs) return -1;
+            hs->where = b->opt->hop_where;
+            s = h;
+        }
+        b->out_slots[n->id][k] = s;
+    }
+    return 0;
+}
+
+/* A fetched variable value is copied at its place in the order, so later updates in the same
+ * run do not show through (the fetch reads the value the graph position says). */
+static int snapshot_fetches(struct builder *b, struct tfc_node *n, int *fetch_slot)
+{
+    for (int j = 0; j < b->n_fetches; j++) {
+        tfc_tensor *t = b->fetches[j];
+        if (t->node != n || feed_of(b, t) >= 0) continue;
+        int s = b->out_slots[n->id][t->index];
+        const struct slot *sl = &b->p->slots[s];
+        if (sl->kind != SLOT_PERSIST || b->g->nodes[sl->ref]->op != &tfc_op_variable) continue;
+        int c = add_slot(b, SLOT_TEMP, &sl->desc, n->id);
+        if (c < 0) return -1;
+        if (!add_step(b, &tfc_cl_elementwise, n->id, TFC_K_IDENTITY, NULL, 1, &s, 1, &c, -1,
+                      STARPU_R))
+            return -1;
+        fetch_slot[j] = c;
+    }
+    return 0;
+}
+
+/* ---- the plan -------------------------------------------------------------------------- */
+
+uint64_t tfc_plan_key_hash(int n_feeds, tfc_tensor *const *feeds, tfc_value *const *feed_values,
+                           int n_fetches, tfc_tensor *const *fetches, int n_targets,
+                           tfc_tensor *const *targets)
+{
+    uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+    MIX(n_feeds); MIX(n_fetches); MIX(n_targets);
+    for (int i = 0; i < n_feeds; i++) {
+        tfc_shape s = tfc_value_shape(feed_values[i]);
+        MIX((uintptr_t)feeds[i]);
+        MIX(s.rank);
+        for (int d = 0; d < s.rank; d++) MIX(s.dims[d]);
+    }
+    for (int i = 0; i < n_fetches; i++) MIX((uintptr_t)fetches[i]);
+    for (int i = 0; i < n_targets; i++) MIX((uintptr_t)targets[i]);
+#undef MIX
+    return h;
+}
+
+int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
+                       tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,
+                       tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets)
+{
+    if (p->hash != hash || p->graph_version != version || p->n_feeds != n_feeds ||
+        p->n_fetches != n_fetches || p->n_targets != n_targets)
+        return 0;
+    for (int i = 0; i < n_feeds; i++) {
+        tfc_shape s = tfc_value_shape(feed_values[i]);
+        if (p->feeds[i] != feeds[i] || !tfc_shape_equal(&p->feed_shapes[i], &s)) return 0;
+    }
+    for (int i = 0; i < n_fetches; i++)
+        if (p->fetches[i] != fetches[i]) return 0;
+    for (int i = 0; i < n_targets; i++)
+        if (p->targets[i] != targets[i]) return 0;
+    return 1;
+}
+
+void tfc_plan_free(struct plan *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n_steps; i++) {
+        free(p->steps[i].args);
+        free(p->steps[i].buf_slot);
+        free(p->steps[i].modes);
+    }
+    free(p->steps);
+    free(p->slots);
+    free(p->fetch_slot);
+    free(p->var_checks);
+    free(p->var_writes);
+    free(p->feeds);
+    free(p->fetches);
+    free(p->targets);
+    free(p->feed_shapes);
+    free(p);
+}
+
+static int copy_key(struct plan *p, int n_feeds, tfc_tensor *const *feeds,
+                    tfc_value *const *feed_values, int n_fetches, tfc_tensor *const *fetches,
+                    int n_targets, tfc_tensor *const *targets)
+{
+    p->n_feeds = n_feeds;
+    p->n_fetches = n_fetches;
+    p->n_targets = n_targets;
+    p->feeds = malloc(sizeof(tfc_tensor *) * (size_t)(n_feeds + 1));
+    p->feed_shapes = malloc(sizeof(tfc_shape) * (size_t)(n_feeds + 1));
+    p->fetches = malloc(sizeof(tfc_tensor *) * (size_t)(n_fetches + 1));
+    p->targets = malloc(sizeof(tfc_tensor *) * (size_t)(n_targets + 1));
+    p->fetch_slot = malloc(sizeof(int) * (size_t)(n_fetches + 1));
+    if (!p->feeds || !p->feed_shapes || !p->fetches || !p->targets || !p->fetch_slot) return -1;
+    for (int i = 0; i < n_feeds; i++) {
+        p->feeds[i] = feeds[i];
+        p->feed_shapes[i] = tfc_value_shape(feed_values[i]);
+    }
+    for (int i = 0; i < n_fetches; i++) {
+        p->fetches[i] = fetches[i];
+        p->fetch_slot[i] = -1;
+    }
+    for (int i = 0; i < n_targets; i++) p->targets[i] = targets[i];
+    return 0;
+}
+
+struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
+                            tfc_value *const *feed_values, int n_fetches,
+                            tfc_tensor *const *fetches, int n_targets,
+                            tfc_tensor *const *targets, const struct plan_options *opt,
+                            tfc_status *status, char *msg)
+{
+    struct builder b = {.g = g, .opt = opt, .n_feeds = n_feeds, .n_fetches = n_fetches,
+                        .n_targets = n_targets, .feeds = feeds, .feed_values = feed_values,
+                        .fetches = fetches, .targets = targets, .msg = msg};
+    int N = g->n_nodes, *order = NULL, n_order = 0;
+    b.p = calloc(1, sizeof *b.p);
+    b.needed = calloc((size_t)N + 1, 1);
+    b.var_seen = calloc((size_t)N + 1, 1);
+    b.out_slots = calloc((size_t)N + 1, sizeof(int *));
+    if (!b.p || !b.needed || !b.var_seen || !b.out_slots ||
+        copy_key(b.p, n_feeds, feeds, feed_values, n_fetches, fetches, n_targets, targets)) {
+        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        goto done;
+    }
+    b.p->graph_version = g->version;
+    b.p->hash = tfc_plan_key_hash(n_feeds, feeds, feed_values, n_fetches, fetches, n_targets,
+                                  targets);
+    /* feed slots first: slot i is feed i */
+    for (int i = 0; i < n_feeds; i++) {
+        struct tfc_desc d = {tfc_value_dtype(feed_values[i]), tfc_value_shape(feed_values[i])};
+        if (add_slot(&b, SLOT_FEED, &d, i) < 0) goto done;
+    }
+    if (mark_needed(&b) || topo_order(&b, &order, &n_order)) goto done;
+    for (int k = 0; k < n_order; k++) {
+        struct tfc_node *n = g->nodes[order[k]];
+        b.out_slots[n->id] = malloc(sizeof(int) * (size_t)n->n_outputs);
+        if (!b.out_slots[n->id]) {
+            fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+            goto done;
+        }
+        int r = (n->op->flags & TFC_OP_SOURCE) ? lower_source(&b, n) : lower_node(&b, n);
+        if (r || snapshot_fetches(&b, n, b.p->fetch_slot)) goto done;
+    }
+    for (int j = 0; j < n_fetches; j++) {
+        if (b.p->fetch_slot[j] >= 0) continue;
+        b.p->fetch_slot[j] = consumer_slot(&b, fetches[j]);
+        if (note_var_access(&b, b.p->fetch_slot[j], STARPU_R)) goto done;
+    }
+done:
+    free(order);
+    for (int i = 0; b.out_slots && i < N; i++) free(b.out_slots[i]);
+    free(b.out_slots);
+    free(b.needed);
+    free(b.var_seen);
+    if (b.status) {
+        tfc_plan_free(b.p);
+        *status = b.status;
+        return NULL;
+    }
+    *status = TFC_OK;
+    return b.p;
+}

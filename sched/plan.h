@@ -1,0 +1,94 @@
+/* plan.h: a plan is the lowered form of one run key (feeds with their concrete shapes,
+ * fetches, targets): value slots, the ordered task steps with their access modes, and what to
+ * check before submitting. Instances hold the StarPU handles of a plan's intermediates, one
+ * instance per concurrent run. Only sched/ sees these structures. */
+#ifndef TFC_PLAN_H
+#define TFC_PLAN_H
+
+#include <pthread.h>
+#include <starpu.h>
+#include "../graph/graph.h"
+#include "../codelets/kernel.h"
+
+enum slot_kind {
+    SLOT_TEMP,    /* an intermediate: one handle per instance, allocated by StarPU */
+    SLOT_FEED,    /* a fed value: the caller's buffer, registered for the run */
+    SLOT_PERSIST, /* a variable or a constant: the session's handle */
+    SLOT_EMPTY,   /* zero elements: never reaches StarPU */
+};
+
+struct slot {
+    enum slot_kind kind;
+    struct tfc_desc desc;  /* concrete */
+    int64_t numel;
+    int ref;               /* FEED: feed index; PERSIST: node id */
+};
+
+struct step {
+    struct starpu_codelet *cl;
+    int node;              /* node id (the snapshot and hop steps name their source node) */
+    int n_buf;
+    int *buf_slot;         /* slot of each task buffer */
+    enum starpu_data_access_mode *modes;
+    struct tfc_kargs *args;/* template; instances copy it with their own error slot */
+    size_t args_size;
+    uint32_t where;        /* 0, or a STARPU_* worker mask the task is pinned to */
+};
+
+struct instance;
+
+struct plan {
+    /* key */
+    uint64_t hash;
+    uint64_t graph_version;
+    int n_feeds, n_fetches, n_targets;
+    tfc_tensor **feeds, **fetches, **targets;
+    tfc_shape *feed_shapes;
+    /* lowered form */
+    int n_slots;
+    struct slot *slots;
+    int n_steps;
+    struct step *steps;
+    int *fetch_slot;
+    int n_var_checks, n_var_writes;
+    int *var_checks;       /* variables read before any write: must be initialized */
+    int *var_writes;       /* variables the plan assigns (initialized once submitted) */
+    /* cache bookkeeping (under the session lock) */
+    struct instance *free_instances;
+    int running;           /* runs using an instance now */
+    int evicted;           /* out of the cache: freed when the last run ends */
+    struct plan *prev, *next;
+};
+
+struct instance {
+    struct plan *plan;
+    starpu_data_handle_t *handles; /* per slot; TEMP slots only */
+    char *args;                    /* copies of every step's kargs */
+    size_t *args_off;              /* offset of step i's kargs in args */
+    struct tfc_kerr err;
+    struct instance *next_free;
+};
+
+/* Options the session passes to lowering. */
+struct plan_options {
+    int hop;               /* test hook: copy every produced value through the hop codelet */
+    uint32_t hop_where;    /* worker mask for the hop tasks */
+    uint32_t where;        /* test hook: worker mask for every op task (0: any) */
+};
+
+/* Builds a plan for the key; on error returns NULL with status and message. The session's
+ * persistent handles are not touched here. */
+struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
+                            tfc_value *const *feed_values, int n_fetches,
+                            tfc_tensor *const *fetches, int n_targets,
+                            tfc_tensor *const *targets, const struct plan_options *opt,
+                            tfc_status *status, char *msg);
+void tfc_plan_free(struct plan *p);
+uint64_t tfc_plan_key_hash(int n_feeds, tfc_tensor *const *feeds, tfc_value *const *feed_values,
+                           int n_fetches, tfc_tensor *const *fetches, int n_targets,
+                           tfc_tensor *const *targets);
+int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
+                       tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,
+                       tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets);
+
+#endif

@@ -1,0 +1,416 @@
+/* run.c: one run of a session: checking the caller's feeds and fetches, finding or building
+ * the plan, submitting its tasks and fetch copy-outs under the session lock, and waiting for
+ * exactly those. Kernel failures come back through the instance's error slot. */
+#include <stdlib.h>
+#include <string.h>
+#include "session_priv.h"
+
+static tfc_status set_msg(tfc_session *s, tfc_status st, const char *text)
+{
+    pthread_mutex_lock(&s->lock);
+    snprintf(s->msg, sizeof s->msg, "%s", text);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+static tfc_status check_tensor(tfc_session *s, tfc_tensor *t, const char *what, int i,
+                               char *msg)
+{
+    if (!t) return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s %d is NULL", what, i);
+    if (t->node->graph != s->g)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s %d ('%s') belongs to another graph",
+                        what, i, t->name);
+    return TFC_OK;
+}
+
+static tfc_status check_run_args(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                                 tfc_value *const *feeds, int n_fetches,
+                                 tfc_tensor *const *fetches, int n_targets,
+                                 tfc_tensor *const *targets, char *msg)
+{
+    if (n_feeds < 0 || n_fetches < 0 || n_targets < 0)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "negative count");
+    if ((n_feeds && (!feed_tensors || !feeds)) || (n_fetches && !fetches) ||
+        (n_targets && !targets))
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "an array argument is NULL");
+    if (!n_fetches && !n_targets)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "nothing to fetch and no target");
+    tfc_status st;
+    for (int i = 0; i < n_feeds; i++) {
+        tfc_tensor *t = feed_tensors[i];
+        if ((st = check_tensor(s, t, "feed", i, msg))) return st;
+        if (!feeds[i])
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "feed %d ('%s'): value is NULL", i,
+                            t->name);
+        for (int j = 0; j < i; j++)
+            if (feed_tensors[j] == t)
+                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "'%s' is fed twice", t->name);
+        tfc_shape vs = tfc_value_shape(feeds[i]);
+        const tfc_shape *ts = &t->desc.shape;
+        int ok = vs.rank == ts->rank;
+        for (int d = 0; ok && d < vs.rank; d++) ok = ts->dims[d] < 0 || ts->dims[d] == vs.dims[d];
+        char a[96], b[96];
+        if (tfc_value_dtype(feeds[i]) != t->desc.dtype)
+            return tfc_fail(msg, TFC_ERR_DTYPE, "feed '%s' must be %s, got %s", t->name,
+                            tfc_dtype_name(t->desc.dtype),
+                            tfc_dtype_name(tfc_value_dtype(feeds[i])));
+        if (!ok)
+            return tfc_fail(msg, TFC_ERR_SHAPE, "feed '%s' must have shape %s, got %s", t->name,
+                            tfc_shape_str(ts, a, sizeof a), tfc_shape_str(&vs, b, sizeof b));
+    }
+    for (int i = 0; i < n_fetches; i++)
+        if ((st = check_tensor(s, fetches[i], "fetch", i, msg))) return st;
+    for (int i = 0; i < n_targets; i++)
+        if ((st = check_tensor(s, targets[i], "target", i, msg))) return st;
+    return TFC_OK;
+}
+
+/* ---- plan lookup and instances (under the lock) --------------------------------------- */
+
+static struct plan *find_or_build_plan(tfc_session *s, int n_feeds, tfc_tensor *const *ft,
+                                       tfc_value *const *fv, int n_fetches,
+                                       tfc_tensor *const *fetches, int n_targets,
+                                       tfc_tensor *const *targets, tfc_status *st, char *msg)
+{
+    uint64_t h = tfc_plan_key_hash(n_feeds, ft, fv, n_fetches, fetches, n_targets, targets);
+    for (struct plan *p = s->mru; p; p = p->next) {
+        if (!tfc_plan_key_equal(p, h, s->g->version, n_feeds, ft, fv, n_fetches, fetches,
+                                n_targets, targets))
+            continue;
+        tfc_cache_unlink(s, p);
+        tfc_cache_push_front(s, p);
+        s->stats.plan_hits++;
+        return p;
+    }
+    struct plan *p = tfc_plan_build(s->g, n_feeds, ft, fv, n_fetches, fetches, n_targets,
+                                    targets, &s->opt, st, msg);
+    if (!p) return NULL;
+    s->stats.lowerings++;
+    tfc_cache_push_front(s, p);
+    while (s->n_plans > s->max_plans) tfc_cache_evict(s, s->lru);
+    return p;
+}
+
+static struct instance *take_instance(struct plan *p)
+{
+    struct instance *in = p->free_instances;
+    if (in) {
+        p->free_instances = in->next_free;
+        return in;
+    }
+    in = calloc(1, sizeof *in);
+    if (!in) return NULL;
+    in->plan = p;
+    in->handles = calloc((size_t)p->n_slots + 1, sizeof *in->handles);
+    in->args_off = malloc(sizeof(size_t) * (size_t)(p->n_steps + 1));
+    size_t total = 0;
+    for (int i = 0; i < p->n_steps; i++) total += (p->steps[i].args_size + 15) & ~(size_t)15;
+    in->args = malloc(total + 16);
+    if (!in->handles || !in->args_off || !in->args) {
+        free(in->handles); free(in->args_off); free(in->args); free(in);
+        return NULL;
+    }
+    size_t off = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        in->args_off[i] = off;
+        struct tfc_kargs *a = (struct tfc_kargs *)(in->args + off);
+        memcpy(a, p->steps[i].args, p->steps[i].args_size);
+        a->err = &in->err;
+        off += (p->steps[i].args_size + 15) & ~(size_t)15;
+    }
+    for (int i = 0; i < p->n_slots; i++) {
+        const struct slot *sl = &p->slots[i];
+        if (sl->kind == SLOT_TEMP) /* home -1: StarPU allocates where the writer runs */
+            starpu_vector_data_register(&in->handles[i], -1, 0, (uint32_t)sl->numel,
+                                        tfc_dtype_size(sl->desc.dtype));
+    }
+    return in;
+}
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+static void finish_one(struct tfc_run *run)
+{
+    if (__atomic_sub_fetch(&run->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+        pthread_mutex_lock(&run->m);
+        pthread_cond_signal(&run->c);
+        pthread_mutex_unlock(&run->m);
+    }
+}
+
+static void task_done(void *arg)
+{
+    struct task_cb *cb = arg;
+    struct tfc_run *run = cb->run;
+    struct starpu_profiling_task_info *info = cb->task->profiling_info;
+    if (run->records && info) {
+        tfc_task_record *r = &run->records[cb->step];
+        r->worker = info->workerid;
+        starpu_worker_get_name(info->workerid, r->worker_name, sizeof r->worker_name);
+        r->start_us = starpu_timing_timespec_to_us(&info->start_time);
+        r->end_us = starpu_timing_timespec_to_us(&info->end_time);
+    }
+    finish_one(run);
+}
+
+static void fetch_done(void *arg)
+{
+    struct fetch_cb *f = arg;
+    /* the callback may run on a driver thread: name the node, do not use the "local" one */
+    memcpy(f->dst, starpu_data_handle_to_pointer(f->h, STARPU_MAIN_RAM), f->bytes);
+    starpu_data_release(f->h);
+    finish_one(f->run);
+}
+
+static void run_free(struct tfc_run *run)
+{
+    if (!run) return;
+    for (int i = 0; run->fetch_values && i < run->plan->n_fetches; i++)
+        tfc_value_destroy(run->fetch_values[i]);
+    free(run->fetch_values);
+    free(run->feed_handles);
+    free(run->cbs);
+    free(run->fcbs);
+    free(run->records);
+    pthread_mutex_destroy(&run->m);
+    pthread_cond_destroy(&run->c);
+    free(run);
+}
+
+/* ---- submission ----------------------------------------------------------------------- */
+
+static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)
+{
+    const struct slot *sl = &run->plan->slots[slot];
+    switch (sl->kind) {
+    case SLOT_TEMP: return run->inst->handles[slot];
+    case SLOT_FEED: return run->feed_handles[sl->ref];
+    case SLOT_PERSIST: return run->s->pers[sl->ref].h;
+    default: return NULL;
+    }
+}
+
+static struct starpu_task *make_task(struct tfc_run *run, int i)
+{
+    const struct step *st = &run->plan->steps[i];
+    struct starpu_task *task = starpu_task_create();
+    if (!task) return NULL;
+    task->cl = st->cl;
+    if (st->cl->nbuffers == STARPU_VARIABLE_NBUFFERS) task->nbuffers = st->n_buf;
+    if (st->n_buf > STARPU_NMAXBUFS) { /* StarPU frees dyn_handles and dyn_modes */
+        task->dyn_handles = malloc(sizeof(starpu_data_handle_t) * (size_t)st->n_buf);
+        task->dyn_modes = malloc(sizeof(enum starpu_data_access_mode) * (size_t)st->n_buf);
+        if (!task->dyn_handles || !task->dyn_modes) {
+            starpu_task_destroy(task);
+            return NULL;
+        }
+        for (int j = 0; j < st->n_buf; j++) {
+            task->dyn_handles[j] = slot_handle(run, st->buf_slot[j]);
+            task->dyn_modes[j] = st->modes[j];
+        }
+    } else {
+        for (int j = 0; j < st->n_buf; j++) {
+            task->handles[j] = slot_handle(run, st->buf_slot[j]);
+            task->modes[j] = st->modes[j];
+        }
+    }
+    task->cl_arg = run->inst->args + run->inst->args_off[i];
+    task->cl_arg_size = st->args_size;
+    task->cl_arg_free = 0;
+    task->callback_func = task_done;
+    task->callback_arg = &run->cbs[i];
+    task->name = run->s->g->nodes[st->node]->name;
+    if (st->where) task->where = st->where;
+    run->cbs[i] = (struct task_cb){run, task, i};
+    return task;
+}
+
+/* Everything from here to the unlock happens under the session lock. */
+static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *const *feeds,
+                                char *msg)
+{
+    struct plan *p = run->plan;
+    for (int i = 0; i < p->n_var_checks; i++) {
+        struct tfc_node *v = s->g->nodes[p->var_checks[i]];
+        if (v->id >= s->n_pers || !s->pers[v->id].initialized)
+            return tfc_fail(msg, TFC_ERR_UNINITIALIZED,
+                            "variable '%s' is read before it is initialized (call "
+                            "tfc_session_init_variables or assign it first)", v->name);
+    }
+    for (int i = 0; i < p->n_slots; i++) {
+        struct persist *pe;
+        if (p->slots[i].kind == SLOT_PERSIST &&
+            tfc_persist_get(s, s->g->nodes[p->slots[i].ref], &pe))
+            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "%s", s->msg);
+    }
+    run->inst = take_instance(p);
+    run->feed_handles = calloc((size_t)p->n_feeds + 1, sizeof *run->feed_handles);
+    run->fetch_values = calloc((size_t)p->n_fetches + 1, sizeof *run->fetch_values);
+    run->cbs = malloc(sizeof *run->cbs * (size_t)(p->n_steps + 1));
+    run->fcbs = malloc(sizeof *run->fcbs * (size_t)(p->n_fetches + 1));
+    if (s->profiling) run->records = calloc((size_t)p->n_steps + 1, sizeof *run->records);
+    if (!run->inst || !run->feed_handles || !run->fetch_values || !run->cbs || !run->fcbs ||
+        (s->profiling && !run->records))
+        return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    for (int i = 0; i < p->n_fetches; i++) {
+        const struct slot *sl = &p->slots[p->fetch_slot[i]];
+        if (tfc_value_alloc(sl->desc.dtype, &sl->desc.shape, &run->fetch_values[i]))
+            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "fetch '%s': %s", p->fetches[i]->name,
+                            tfc_errmsg());
+    }
+    for (int i = 0; i < p->n_feeds; i++)
+        if (p->slots[i].kind == SLOT_FEED) /* registered on the caller's buffer: no copy */
+            starpu_vector_data_register(&run->feed_handles[i], STARPU_MAIN_RAM,
+                                        (uintptr_t)tfc_value_data(feeds[i]),
+                                        (uint32_t)p->slots[i].numel,
+                                        tfc_dtype_size(p->slots[i].desc.dtype));
+    int n_acquire = 0;
+    for (int i = 0; i < p->n_fetches; i++) {
+        enum slot_kind k = p->slots[p->fetch_slot[i]].kind;
+        n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
+    }
+    run->pending = p->n_steps + n_acquire;
+    p->running++;
+    run->submitted = 1;
+    for (int i = 0; i < p->n_steps; i++) {
+        struct starpu_task *task = make_task(run, i);
+        int ret = task ? starpu_task_submit(task) : -ENOMEM;
+        if (ret) {
+            if (task) starpu_task_destroy(task);
+            /* later tasks would read what this one never wrote: submit nothing more */
+            __atomic_sub_fetch(&run->pending, p->n_steps - i + n_acquire, __ATOMIC_ACQ_REL);
+            struct tfc_node *n = s->g->nodes[p->steps[i].node];
+            return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
+                            "node '%s' (%s): %s", n->name, n->op->name,
+                            ret == -ENODEV ? "no worker can run its task (check the placement "
+                                             "and STARPU_NCPU/NCUDA/NOPENCL)"
+                                           : "StarPU refused the task");
+        }
+    }
+    s->stats.tasks += (uint64_t)p->n_steps;
+    for (int i = 0; i < p->n_fetches; i++) {
+        const struct slot *sl = &p->slots[p->fetch_slot[i]];
+        tfc_value *v = run->fetch_values[i];
+        if (sl->kind == SLOT_FEED) {
+            memcpy(tfc_value_data(v), tfc_value_cdata(feeds[sl->ref]), tfc_value_nbytes(v));
+        } else if (sl->kind == SLOT_TEMP || sl->kind == SLOT_PERSIST) {
+            struct fetch_cb *f = &run->fcbs[i];
+            *f = (struct fetch_cb){run, slot_handle(run, p->fetch_slot[i]), tfc_value_data(v),
+                                   tfc_value_nbytes(v)};
+            starpu_data_acquire_cb(f->h, STARPU_R, fetch_done, f);
+        }
+    }
+    for (int i = 0; i < p->n_var_writes; i++) s->pers[p->var_writes[i]].initialized = 1;
+    return TFC_OK;
+}
+
+tfc_status tfc_session_run_async(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                                 tfc_value *const *feeds, int n_fetches,
+                                 tfc_tensor *const *fetches, int n_targets,
+                                 tfc_tensor *const *targets, tfc_run **out)
+{
+    char msg[TFC_MSG_LEN];
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "run: session is NULL");
+    if (!out) return set_msg(s, TFC_ERR_INVALID_ARGUMENT, "run: out is NULL");
+    *out = NULL;
+    tfc_status st = check_run_args(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
+                                   n_targets, targets, msg);
+    if (st) return set_msg(s, st, msg);
+    struct tfc_run *run = calloc(1, sizeof *run);
+    if (!run) return set_msg(s, TFC_ERR_OUT_OF_MEMORY, "run: no memory");
+    run->s = s;
+    pthread_mutex_init(&run->m, NULL);
+    pthread_cond_init(&run->c, NULL);
+    pthread_mutex_lock(&s->lock);
+    run->plan = find_or_build_plan(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
+                                   n_targets, targets, &st, msg);
+    if (run->plan) st = submit_locked(s, run, feeds, msg);
+    if (st && run->plan && !run->submitted) { /* nothing submitted: undo */
+        if (run->inst) {
+            run->inst->next_free = run->plan->free_instances;
+            run->plan->free_instances = run->inst;
+        }
+        snprintf(s->msg, sizeof s->msg, "%s", msg);
+        for (int i = 0; run->feed_handles && i < run->plan->n_feeds; i++)
+            if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
+        pthread_mutex_unlock(&s->lock);
+        run_free(run);
+        return st;
+    }
+    if (!run->plan) {
+        snprintf(s->msg, sizeof s->msg, "%s", msg);
+        pthread_mutex_unlock(&s->lock);
+        free(run);
+        return st;
+    }
+    pthread_mutex_unlock(&s->lock);
+    run->status = st; /* a failure after some tasks were submitted: reported at wait */
+    if (st) snprintf(run->msg, sizeof run->msg, "%s", msg);
+    *out = run;
+    return TFC_OK;
+}
+
+tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
+{
+    if (!run) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "run_wait: run is NULL");
+    tfc_session *s = run->s;
+    struct plan *p = run->plan;
+    pthread_mutex_lock(&run->m);
+    while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0)
+        pthread_cond_wait(&run->c, &run->m);
+    pthread_mutex_unlock(&run->m);
+    for (int i = 0; i < p->n_feeds; i++)
+        if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
+    tfc_status st = run->status;
+    struct tfc_kerr *e = &run->inst->err;
+    if (!st && e->set) {
+        struct tfc_node *n = s->g->nodes[e->node];
+        st = (tfc_status)e->status;
+        snprintf(run->msg, sizeof run->msg, "node '%s' (%s): %s", n->name, n->op->name, e->msg);
+    }
+    memset(e, 0, sizeof *e);
+    for (int i = 0; fetch_values && i < p->n_fetches; i++) {
+        fetch_values[i] = st ? NULL : run->fetch_values[i];
+        if (!st) run->fetch_values[i] = NULL;
+    }
+    for (int i = 0; i < p->n_fetches; i++) tfc_value_destroy(run->fetch_values[i]);
+    free(run->fetch_values);
+    run->fetch_values = NULL;
+    pthread_mutex_lock(&s->lock);
+    run->inst->next_free = p->free_instances;
+    p->free_instances = run->inst;
+    p->running--;
+    s->stats.runs++;
+    if (st) snprintf(s->msg, sizeof s->msg, "%s", run->msg);
+    if (run->records) {
+        for (int i = 0; i < p->n_steps; i++) {
+            struct tfc_node *n = s->g->nodes[p->steps[i].node];
+            run->records[i].node = n->name;
+            run->records[i].op = p->steps[i].cl == &tfc_cl_hop ? "hop" : n->op->name;
+        }
+        free(s->records);
+        s->records = run->records;
+        s->n_records = p->n_steps;
+        run->records = NULL;
+    }
+    if (p->evicted && !p->running) {
+        tfc_plan_release_instances(p);
+        tfc_plan_free(p);
+    }
+    pthread_mutex_unlock(&s->lock);
+    run_free(run);
+    return st;
+}
+
+tfc_status tfc_session_run(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                           tfc_value *const *feeds, int n_fetches, tfc_tensor *const *fetches,
+                           tfc_value **fetch_values, int n_targets, tfc_tensor *const *targets)
+{
+    tfc_run *run;
+    if (fetch_values)
+        for (int i = 0; i < n_fetches; i++) fetch_values[i] = NULL;
+    tfc_status st = tfc_session_run_async(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
+                                          n_targets, targets, &run);
+    if (st) return st;
+    return tfc_run_wait(run, fetch_values);
+}

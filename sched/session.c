@@ -1,0 +1,347 @@
+/* session.c: sessions and runs. A session owns the variables' and constants' StarPU handles,
+ * a bounded LRU cache of plans, and the submission lock: a run looks up (or builds) its plan,
+ * takes a free instance of it, and submits every task and its fetch copy-outs under the lock
+ * (unlocked concurrent submission over shared handles hangs StarPU 1.3); then it waits for
+ * its own tasks only, never for all of StarPU's. */
+#include <stdlib.h>
+#include <string.h>
+#include "session_priv.h"
+#include "testing.h"
+
+/* ---- sessions ------------------------------------------------------------------------- */
+
+tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "session_create: out is NULL");
+    *out = NULL;
+    if (!ctx || !g)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "session_create: %s is NULL",
+                               !ctx ? "ctx" : "graph");
+    if (tfc_graph_status(g))
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
+                               "session_create: the graph has a build error: %s",
+                               tfc_graph_errmsg(g));
+    tfc_session *s = calloc(1, sizeof *s);
+    if (!s) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "session_create: no memory");
+    s->g = g;
+    s->ctx = ctx;
+    s->max_plans = 32;
+    pthread_mutex_init(&s->lock, NULL);
+    *out = s;
+    return TFC_OK;
+}
+
+void tfc_plan_release_instances(struct plan *p)
+{
+    for (struct instance *in = p->free_instances, *next; in; in = next) {
+        next = in->next_free;
+        for (int i = 0; i < p->n_slots; i++)
+            if (in->handles[i]) starpu_data_unregister_submit(in->handles[i]);
+        free(in->handles);
+        free(in->args);
+        free(in->args_off);
+        free(in);
+    }
+    p->free_instances = NULL;
+}
+
+void tfc_cache_unlink(tfc_session *s, struct plan *p)
+{
+    if (p->prev) p->prev->next = p->next; else s->mru = p->next;
+    if (p->next) p->next->prev = p->prev; else s->lru = p->prev;
+    p->prev = p->next = NULL;
+    s->n_plans--;
+}
+
+void tfc_cache_push_front(tfc_session *s, struct plan *p)
+{
+    p->prev = NULL;
+    p->next = s->mru;
+    if (s->mru) s->mru->prev = p; else s->lru = p;
+    s->mru = p;
+    s->n_plans++;
+}
+
+/* Drops a plan from the cache; it is freed now or when its last run ends. */
+void tfc_cache_evict(tfc_session *s, struct plan *p)
+{
+    tfc_cache_unlink(s, p);
+    p->evicted = 1;
+    if (!p->running) {
+        tfc_plan_release_instances(p);
+        tfc_plan_free(p);
+    }
+}
+
+void tfc_session_destroy(tfc_session *s)
+{
+    if (!s) return;
+    while (s->mru) tfc_cache_evict(s, s->mru);
+    for (int i = 0; i < s->n_pers; i++) {
+        if (s->pers[i].h) starpu_data_unregister(s->pers[i].h);
+        if (s->pers[i].ptr) starpu_free(s->pers[i].ptr);
+    }
+    free(s->pers);
+    free(s->records);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+const char *tfc_session_errmsg(const tfc_session *s)
+{
+    return s ? s->msg : "session is NULL";
+}
+
+void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out)
+{
+    if (!s || !out) return;
+    pthread_mutex_lock(&s->lock);
+    *out = s->stats;
+    out->cached_plans = s->n_plans;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void tfc_session_set_plan_cache_size(tfc_session *s, int n)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->lock);
+    s->max_plans = n < 1 ? 1 : n;
+    while (s->n_plans > s->max_plans) tfc_cache_evict(s, s->lru);
+    pthread_mutex_unlock(&s->lock);
+}
+
+tfc_status tfc_session_set_profiling(tfc_session *s, int on)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_profiling: session is NULL");
+    pthread_mutex_lock(&s->lock);
+    s->profiling = on != 0;
+    if (on) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    pthread_mutex_unlock(&s->lock);
+    return TFC_OK;
+}
+
+int tfc_session_last_records(tfc_session *s, const tfc_task_record **out)
+{
+    if (!s || !out) return 0;
+    *out = s->records;
+    return s->n_records;
+}
+
+void tfc_session_set_hop(tfc_session *s, int on, uint32_t where)
+{
+    pthread_mutex_lock(&s->lock);
+    s->opt.hop = on;
+    s->opt.hop_where = where;
+    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built without the hook are stale */
+    pthread_mutex_unlock(&s->lock);
+}
+
+void tfc_session_set_where(tfc_session *s, uint32_t where)
+{
+    pthread_mutex_lock(&s->lock);
+    s->opt.where = where;
+    while (s->mru) tfc_cache_evict(s, s->mru);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- persistent data (variables and constants) --------------------------------------- */
+
+/* The handle of a variable or constant node, created on first use. Under the lock. */
+tfc_status tfc_persist_get(tfc_session *s, struct tfc_node *n, struct persist **out)
+{
+    if (n->id >= s->n_pers) {
+        int cap = s->g->n_nodes > n->id ? s->g->n_nodes : n->id + 1;
+        struct persist *p = realloc(s->pers, sizeof *p * (size_t)cap);
+        if (!p) return tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "no memory for variables");
+        memset(p + s->n_pers, 0, sizeof *p * (size_t)(cap - s->n_pers));
+        s->pers = p;
+        s->n_pers = cap;
+    }
+    struct persist *p = &s->pers[n->id];
+    *out = p;
+    const struct tfc_desc *d = &n->outputs[0].desc;
+    int64_t numel = tfc_shape_numel(&d->shape);
+    if (p->h || numel == 0) return TFC_OK;
+    size_t bytes = (size_t)numel * tfc_dtype_size(d->dtype);
+    if (starpu_malloc(&p->ptr, bytes) != 0)
+        return tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "variable '%s': no memory for %zu bytes",
+                        n->name, bytes);
+    if (n->value)
+        memcpy(p->ptr, tfc_value_cdata(n->value), bytes);
+    else
+        memset(p->ptr, 0, bytes);
+    starpu_vector_data_register(&p->h, STARPU_MAIN_RAM, (uintptr_t)p->ptr, (uint32_t)numel,
+                                tfc_dtype_size(d->dtype));
+    return TFC_OK;
+}
+
+static tfc_status check_variable(tfc_session *s, tfc_tensor *var, const char *what)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "%s: session is NULL", what);
+    if (!var) return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", what);
+    if (var->node->graph != s->g)
+        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "%s: '%s' belongs to another graph",
+                        what, var->name);
+    if (var->node->op != &tfc_op_variable)
+        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "%s: '%s' is not a variable (%s)",
+                        what, var->name, var->node->op->name);
+    return TFC_OK;
+}
+
+struct host_copy {
+    starpu_data_handle_t h;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int done;
+    pthread_mutex_t m;
+    pthread_cond_t c;
+};
+
+static void host_copy_cb(void *arg)
+{
+    struct host_copy *hc = arg;
+    void *local = starpu_data_handle_to_pointer(hc->h, STARPU_MAIN_RAM); /* any thread */
+    if (hc->dst)
+        memcpy(hc->dst, local, hc->bytes);
+    else
+        memcpy(local, hc->src, hc->bytes);
+    starpu_data_release(hc->h);
+    pthread_mutex_lock(&hc->m);
+    hc->done = 1;
+    pthread_cond_signal(&hc->c);
+    pthread_mutex_unlock(&hc->m);
+}
+
+/* Copies between a host buffer and a handle in StarPU's order of accesses: submitted under
+ * the lock (the caller holds it), waited for after the caller unlocks. */
+static void host_copy_submit(struct host_copy *hc, starpu_data_handle_t h, void *dst,
+                             const void *src, size_t bytes)
+{
+    hc->h = h;
+    hc->dst = dst;
+    hc->src = src;
+    hc->bytes = bytes;
+    hc->done = 0;
+    pthread_mutex_init(&hc->m, NULL);
+    pthread_cond_init(&hc->c, NULL);
+    starpu_data_acquire_cb(h, dst ? STARPU_R : STARPU_W, host_copy_cb, hc);
+}
+
+static void host_copy_wait(struct host_copy *hc)
+{
+    pthread_mutex_lock(&hc->m);
+    while (!hc->done) pthread_cond_wait(&hc->c, &hc->m);
+    pthread_mutex_unlock(&hc->m);
+    pthread_mutex_destroy(&hc->m);
+    pthread_cond_destroy(&hc->c);
+}
+
+static tfc_status write_variable(tfc_session *s, struct tfc_node *n, const void *data)
+{
+    struct persist *p;
+    struct host_copy hc;
+    const struct tfc_desc *d = &n->outputs[0].desc;
+    pthread_mutex_lock(&s->lock);
+    tfc_status st = tfc_persist_get(s, n, &p);
+    if (st || !p->h) {
+        if (!st) p->initialized = 1;
+        pthread_mutex_unlock(&s->lock);
+        return st;
+    }
+    host_copy_submit(&hc, p->h, NULL, data,
+                     (size_t)tfc_shape_numel(&d->shape) * tfc_dtype_size(d->dtype));
+    p->initialized = 1;
+    pthread_mutex_unlock(&s->lock);
+    host_copy_wait(&hc);
+    return TFC_OK;
+}
+
+tfc_status tfc_session_init_variable(tfc_session *s, tfc_tensor *var)
+{
+    tfc_status st = check_variable(s, var, "init_variable");
+    if (st) return st;
+    struct tfc_node *n = var->node;
+    const struct tfc_desc *d = &var->desc;
+    size_t bytes = (size_t)tfc_shape_numel(&d->shape) * tfc_dtype_size(d->dtype);
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "variable '%s': no memory", n->name);
+    char msg[TFC_MSG_LEN];
+    st = tfc_init_fill(&n->init, s->g->seed, d->dtype, &d->shape, buf, msg);
+    if (st) {
+        free(buf);
+        return tfc_fail(s->msg, st, "variable '%s': %s", n->name, msg);
+    }
+    st = write_variable(s, n, buf);
+    free(buf);
+    return st;
+}
+
+tfc_status tfc_session_init_variables(tfc_session *s)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "init_variables: session is NULL");
+    for (int i = 0; i < s->g->n_nodes; i++) {
+        struct tfc_node *n = s->g->nodes[i];
+        if (n->op != &tfc_op_variable) continue;
+        tfc_status st = tfc_session_init_variable(s, &n->outputs[0]);
+        if (st) return st;
+    }
+    return TFC_OK;
+}
+
+int tfc_session_variable_initialized(tfc_session *s, tfc_tensor *var)
+{
+    if (!s || !var || var->node->graph != s->g) return 0;
+    pthread_mutex_lock(&s->lock);
+    int id = var->node->id, init = id < s->n_pers && s->pers[id].initialized;
+    pthread_mutex_unlock(&s->lock);
+    return init;
+}
+
+tfc_status tfc_session_write_variable(tfc_session *s, tfc_tensor *var, const tfc_value *value)
+{
+    tfc_status st = check_variable(s, var, "write_variable");
+    if (st) return st;
+    char a[96], b[96];
+    tfc_shape vs = tfc_value_shape(value);
+    if (!value) return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "write_variable: value is NULL");
+    if (tfc_value_dtype(value) != var->desc.dtype)
+        return tfc_fail(s->msg, TFC_ERR_DTYPE, "variable '%s' is %s, the value %s", var->name,
+                        tfc_dtype_name(var->desc.dtype), tfc_dtype_name(tfc_value_dtype(value)));
+    if (!tfc_shape_equal(&vs, &var->desc.shape))
+        return tfc_fail(s->msg, TFC_ERR_SHAPE, "variable '%s' has shape %s, the value %s",
+                        var->name, tfc_shape_str(&var->desc.shape, a, sizeof a),
+                        tfc_shape_str(&vs, b, sizeof b));
+    return write_variable(s, var->node, tfc_value_cdata(value));
+}
+
+tfc_status tfc_session_read_variable(tfc_session *s, tfc_tensor *var, tfc_value **out)
+{
+    tfc_status st = check_variable(s, var, "read_variable");
+    if (st) return st;
+    if (!out) return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "read_variable: out is NULL");
+    *out = NULL;
+    struct persist *p;
+    struct host_copy hc;
+    tfc_value *v;
+    pthread_mutex_lock(&s->lock);
+    int id = var->node->id;
+    if (id >= s->n_pers || !s->pers[id].initialized) {
+        pthread_mutex_unlock(&s->lock);
+        return tfc_fail(s->msg, TFC_ERR_UNINITIALIZED, "variable '%s' is not initialized",
+                        var->name);
+    }
+    st = tfc_persist_get(s, var->node, &p);
+    if (!st && tfc_value_alloc(var->desc.dtype, &var->desc.shape, &v))
+        st = tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "read_variable: %s", tfc_errmsg());
+    if (st || !p->h) {
+        pthread_mutex_unlock(&s->lock);
+        if (!st) *out = v;
+        return st;
+    }
+    host_copy_submit(&hc, p->h, tfc_value_data(v), NULL, tfc_value_nbytes(v));
+    pthread_mutex_unlock(&s->lock);
+    host_copy_wait(&hc);
+    *out = v;
+    return TFC_OK;
+}

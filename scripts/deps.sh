@@ -1,0 +1,17 @@
+#!/bin/bash
+# deps.sh: installs the Debian 12 packages tfc-starpu needs to build and test (as root).
+# Safe to run again: when everything is installed it does nothing.
+set -euo pipefail
+PACKAGES="build-essential autoconf automake libtool pkg-config libstarpu-dev libopenblas-dev
+  libhwloc-dev libsqlite3-dev sqlite3 libcunit1-dev zlib1g-dev pocl-opencl-icd
+  ocl-icd-opencl-dev opencl-headers"
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "==> installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq $missing
+fi

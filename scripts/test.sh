@@ -1,0 +1,72 @@
+#!/bin/bash
+# test.sh: every test, as CI runs it, on a fresh Debian 12 machine (as root): packages, build,
+# make check (op sweep under four schedulers, OpenCL device-coherence pass), make distcheck,
+# the suite under AddressSanitizer+UBSan with leak detection, and the CUDA build (StarPU with
+# CUDA from Debian's source package, the library through nvcc) running the CPU op sweep.
+# Safe to run again. TFC_SKIP_CUDA=1 or TFC_SKIP_SANITIZERS=1 skip those parts (local use).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+export STARPU_SILENT=1 STARPU_WORKERS_NOBIND=1
+start=$(date +%s)
+step() { echo; echo "==> [$(( $(date +%s) - start ))s] $*"; }
+passed=0 failed=0 skipped=0
+# Adds automake's PASS/FAIL/SKIP counts of one test-suite.log to the totals.
+tally() {
+    local p f s
+    p=$(sed -n 's/^# PASS: *//p' "$1"); f=$(sed -n 's/^# FAIL: *//p' "$1")
+    s=$(sed -n 's/^# SKIP: *//p' "$1")
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+}
+
+step "packages"
+bash scripts/deps.sh
+
+step "build"
+bash scripts/build.sh build
+
+step "make check"
+make -C build check || { cat build/test-suite.log; exit 1; }
+tally build/test-suite.log
+
+step "make distcheck"
+make -C build distcheck
+
+if [ "${TFC_SKIP_SANITIZERS:-0}" != 1 ]; then
+    step "AddressSanitizer + UBSan, leak detection on"
+    bash scripts/build.sh build-asan --enable-sanitizers --disable-shared
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+    export LSAN_OPTIONS=suppressions=$top/tests/lsan.supp:print_suppressions=0
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    make -C build-asan check TFC_TEST_SCHEDS="lws dmdas" \
+        || { cat build-asan/test-suite.log; exit 1; }
+    tally build-asan/test-suite.log
+    unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+fi
+
+if [ "${TFC_SKIP_CUDA:-0}" != 1 ]; then
+    step "StarPU with CUDA (Debian source package, patched for CUDA 13)"
+    bash scripts/build-starpu-cuda.sh "$top/_deps/starpu-cuda"
+    step "library with CUDA codelets (nvcc)"
+    PKG_CONFIG_PATH=$top/_deps/starpu-cuda/lib/pkgconfig \
+        bash scripts/build.sh build-cuda --enable-cuda=yes
+    make -C build-cuda tests/test_ops
+    export LD_LIBRARY_PATH=$top/_deps/starpu-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export STARPU_HOME=$top/build-cuda/tests/starpu-home
+    step "CPU op sweep against the CUDA-enabled library"
+    TFC_TEST_SCHEDS="lws dmdas" build-cuda/tests/test_ops
+    passed=$((passed + 1))
+    step "CUDA codelets against the reference (needs a GPU; 77 = skipped)"
+    rc=0
+    TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS="dmdas" build-cuda/tests/test_ops || rc=$?
+    if [ "$rc" = 77 ]; then
+        echo "SKIPPED: no CUDA device here; the CUDA kernels compiled and linked but did not run"
+        skipped=$((skipped + 1))
+    elif [ "$rc" != 0 ]; then
+        exit "$rc"
+    else
+        passed=$((passed + 1))
+    fi
+fi
+step "done"
+echo "tests: $passed passed, $failed failed, $skipped skipped"

@@ -1,0 +1,50 @@
+/* context.c: tfc_ctx, the process's StarPU runtime as the library sees it. Creating one starts
+ * StarPU or joins the application's; OpenBLAS is set to one thread (process-wide), because
+ * parallelism comes from StarPU's workers and threaded BLAS inside tasks oversubscribes. */
+#include <stdlib.h>
+#include <cblas.h>
+#include "internal.h"
+#include "../sched/sched.h"
+
+struct tfc_ctx {
+    int joined; /* StarPU was running before us */
+};
+
+tfc_status tfc_ctx_create(tfc_ctx **out)
+{
+    char msg[TFC_MSG_LEN];
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: out is NULL");
+    *out = NULL;
+    tfc_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
+    tfc_status st = tfc_runtime_start(&ctx->joined, msg);
+    if (st) {
+        free(ctx);
+        return tfc_fail_global(st, "%s", msg);
+    }
+    openblas_set_num_threads(1);
+    *out = ctx;
+    return TFC_OK;
+}
+
+void tfc_ctx_destroy(tfc_ctx *ctx)
+{
+    if (!ctx) return;
+    tfc_runtime_stop(ctx->joined);
+    free(ctx);
+}
+
+tfc_status tfc_ctx_info_get(tfc_ctx *ctx, tfc_ctx_info *out)
+{
+    if (!ctx || !out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_info: NULL argument");
+    tfc_runtime_info(out);
+    out->joined = ctx->joined;
+    return TFC_OK;
+}
+
+void tfc_ctx_describe(tfc_ctx *ctx, char *out, size_t size)
+{
+    if (!out || !size) return;
+    out[0] = 0;
+    if (ctx) tfc_runtime_describe(out, size);
+}

@@ -1,0 +1,383 @@
+/* tfc.h: the public API of libtfc-starpu, a TensorFlow-style dataflow runtime on StarPU.
+ *
+ * Build first, compute later (a complete program):
+ *
+ *   tfc_ctx *ctx;      tfc_ctx_create(&ctx);                 // starts (or joins) StarPU
+ *   tfc_graph *g;      tfc_graph_create(&g);
+ *   int64_t dims[] = {-1, 3};                                // batch size known at run time
+ *   tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, dims));
+ *   tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){3, 2}),
+ *                                tfc_init_glorot_uniform(7));
+ *   tfc_tensor *y = tfc_softmax(g, tfc_matmul(g, x, w, 0, 0), -1);
+ *   if (tfc_graph_status(g)) puts(tfc_graph_errmsg(g));      // build errors are sticky
+ *   tfc_session *s;    tfc_session_create(ctx, g, &s);
+ *   tfc_session_init_variables(s);
+ *   tfc_value *xv;     tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){4, 3}), data, &xv);
+ *   tfc_value *yv;
+ *   tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL);    // y is a [4,2] float32 value
+ *   const float *p = tfc_value_data(yv);
+ *   tfc_value_destroy(yv); tfc_value_destroy(xv);
+ *   tfc_session_destroy(s); tfc_graph_destroy(g); tfc_ctx_destroy(ctx);
+ *
+ * Conventions: every fallible call returns a tfc_status (TFC_OK is 0) and gives results through
+ * trailing out-parameters; the message of the last failure is kept on the object it concerns
+ * (tfc_ctx_errmsg, tfc_graph_errmsg, tfc_session_errmsg, tfc_errmsg for calls without one).
+ * Graph builders return tfc_tensor pointers owned by the graph, and NULL after an error, which
+ * stays on the graph until tfc_graph_clear_error. Whoever creates a handle destroys it;
+ * destroying NULL does nothing. Returned strings are borrowed until the next call on the object.
+ */
+#ifndef TFC_H
+#define TFC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TFC_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TFC_API __attribute__((visibility("default")))
+#else
+#define TFC_API
+#endif
+
+/* ---- Status ---------------------------------------------------------------------------- */
+
+typedef enum tfc_status {
+    TFC_OK = 0,
+    TFC_ERR_INVALID_ARGUMENT, /* NULL handle, bad attribute, wrong count */
+    TFC_ERR_SHAPE,            /* shapes that do not fit, a mis-shaped feed */
+    TFC_ERR_DTYPE,            /* an element type an op does not take */
+    TFC_ERR_NOT_FOUND,        /* an unknown op or node name */
+    TFC_ERR_OUT_OF_MEMORY,
+    TFC_ERR_NO_DEVICE,        /* StarPU found no worker, or no worker fits a placement */
+    TFC_ERR_RUNTIME,          /* StarPU or a device library failed */
+    TFC_ERR_STORE,            /* the SQLite store */
+    TFC_ERR_UNINITIALIZED,    /* a variable read before it was initialized */
+    TFC_ERR_CYCLE,            /* the needed part of the graph has a cycle */
+    TFC_ERR_OUT_OF_RANGE,     /* an index or label outside its range, found by a kernel */
+    TFC_ERR_MISSING_FEED,     /* a placeholder the run needs was not fed */
+} tfc_status;
+
+/* A short name for a status ("invalid argument", ...); never NULL. */
+TFC_API const char *tfc_status_string(tfc_status status);
+/* The message of the last failed call that has no handle of its own (tfc_value_*, tfc_ctx_create,
+ * tfc_graph_create) on this thread. */
+TFC_API const char *tfc_errmsg(void);
+
+/* ---- Element types and shapes ---------------------------------------------------------- */
+
+enum tfc_dtype {
+    TFC_FLOAT32 = 0,
+    TFC_FLOAT64,
+    TFC_INT32,
+    TFC_INT64,
+    TFC_UINT8,
+    TFC_BOOL, /* one byte, 0 or 1 */
+    TFC_NUM_DTYPES
+};
+
+TFC_API const char *tfc_dtype_name(enum tfc_dtype dtype);
+TFC_API size_t tfc_dtype_size(enum tfc_dtype dtype); /* bytes per element, 0 when invalid */
+
+#define TFC_MAX_RANK 8
+
+/* Row-major dimensions; -1 marks a dimension known only when the graph runs (only the leading
+ * dimension of a placeholder may be unknown). Rank 0 is a scalar. */
+typedef struct tfc_shape {
+    int rank;
+    int64_t dims[TFC_MAX_RANK];
+} tfc_shape;
+
+/* A shape from a dims array (rank 0 to TFC_MAX_RANK; dims may be NULL when rank is 0). */
+TFC_API tfc_shape tfc_shape_of(int rank, const int64_t *dims);
+/* The number of elements, or -1 when a dimension is unknown. */
+TFC_API int64_t tfc_shape_numel(const tfc_shape *shape);
+
+/* ---- Values: host data for feeds, fetches, constants and variable reads --------------- */
+
+typedef struct tfc_value tfc_value;
+
+/* A new zero-filled value. */
+TFC_API tfc_status tfc_value_create(enum tfc_dtype dtype, tfc_shape shape, tfc_value **out);
+/* A new value holding a copy of data (numel * dtype size bytes). */
+TFC_API tfc_status tfc_value_from_data(enum tfc_dtype dtype, tfc_shape shape, const void *data,
+                                       tfc_value **out);
+/* A value that borrows the caller's buffer (no copy): it must stay valid until the value is
+ * destroyed, and, for a feed of an asynchronous run, until tfc_run_wait returns. */
+TFC_API tfc_status tfc_value_wrap(enum tfc_dtype dtype, tfc_shape shape, void *data,
+                                  tfc_value **out);
+/* A rank-0 value of the given type holding x converted to it. */
+TFC_API tfc_status tfc_value_scalar(enum tfc_dtype dtype, double x, tfc_value **out);
+TFC_API void tfc_value_destroy(tfc_value *value);
+TFC_API enum tfc_dtype tfc_value_dtype(const tfc_value *value);
+TFC_API tfc_shape tfc_value_shape(const tfc_value *value);
+TFC_API int64_t tfc_value_numel(const tfc_value *value);
+TFC_API size_t tfc_value_nbytes(const tfc_value *value);
+/* The buffer (row-major, contiguous); NULL for an empty value. */
+TFC_API void *tfc_value_data(tfc_value *value);
+TFC_API const void *tfc_value_cdata(const tfc_value *value);
+/* Element i converted to double (for tests and printing). */
+TFC_API double tfc_value_get(const tfc_value *value, int64_t i);
+
+/* ---- Context: the StarPU runtime ------------------------------------------------------- */
+
+typedef struct tfc_ctx tfc_ctx;
+
+/* Starts StarPU with its environment variables (STARPU_SCHED, STARPU_NCPU, ...), never
+ * overriding them, or joins a StarPU the application already started (and then leaves it
+ * running at tfc_ctx_destroy). Sets OpenBLAS to one thread, process-wide: parallelism comes from
+ * StarPU's workers. Returns TFC_ERR_NO_DEVICE when StarPU finds no worker. */
+TFC_API tfc_status tfc_ctx_create(tfc_ctx **out);
+TFC_API void tfc_ctx_destroy(tfc_ctx *ctx);
+
+/* What StarPU runs with, read back from StarPU itself. */
+typedef struct tfc_ctx_info {
+    int n_cpu_workers;
+    int n_cuda_workers;
+    int n_opencl_workers;
+    int n_memory_nodes;
+    int min_priority, max_priority;
+    char sched_policy[32];  /* e.g. "lws", "dmdas" */
+    int joined;             /* 1 when StarPU was started by the application */
+} tfc_ctx_info;
+
+TFC_API tfc_status tfc_ctx_info_get(tfc_ctx *ctx, tfc_ctx_info *out);
+/* A multi-line report of the workers (id, kind, name) and the scheduler, on out (NUL-ended,
+ * truncated to size). */
+TFC_API void tfc_ctx_describe(tfc_ctx *ctx, char *out, size_t size);
+
+/* ---- Graphs ---------------------------------------------------------------------------- */
+
+typedef struct tfc_graph tfc_graph;
+typedef struct tfc_tensor tfc_tensor; /* a node's output: a symbolic endpoint, owned by the graph */
+
+TFC_API tfc_status tfc_graph_create(tfc_graph **out);
+TFC_API void tfc_graph_destroy(tfc_graph *g);
+/* The first build error since the last clear, and its message naming the node. */
+TFC_API tfc_status tfc_graph_status(const tfc_graph *g);
+TFC_API const char *tfc_graph_errmsg(const tfc_graph *g);
+TFC_API void tfc_graph_clear_error(tfc_graph *g);
+/* The graph-level seed that keys every random initializer (default 0). */
+TFC_API void tfc_graph_set_seed(tfc_graph *g, uint64_t seed);
+TFC_API int tfc_graph_num_nodes(const tfc_graph *g);
+/* The tensor named "node" (output 0) or "node:k"; NULL when absent (no error is set). */
+TFC_API tfc_tensor *tfc_graph_find(tfc_graph *g, const char *name);
+
+/* Tensor properties. The name is "node" for output 0 and "node:k" for others. */
+TFC_API enum tfc_dtype tfc_tensor_dtype(const tfc_tensor *t);
+TFC_API tfc_shape tfc_tensor_shape(const tfc_tensor *t);
+TFC_API const char *tfc_tensor_name(const tfc_tensor *t);
+TFC_API const char *tfc_tensor_op(const tfc_tensor *t); /* the op of the producing node */
+/* Renames the producing node (names are unique in a graph; generated ones are "op_N"). */
+TFC_API tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name);
+/* Makes the node producing t run after the node producing dep, when both run. */
+TFC_API tfc_status tfc_tensor_add_control_input(tfc_tensor *t, tfc_tensor *dep);
+
+/* Any op by name, with attributes as text: "transpose_a=1,axes=[0,1],axis=-1,dtype=float64".
+ * Unknown ops and attributes are errors that name them. out receives the op's outputs (as many
+ * as it has; out may be NULL when the caller only needs output 0, which is returned). */
+TFC_API tfc_tensor *tfc_op(tfc_graph *g, const char *op, int n_inputs, tfc_tensor *const *inputs,
+                           const char *attrs, tfc_tensor **out, int out_capacity);
+/* The number of registered ops and the name of op i (for listing). */
+TFC_API int tfc_op_count(void);
+TFC_API const char *tfc_op_name(int i);
+
+/* Sources */
+TFC_API tfc_tensor *tfc_placeholder(tfc_graph *g, const char *name, enum tfc_dtype dtype,
+                                    tfc_shape shape);
+/* A constant holding a copy of value. */
+TFC_API tfc_tensor *tfc_constant(tfc_graph *g, const char *name, const tfc_value *value);
+/* A rank-0 constant. */
+TFC_API tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x);
+
+/* Variable initializers; values come from a counter-based generator (Philox-4x32-10) keyed by
+ * the graph seed, the node seed and the element index, so they do not depend on devices. */
+typedef enum tfc_init_kind {
+    TFC_INIT_ZEROS, TFC_INIT_ONES, TFC_INIT_CONSTANT, TFC_INIT_UNIFORM, TFC_INIT_NORMAL,
+    TFC_INIT_TRUNCATED_NORMAL, TFC_INIT_GLOROT_UNIFORM
+} tfc_init_kind;
+
+typedef struct tfc_init {
+    tfc_init_kind kind;
+    double a, b;   /* constant: a; uniform: [a, b); normal, truncated: mean a, stddev b */
+    uint64_t seed; /* the node seed */
+} tfc_init;
+
+TFC_API tfc_init tfc_init_zeros(void);
+TFC_API tfc_init tfc_init_ones(void);
+TFC_API tfc_init tfc_init_constant(double value);
+TFC_API tfc_init tfc_init_uniform(double lo, double hi, uint64_t seed);
+TFC_API tfc_init tfc_init_normal(double mean, double stddev, uint64_t seed);
+TFC_API tfc_init tfc_init_truncated_normal(double mean, double stddev, uint64_t seed);
+TFC_API tfc_init tfc_init_glorot_uniform(uint64_t seed);
+
+/* A variable: state that lives in the session across runs (StarPU-managed memory). */
+TFC_API tfc_tensor *tfc_variable(tfc_graph *g, const char *name, enum tfc_dtype dtype,
+                                 tfc_shape shape, tfc_init init);
+
+/* Linear algebra: matmul of rank-2 operands; batch_matmul of rank >= 2 operands whose leading
+ * (batch) dimensions broadcast. */
+TFC_API tfc_tensor *tfc_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int transpose_a,
+                               int transpose_b);
+TFC_API tfc_tensor *tfc_batch_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int adj_a,
+                                     int adj_b);
+
+/* Element-wise binary ops with NumPy broadcasting. */
+TFC_API tfc_tensor *tfc_add(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_sub(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_mul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_div(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_maximum(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_minimum(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_pow(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_equal(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_not_equal(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_less(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_greater(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_logical_and(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+TFC_API tfc_tensor *tfc_logical_or(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
+/* cond ? a : b, all three broadcast together; cond is bool. */
+TFC_API tfc_tensor *tfc_select(tfc_graph *g, tfc_tensor *cond, tfc_tensor *a, tfc_tensor *b);
+/* value + bias along the last axis (bias has rank 1). */
+TFC_API tfc_tensor *tfc_bias_add(tfc_graph *g, tfc_tensor *value, tfc_tensor *bias);
+/* The sum of n tensors of one shape and dtype (n >= 1, any n). */
+TFC_API tfc_tensor *tfc_add_n(tfc_graph *g, int n, tfc_tensor *const *inputs);
+
+/* Element-wise unary ops. */
+TFC_API tfc_tensor *tfc_neg(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_abs(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_square(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_sqrt(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_rsqrt(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_exp(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_log(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_relu(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_sigmoid(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_tanh(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_softplus(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_logical_not(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_identity(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_cast(tfc_graph *g, tfc_tensor *x, enum tfc_dtype dtype);
+
+/* Softmax family over one axis (negative counts from the end). */
+TFC_API tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *logits, int axis);
+TFC_API tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *logits, int axis);
+/* Per-row cross-entropy of [batch, classes] logits against a distribution (dense) or integer
+ * class ids of shape [batch] (sparse; an id outside [0, classes) fails the run). */
+TFC_API tfc_tensor *tfc_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits,
+                                              tfc_tensor *labels);
+TFC_API tfc_tensor *tfc_sparse_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits,
+                                                     tfc_tensor *labels);
+
+/* Reductions over axes (n_axes = 0 reduces all); argmax over one axis gives int64. */
+TFC_API tfc_tensor *tfc_reduce_sum(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+                                   int keepdims);
+TFC_API tfc_tensor *tfc_reduce_mean(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+                                    int keepdims);
+TFC_API tfc_tensor *tfc_reduce_max(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+                                   int keepdims);
+TFC_API tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+                                   int keepdims);
+TFC_API tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis);
+
+/* Shapes and data movement. */
+/* shape may hold one -1, inferred from the element count. */
+TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);
+/* perm NULL reverses the axes. */
+TFC_API tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int *perm);
+TFC_API tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int axis);
+/* Splits x into n equal parts along axis; out receives the n tensors. */
+TFC_API tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int axis, tfc_tensor **out);
+/* begin and size per axis; size -1 means to the end. */
+TFC_API tfc_tensor *tfc_slice(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
+                              const int64_t *size);
+/* Rows of params (along axis 0) at int32/int64 indices of any shape; an index out of range
+ * fails the run. */
+TFC_API tfc_tensor *tfc_gather(tfc_graph *g, tfc_tensor *params, tfc_tensor *indices);
+/* indices (int32/int64) -> [..., depth] of dtype with on/off values; out-of-range ids give
+ * an all-off row, as in TensorFlow. */
+TFC_API tfc_tensor *tfc_one_hot(tfc_graph *g, tfc_tensor *indices, int64_t depth,
+                                enum tfc_dtype dtype, double on, double off);
+TFC_API tfc_tensor *tfc_fill(tfc_graph *g, tfc_shape shape, enum tfc_dtype dtype, double value);
+TFC_API tfc_tensor *tfc_zeros_like(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_ones_like(tfc_graph *g, tfc_tensor *x);
+
+/* Stateful ops on a variable: var = value, var += value, var -= value; each returns the
+ * variable's new value. value has the variable's shape and dtype. */
+TFC_API tfc_tensor *tfc_assign(tfc_graph *g, tfc_tensor *var, tfc_tensor *value);
+TFC_API tfc_tensor *tfc_assign_add(tfc_graph *g, tfc_tensor *var, tfc_tensor *value);
+TFC_API tfc_tensor *tfc_assign_sub(tfc_graph *g, tfc_tensor *var, tfc_tensor *value);
+
+/* ---- Sessions and runs ----------------------------------------------------------------- */
+
+typedef struct tfc_session tfc_session;
+typedef struct tfc_run tfc_run;
+
+/* A session runs one graph on one context; it owns the variables' state. The graph and the
+ * context must outlive it; nodes may still be added to the graph between runs. */
+TFC_API tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out);
+TFC_API void tfc_session_destroy(tfc_session *s);
+TFC_API const char *tfc_session_errmsg(const tfc_session *s);
+
+/* Runs the part of the graph that fetches and targets need. feeds[i] gives the value of the
+ * placeholder (or any tensor) feed_tensors[i]; fetched values are new tfc_values written to
+ * fetch_values[i], owned by the caller. Safe to call from several threads at once. */
+TFC_API tfc_status tfc_session_run(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                                   tfc_value *const *feeds, int n_fetches,
+                                   tfc_tensor *const *fetches, tfc_value **fetch_values,
+                                   int n_targets, tfc_tensor *const *targets);
+/* The same, returning once the run is submitted; tfc_run_wait gives its fetches. Feeds are
+ * read while the run executes: keep them alive until tfc_run_wait returns. */
+TFC_API tfc_status tfc_session_run_async(tfc_session *s, int n_feeds,
+                                         tfc_tensor *const *feed_tensors, tfc_value *const *feeds,
+                                         int n_fetches, tfc_tensor *const *fetches,
+                                         int n_targets, tfc_tensor *const *targets,
+                                         tfc_run **out);
+/* Waits for the run, hands over its fetched values (fetch_values may be NULL to drop them) and
+ * destroys the run. Returns the run's status; its message is on the session. */
+TFC_API tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values);
+
+/* Initializes every variable of the graph from its initializer (or only those not yet
+ * initialized, when only_uninitialized is set). */
+TFC_API tfc_status tfc_session_init_variables(tfc_session *s);
+TFC_API tfc_status tfc_session_init_variable(tfc_session *s, tfc_tensor *var);
+TFC_API int tfc_session_variable_initialized(tfc_session *s, tfc_tensor *var);
+/* A host copy of a variable's current value (acquired through StarPU). */
+TFC_API tfc_status tfc_session_read_variable(tfc_session *s, tfc_tensor *var, tfc_value **out);
+/* Sets a variable from a host value of its dtype and shape. */
+TFC_API tfc_status tfc_session_write_variable(tfc_session *s, tfc_tensor *var,
+                                              const tfc_value *value);
+
+typedef struct tfc_session_stats {
+    uint64_t runs;          /* completed runs */
+    uint64_t lowerings;     /* plans built (graph work); stays flat on repeated runs */
+    uint64_t plan_hits;     /* runs that found their plan in the cache */
+    uint64_t tasks;         /* StarPU tasks submitted */
+    int cached_plans;       /* plans in the cache now */
+} tfc_session_stats;
+
+TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);
+/* Bound on cached plans (LRU; default 32). */
+TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
+
+/* Per-task records of the runs that follow (StarPU's profiling information): on/off. */
+TFC_API tfc_status tfc_session_set_profiling(tfc_session *s, int on);
+
+typedef struct tfc_task_record {
+    const char *node;       /* node name, borrowed from the graph */
+    const char *op;
+    int worker;             /* StarPU worker id */
+    char worker_name[48];
+    double start_us, end_us; /* StarPU's clock, microseconds */
+} tfc_task_record;
+
+/* The records of the last run that completed with profiling on (borrowed until the next run
+ * completes on this session). */
+TFC_API int tfc_session_last_records(tfc_session *s, const tfc_task_record **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TFC_H */

@@ -1,0 +1,175 @@
+/* test_graph.c: building graphs: names (generated, given, renamed, unique), attributes parsed
+ * from the op's table, shape and dtype inference with an unknown leading dimension, sticky
+ * build errors that name the node, lookup by name, control inputs. No StarPU needed. */
+#include <string.h>
+#include "testutil.h"
+
+static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
+
+static void test_names(void)
+{
+    tfc_graph *g;
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_create(&g), TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 3));
+    tfc_tensor *a = tfc_relu(g, x), *b = tfc_relu(g, x);
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_name(x), "x");
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_name(a), "relu");
+    CU_ASSERT_STRING_NOT_EQUAL(tfc_tensor_name(b), "relu");
+    CU_ASSERT_EQUAL(tfc_tensor_set_name(a, "hidden"), TFC_OK);
+    CU_ASSERT_PTR_EQUAL(tfc_graph_find(g, "hidden"), a);
+    CU_ASSERT_PTR_NULL(tfc_graph_find(g, "relu"));
+    CU_ASSERT_PTR_EQUAL(tfc_graph_find(g, "x"), x);
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_op(a), "relu");
+    /* a taken name is an error that names both */
+    CU_ASSERT_EQUAL(tfc_tensor_set_name(b, "x"), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "'x'"));
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_placeholder(g, "x", TFC_FLOAT32, S2(1, 1)));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_INVALID_ARGUMENT);
+    tfc_graph_destroy(g);
+}
+
+static void test_many_nodes_unique_names(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *t = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    for (int i = 0; i < 2000; i++) t = tfc_neg(g, t);
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_graph_num_nodes(g), 2001);
+    CU_ASSERT_PTR_EQUAL(tfc_graph_find(g, tfc_tensor_name(t)), t);
+    tfc_graph_destroy(g);
+}
+
+static void test_inference(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 784));
+    tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, S2(784, 10), tfc_init_zeros());
+    tfc_tensor *y = tfc_matmul(g, x, w, 0, 0);
+    tfc_shape s = tfc_tensor_shape(y);
+    CU_ASSERT_EQUAL(s.rank, 2);
+    CU_ASSERT_EQUAL(s.dims[0], -1);
+    CU_ASSERT_EQUAL(s.dims[1], 10);
+    tfc_tensor *r = tfc_reshape(g, x, tfc_shape_of(3, (int64_t[]){-1, 28, 28}));
+    CU_ASSERT_EQUAL(tfc_tensor_shape(r).dims[0], -1);
+    tfc_tensor *m = tfc_reduce_mean(g, y, 1, (int[]){1}, 1);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(m).rank, 2);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(m).dims[1], 1);
+    CU_ASSERT_EQUAL(tfc_tensor_dtype(tfc_argmax(g, y, 1)), TFC_INT64);
+    CU_ASSERT_EQUAL(tfc_tensor_dtype(tfc_less(g, y, y)), TFC_BOOL);
+    tfc_tensor *b = tfc_add(g, tfc_placeholder(g, "p", TFC_FLOAT64, tfc_shape_of(3, (int64_t[]){4, 1, 3})),
+                            tfc_placeholder(g, "q", TFC_FLOAT64, S2(2, 1)));
+    s = tfc_tensor_shape(b);
+    CU_ASSERT(s.rank == 3 && s.dims[0] == 4 && s.dims[1] == 2 && s.dims[2] == 3);
+    tfc_tensor *parts[3];
+    CU_ASSERT_EQUAL(tfc_split(g, tfc_placeholder(g, "z", TFC_INT32, S2(6, 9)), 3, 1, parts), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(parts[2]).dims[1], 3);
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_name(parts[2]) + strlen(tfc_tensor_name(parts[2])) - 2, ":2");
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    tfc_graph_destroy(g);
+}
+
+static void test_generic_op_and_attributes(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, S2(3, 2));
+    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, S2(3, 4));
+    tfc_tensor *in[2] = {a, b};
+    tfc_tensor *c = tfc_op(g, "matmul", 2, in, "transpose_a=1", NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(c).dims[0], 2);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(c).dims[1], 4);
+    tfc_tensor *t = tfc_op(g, "transpose", 1, &b, "perm=[1, 0]", NULL, 0);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(t).dims[0], 4);
+    tfc_tensor *k = tfc_op(g, "cast", 1, &b, "dtype=float64", NULL, 0);
+    CU_ASSERT_EQUAL(tfc_tensor_dtype(k), TFC_FLOAT64);
+    /* unknown op, unknown attribute, bad value: each named in the message */
+    CU_ASSERT_PTR_NULL(tfc_op(g, "conv9d", 1, &a, NULL, NULL, 0));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "conv9d"));
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_op(g, "matmul", 2, in, "transpose_c=1", NULL, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "transpose_c"));
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_op(g, "cast", 1, &a, "dtype=complex128", NULL, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "complex128"));
+    tfc_graph_clear_error(g);
+    int n = tfc_op_count();
+    CU_ASSERT(n > 50);
+    CU_ASSERT_PTR_NULL(tfc_op_name(n));
+    tfc_graph_destroy(g);
+}
+
+static void test_build_errors_name_the_node(void)
+{
+    tfc_graph *g, *other;
+    tfc_graph_create(&g);
+    tfc_graph_create(&other);
+    tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, S2(3, 2));
+    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, S2(3, 4));
+    tfc_tensor *mm = tfc_matmul(g, a, b, 0, 0); /* 2 != 3 */
+    CU_ASSERT_PTR_NULL(mm);
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "matmul"));
+    /* the first error sticks: later builders return NULL, message unchanged */
+    char first[512];
+    snprintf(first, sizeof first, "%s", tfc_graph_errmsg(g));
+    CU_ASSERT_PTR_NULL(tfc_relu(g, mm));
+    CU_ASSERT_STRING_EQUAL(tfc_graph_errmsg(g), first);
+    tfc_graph_clear_error(g);
+    tfc_tensor *d = tfc_placeholder(g, "d", TFC_FLOAT64, S2(3, 2));
+    CU_ASSERT_PTR_NULL(tfc_add(g, a, d));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_DTYPE);
+    tfc_graph_clear_error(g);
+    tfc_tensor *o = tfc_placeholder(other, "o", TFC_FLOAT32, S2(3, 2));
+    CU_ASSERT_PTR_NULL(tfc_add(g, a, o));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "another graph"));
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_add(g, a, NULL));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_INVALID_ARGUMENT);
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_exp(g, tfc_placeholder(g, "i", TFC_INT32, S2(1, 1))));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_DTYPE);
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_variable(g, "v", TFC_FLOAT32, S2(-1, 2), tfc_init_zeros()));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_assign(g, a, a)); /* not a variable */
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "variable"));
+    tfc_graph_clear_error(g);
+    CU_ASSERT_PTR_NULL(tfc_reduce_sum(g, a, 1, (int[]){5}, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "axis"));
+    /* NULL graph everywhere */
+    CU_ASSERT_PTR_NULL(tfc_relu(NULL, a));
+    CU_ASSERT_EQUAL(tfc_graph_status(NULL), TFC_ERR_INVALID_ARGUMENT);
+    tfc_graph_destroy(NULL);
+    tfc_graph_destroy(other);
+    tfc_graph_destroy(g);
+}
+
+static void test_control_inputs(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, S2(1, 1));
+    tfc_tensor *b = tfc_neg(g, a), *c = tfc_exp(g, a);
+    CU_ASSERT_EQUAL(tfc_tensor_add_control_input(c, b), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_tensor_add_control_input(c, NULL), TFC_ERR_INVALID_ARGUMENT);
+    tfc_graph_destroy(g);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    TEST_SUITE("graph", NULL, NULL);
+    TEST_ADD(test_names);
+    TEST_ADD(test_many_nodes_unique_names);
+    TEST_ADD(test_inference);
+    TEST_ADD(test_generic_op_and_attributes);
+    TEST_ADD(test_build_errors_name_the_node);
+    TEST_ADD(test_control_inputs);
+    return test_main();
+}

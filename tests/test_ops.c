@@ -1,0 +1,2099 @@
+/* test_ops.c: the op sweep, in the style of ggml's test-backend-ops.
+ *
+ * Every registered op (tfc_op_count / tfc_op_name) must have a case here: the first suite fails
+ * when an op of the table is missing from op_cases[], and each scheduler suite ends by checking
+ * that every registered op was actually run and verified under that scheduler. A case builds a
+ * small graph over placeholders fed with deterministic random inputs (kept in each op's domain),
+ * runs it with tfc_session_run and compares every fetched value with a float64 reference
+ * computed here by plain C loops (never by the library): relative tolerance 1e-5 for float32
+ * (1e-4 for exp/pow/softplus/softmax/xent), 1e-12 for float64, exact for integer and bool
+ * outputs. Shapes include scalars, broadcasting, empty tensors and > 8 StarPU buffers.
+ *
+ * Environment:
+ *   TFC_TEST_SCHEDS  space-separated STARPU_SCHED values to sweep (default "eager lws dmda dmdas");
+ *                    StarPU is started and shut down once per scheduler.
+ *   TFC_TEST_HOP=opencl  every produced value is copied through a task pinned to the OpenCL
+ *                    worker (device coherence); exits 77 when StarPU has no OpenCL worker.
+ *   TFC_TEST_WHERE=cuda  every op task is pinned to the CUDA worker, so every CUDA kernel is
+ *                    checked against the float64 reference; exits 77 without a CUDA worker.
+ */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <starpu.h>
+#include "../src/tfc.h"
+#include "../sched/testing.h"
+
+#define F32 TFC_FLOAT32
+#define F64 TFC_FLOAT64
+#define I32 TFC_INT32
+#define I64 TFC_INT64
+#define U8 TFC_UINT8
+#define BOOL TFC_BOOL
+
+/* Shapes: S(2, 3) is [2,3]; S0 is a scalar. */
+#define NARGS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define S(...) tfc_shape_of(NARGS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define S0 tfc_shape_of(0, NULL)
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- which test covers which op ---------------------------------------------------------- */
+
+/* Every registered op must appear here (checked against the op table by test_op_table); the
+ * sweep also records which ops each scheduler actually ran and verified. */
+static const struct {
+    const char *op;
+    const char *where;
+} op_cases[] = {
+    {"placeholder", "every case (fed inputs)"},
+    {"constant", "test_binary_float, test_add_n"},
+    {"variable", "test_assign"},
+    {"neg", "test_unary_float, test_unary_int_bool"},
+    {"abs", "test_unary_float, test_unary_int_bool"},
+    {"square", "test_unary_float, test_unary_int_bool"},
+    {"sqrt", "test_unary_float"},
+    {"rsqrt", "test_unary_float"},
+    {"exp", "test_unary_float"},
+    {"log", "test_unary_float"},
+    {"relu", "test_unary_float"},
+    {"sigmoid", "test_unary_float"},
+    {"tanh", "test_unary_float"},
+    {"softplus", "test_unary_float"},
+    {"logical_not", "test_unary_int_bool"},
+    {"identity", "test_unary_float, test_unary_int_bool"},
+    {"cast", "test_cast"},
+    {"add", "test_binary_float, test_binary_int"},
+    {"sub", "test_binary_float, test_binary_int"},
+    {"mul", "test_binary_float, test_binary_int"},
+    {"div", "test_binary_float"},
+    {"maximum", "test_binary_float, test_binary_int"},
+    {"minimum", "test_binary_float, test_binary_int"},
+    {"pow", "test_binary_float"},
+    {"equal", "test_compare_logic"},
+    {"not_equal", "test_compare_logic"},
+    {"less", "test_compare_logic"},
+    {"greater", "test_compare_logic"},
+    {"logical_and", "test_compare_logic"},
+    {"logical_or", "test_compare_logic"},
+    {"select", "test_select"},
+    {"bias_add", "test_bias_add"},
+    {"add_n", "test_add_n"},
+    {"fill", "test_fill_like"},
+    {"zeros_like", "test_fill_like"},
+    {"ones_like", "test_fill_like"},
+    {"matmul", "test_matmul"},
+    {"batch_matmul", "test_batch_matmul"},
+    {"softmax", "test_softmax"},
+    {"log_softmax", "test_softmax"},
+    {"softmax_cross_entropy", "test_xent"},
+    {"sparse_softmax_cross_entropy", "test_xent, test_errors"},
+    {"reduce_sum", "test_reduce"},
+    {"reduce_mean", "test_reduce"},
+    {"reduce_max", "test_reduce"},
+    {"reduce_min", "test_reduce"},
+    {"argmax", "test_argmax"},
+    {"reshape", "test_reshape"},
+    {"transpose", "test_transpose"},
+    {"concat", "test_concat"},
+    {"split", "test_split"},
+    {"slice", "test_slice"},
+    {"gather", "test_gather, test_errors"},
+    {"one_hot", "test_one_hot"},
+    {"assign", "test_assign"},
+    {"assign_add", "test_assign"},
+    {"assign_sub", "test_assign"},
+};
+
+/* ---- globals ------------------------------------------------------------------------------ */
+
+static tfc_ctx *g_ctx;
+static const char *g_sched = "";
+static int g_hop, g_cuda;
+static char *g_scheds[16];
+static int g_nscheds, g_suite_next;
+static unsigned char g_executed[512];
+static int g_cases;
+static double g_suite_t0;
+static uint64_t g_rng;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_at(int line, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n[sched=%s] FAIL (test_ops.c:%d): %s\n", g_sched, line, buf);
+    CU_assertImplementation(CU_FALSE, (unsigned)line, buf, __FILE__, "", CU_FALSE);
+}
+#define REPORT(...) report_at(__LINE__, __VA_ARGS__)
+#define PASS() CU_assertImplementation(CU_TRUE, __LINE__, "ok", __FILE__, "", CU_FALSE)
+
+static void mark(const char *op)
+{
+    for (int i = 0; i < tfc_op_count() && i < (int)sizeof g_executed; i++)
+        if (op && strcmp(tfc_op_name(i), op) == 0) g_executed[i] = 1;
+}
+
+/* ---- deterministic random numbers (splitmix64) -------------------------------------------- */
+
+static void rng_seed(uint64_t s) { g_rng = s * 0x9E3779B97F4A7C15ull + 12345; }
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
+
+static int64_t rng_int(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- host tensors: the reference side, every element held as a double ------------------- */
+
+typedef struct ht {
+    enum tfc_dtype dt;
+    tfc_shape sh;
+    int64_t n;
+    double *d;
+} ht;
+
+static int64_t numel(tfc_shape s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s.rank; i++) n *= s.dims[i];
+    return n;
+}
+
+static int is_float(enum tfc_dtype dt) { return dt == F32 || dt == F64; }
+static double tol_of(enum tfc_dtype dt) { return dt == F32 ? 1e-5 : dt == F64 ? 1e-12 : 0; }
+static double tol_loose(enum tfc_dtype dt) { return dt == F32 ? 1e-4 : dt == F64 ? 1e-12 : 0; }
+
+/* x as the dtype holds it (float32 rounding, bool 0/1, integer truncation). */
+static double as_dtype(enum tfc_dtype dt, double x)
+{
+    switch (dt) {
+    case F32: return (double)(float)x;
+    case I32: return (double)(int32_t)x;
+    case I64: return (double)(int64_t)x;
+    case U8: return (double)(uint8_t)(int64_t)x; /* wraps modulo 256, as C and TF do */
+    case BOOL: return x != 0;
+    default: return x;
+    }
+}
+
+static ht ht_new(enum tfc_dtype dt, tfc_shape sh)
+{
+    ht h = {dt, sh, numel(sh), NULL};
+    h.d = calloc((size_t)(h.n ? h.n : 1), sizeof(double));
+    return h;
+}
+
+static void ht_free(ht *h)
+{
+    free(h->d);
+    h->d = NULL;
+}
+
+static ht ht_copy(const ht *x)
+{
+    ht o = ht_new(x->dt, x->sh);
+    memcpy(o.d, x->d, sizeof(double) * (size_t)x->n);
+    return o;
+}
+
+/* Random values: floats uniform in [lo, hi) with |x| >= gap; integers uniform in [lo, hi]
+ * (nonzero when gap > 0); bools 0/1. Never all zeros. */
+static ht ht_rand(enum tfc_dtype dt, tfc_shape sh, double lo, double hi, double gap)
+{
+    ht h = ht_new(dt, sh);
+    int any = 0;
+    for (int64_t i = 0; i < h.n; i++) {
+        double x;
+        do {
+            if (is_float(dt))
+                x = lo + (hi - lo) * rng_unit();
+            else if (dt == BOOL)
+                x = (double)(rng_next() >> 63);
+            else
+                x = (double)rng_int((int64_t)lo, (int64_t)hi);
+        } while (dt != BOOL && fabs(x) < gap);
+        h.d[i] = as_dtype(dt, x);
+        any |= h.d[i] != 0;
+    }
+    if (h.n && !any) h.d[0] = dt == BOOL ? 1 : as_dtype(dt, hi != 0 ? hi : lo);
+    return h;
+}
+
+static ht ht_vals(enum tfc_dtype dt, tfc_shape sh, const double *v)
+{
+    ht h = ht_new(dt, sh);
+    for (int64_t i = 0; i < h.n; i++) h.d[i] = as_dtype(dt, v[i]);
+    return h;
+}
+
+static void store_el(void *p, enum tfc_dtype dt, int64_t i, double x)
+{
+    switch (dt) {
+    case F32: ((float *)p)[i] = (float)x; break;
+    case F64: ((double *)p)[i] = x; break;
+    case I32: ((int32_t *)p)[i] = (int32_t)x; break;
+    case I64: ((int64_t *)p)[i] = (int64_t)x; break;
+    case U8: ((uint8_t *)p)[i] = (uint8_t)x; break;
+    default: ((uint8_t *)p)[i] = x != 0; break;
+    }
+}
+
+static double load_el(const void *p, enum tfc_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case F32: return ((const float *)p)[i];
+    case F64: return ((const double *)p)[i];
+    case I32: return ((const int32_t *)p)[i];
+    case I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+
+static tfc_value *ht_value(const ht *h)
+{
+    tfc_value *v = NULL;
+    if (tfc_value_create(h->dt, h->sh, &v)) {
+        REPORT("tfc_value_create: %s", tfc_errmsg());
+        return NULL;
+    }
+    void *p = tfc_value_data(v);
+    for (int64_t i = 0; i < h->n; i++) store_el(p, h->dt, i, h->d[i]);
+    return v;
+}
+
+static const char *shape_str(tfc_shape s, char *buf, size_t size)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, size - k, "[");
+    for (int i = 0; i < s.rank && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, i ? ",%lld" : "%lld", (long long)s.dims[i]);
+    if (k < size) snprintf(buf + k, size - k, "]");
+    return buf;
+}
+#define SHP(s) shape_str((s), (char[64]){0}, 64)
+#define DT(d) tfc_dtype_name(d)
+
+/* ---- broadcasting helpers ----------------------------------------------------------------- */
+
+static tfc_shape bshape(int n, const tfc_shape *s)
+{
+    tfc_shape o = {0};
+    for (int k = 0; k < n; k++) if (s[k].rank > o.rank) o.rank = s[k].rank;
+    for (int d = 0; d < o.rank; d++) {
+        int64_t dim = 1;
+        for (int k = 0; k < n; k++) {
+            int id = s[k].rank - (o.rank - d);
+            int64_t v = id >= 0 ? s[k].dims[id] : 1;
+            if (v != 1) dim = v;
+        }
+        o.dims[d] = dim;
+    }
+    return o;
+}
+
+/* The element of a tensor of shape `in` that broadcasts to flat index `flat` of shape `out`. */
+static int64_t bidx(tfc_shape in, tfc_shape out, int64_t flat)
+{
+    int64_t idx = 0, stride = 1;
+    for (int d = out.rank - 1; d >= 0; d--) {
+        int64_t c = flat % out.dims[d];
+        flat /= out.dims[d];
+        int id = in.rank - (out.rank - d);
+        if (id >= 0) {
+            if (in.dims[id] != 1) idx += c * stride;
+            stride *= in.dims[id];
+        }
+    }
+    return idx;
+}
+
+static void unravel(tfc_shape s, int64_t flat, int64_t *idx)
+{
+    for (int d = s.rank - 1; d >= 0; d--) {
+        idx[d] = flat % s.dims[d];
+        flat /= s.dims[d];
+    }
+}
+
+static void strides(tfc_shape s, int64_t *st)
+{
+    int64_t k = 1;
+    for (int d = s.rank - 1; d >= 0; d--) {
+        st[d] = k;
+        k *= s.dims[d];
+    }
+}
+
+/* ---- one case: a graph, its feeds, and the expected fetches ------------------------------ */
+
+#define TC_MAX 64
+
+struct tc {
+    tfc_graph *g;
+    char label[192];
+    int dyn;        /* placeholders of rank >= 1 get an unknown leading dimension */
+    int nfeed;
+    tfc_tensor *ft[TC_MAX];
+    tfc_value *fv[TC_MAX];
+    int nfetch;
+    tfc_tensor *fetch[TC_MAX];
+    ht want[TC_MAX];
+    double tol[TC_MAX];
+    char what[TC_MAX][96];
+    int used_const;
+};
+
+static void tc_begin(struct tc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tc_begin(struct tc *c, const char *fmt, ...)
+{
+    memset(c, 0, sizeof *c);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->label, sizeof c->label, fmt, ap);
+    va_end(ap);
+    if (tfc_graph_create(&c->g)) REPORT("%s: tfc_graph_create: %s", c->label, tfc_errmsg());
+}
+
+static tfc_tensor *tc_in(struct tc *c, const ht *h)
+{
+    if (!c->g) return NULL;
+    if (c->nfeed == TC_MAX) {
+        REPORT("%s: too many feeds", c->label);
+        return NULL;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "in%d", c->nfeed);
+    tfc_shape ps = h->sh;
+    if (c->dyn && ps.rank > 0) ps.dims[0] = -1;
+    tfc_tensor *t = tfc_placeholder(c->g, name, h->dt, ps);
+    if (!t) return NULL;
+    c->ft[c->nfeed] = t;
+    c->fv[c->nfeed] = ht_value(h);
+    c->nfeed++;
+    return t;
+}
+
+static tfc_tensor *tc_const(struct tc *c, const ht *h)
+{
+    if (!c->g) return NULL;
+    tfc_value *v = ht_value(h);
+    tfc_tensor *t = tfc_constant(c->g, NULL, v);
+    tfc_value_destroy(v);
+    c->used_const = 1;
+    return t;
+}
+
+/* Expects t to equal want (owned by the case from here on). */
+static void tc_want(struct tc *c, tfc_tensor *t, ht want, double tol, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void tc_want(struct tc *c, tfc_tensor *t, ht want, double tol, const char *fmt, ...)
+{
+    if (!t || c->nfetch == TC_MAX) {
+        if (t) REPORT("%s: too many fetches", c->label);
+        ht_free(&want);
+        return;
+    }
+    int j = c->nfetch++;
+    c->fetch[j] = t;
+    c->want[j] = want;
+    c->tol[j] = tol;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->what[j], sizeof c->what[j], fmt, ap);
+    va_end(ap);
+}
+
+static tfc_status open_session(tfc_graph *g, tfc_session **s)
+{
+    tfc_status st = tfc_session_create(g_ctx, g, s);
+    if (st) return st;
+    if (g_hop) tfc_session_set_hop(*s, 1, STARPU_OPENCL);
+    if (g_cuda) tfc_session_set_where(*s, STARPU_CUDA);
+    if (g_hop || g_cuda) tfc_session_set_profiling(*s, 1); /* to check where tasks ran */
+    return TFC_OK;
+}
+
+/* In the device modes, checks from the last run's task records that the hop copies ran on
+ * the OpenCL worker and (where=cuda) that every op task ran on the CUDA worker. */
+static int g_hops_seen, g_pinned_seen;
+static void check_placement(tfc_session *s, const char *label)
+{
+    if (!g_hop && !g_cuda) return;
+    const tfc_task_record *r = NULL;
+    int n = tfc_session_last_records(s, &r);
+    for (int i = 0; i < n; i++) {
+        int hop = r[i].op && strcmp(r[i].op, "hop") == 0;
+        enum starpu_worker_archtype type = starpu_worker_get_type(r[i].worker);
+        if (hop && g_hop) {
+            g_hops_seen++;
+            if (type != STARPU_OPENCL_WORKER)
+                REPORT("%s: the hop of node '%s' ran on %s, not on the OpenCL worker", label,
+                       r[i].node, r[i].worker_name);
+        } else if (!hop && g_cuda) {
+            g_pinned_seen++;
+            if (type != STARPU_CUDA_WORKER)
+                REPORT("%s: node '%s' (%s) ran on %s, not on the CUDA worker", label, r[i].node,
+                       r[i].op, r[i].worker_name);
+        }
+    }
+}
+
+static int close_enough(double got, double want, double tol, int exact)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    if (exact) return got == want;
+    return fabs(got - want) <= tol * (1.0 + fabs(want));
+}
+
+/* Compares a fetched value with its reference: dtype, shape, every element. */
+static int check_value(const char *label, const char *what, const tfc_value *v, const ht *w,
+                       double tol)
+{
+    if (!v) {
+        REPORT("%s / %s: no value fetched", label, what);
+        return 0;
+    }
+    if (tfc_value_dtype(v) != w->dt) {
+        REPORT("%s / %s: dtype %s, expected %s", label, what, DT(tfc_value_dtype(v)), DT(w->dt));
+        return 0;
+    }
+    tfc_shape gs = tfc_value_shape(v);
+    int same = gs.rank == w->sh.rank;
+    for (int d = 0; same && d < gs.rank; d++) same = gs.dims[d] == w->sh.dims[d];
+    if (!same) {
+        REPORT("%s / %s: shape %s, expected %s", label, what, SHP(gs), SHP(w->sh));
+        return 0;
+    }
+    const void *p = tfc_value_cdata(v);
+    int exact = !is_float(w->dt);
+    int64_t bad = 0, first = -1;
+    double fg = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        double g = load_el(p, w->dt, i);
+        if (!close_enough(g, w->d[i], tol, exact)) {
+            if (first < 0) {
+                first = i;
+                fg = g;
+            }
+            bad++;
+        }
+    }
+    if (bad) {
+        int64_t idx[TFC_MAX_RANK] = {0};
+        unravel(w->sh, first, idx);
+        tfc_shape is = {.rank = w->sh.rank};
+        memcpy(is.dims, idx, sizeof idx);
+        REPORT("%s / %s: %lld of %lld elements differ; first at %s: expected %.17g, got %.17g "
+               "(%s, tolerance %g)",
+               label, what, (long long)bad, (long long)w->n, SHP(is), w->d[first], fg, DT(w->dt),
+               exact ? 0.0 : tol);
+        return 0;
+    }
+    PASS();
+    return 1;
+}
+
+/* Runs the case in a new session and checks every fetch; frees everything. */
+static void tc_run(struct tc *c)
+{
+    g_cases++;
+    tfc_value *got[TC_MAX] = {0};
+    tfc_session *s = NULL;
+    if (!c->g) goto out;
+    if (tfc_graph_status(c->g)) {
+        REPORT("%s: graph build failed: %s", c->label, tfc_graph_errmsg(c->g));
+        goto out;
+    }
+    for (int i = 0; i < c->nfeed; i++)
+        if (!c->fv[i]) goto out;
+    tfc_status st = open_session(c->g, &s);
+    if (st) {
+        REPORT("%s: tfc_session_create: %s", c->label, tfc_status_string(st));
+        goto out;
+    }
+    st = tfc_session_run(s, c->nfeed, c->ft, c->fv, c->nfetch, c->fetch, got, 0, NULL);
+    if (st) {
+        REPORT("%s: run failed (%s): %s", c->label, tfc_status_string(st), tfc_session_errmsg(s));
+        goto out;
+    }
+    check_placement(s, c->label);
+    int all = 1;
+    for (int j = 0; j < c->nfetch; j++) {
+        if (check_value(c->label, c->what[j], got[j], &c->want[j], c->tol[j]))
+            mark(tfc_tensor_op(c->fetch[j]));
+        else
+            all = 0;
+    }
+    if (all && c->nfeed) mark("placeholder");
+    if (all && c->used_const) mark("constant");
+out:
+    for (int j = 0; j < c->nfetch; j++) {
+        tfc_value_destroy(got[j]);
+        ht_free(&c->want[j]);
+    }
+    for (int i = 0; i < c->nfeed; i++) tfc_value_destroy(c->fv[i]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(c->g);
+    c->g = NULL;
+}
+
+/* ---- references: element-wise ------------------------------------------------------------- */
+
+static ht map1(const ht *x, enum tfc_dtype odt, double (*f)(double))
+{
+    ht o = ht_new(odt, x->sh);
+    for (int64_t i = 0; i < x->n; i++) o.d[i] = f(x->d[i]);
+    return o;
+}
+
+static ht map2(const ht *a, const ht *b, enum tfc_dtype odt, double (*f)(double, double))
+{
+    tfc_shape sh[2] = {a->sh, b->sh};
+    ht o = ht_new(odt, bshape(2, sh));
+    for (int64_t i = 0; i < o.n; i++)
+        o.d[i] = f(a->d[bidx(a->sh, o.sh, i)], b->d[bidx(b->sh, o.sh, i)]);
+    return o;
+}
+
+static double r_neg(double x) { return -x; }
+static double r_abs(double x) { return x < 0 ? -x : x; }
+static double r_square(double x) { return x * x; }
+static double r_sqrt(double x) { return sqrt(x); }
+static double r_rsqrt(double x) { return 1.0 / sqrt(x); }
+static double r_exp(double x) { return exp(x); }
+static double r_log(double x) { return log(x); }
+static double r_relu(double x) { return x > 0 ? x : 0; }
+static double r_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double r_tanh(double x) { return tanh(x); }
+static double r_softplus(double x) { return log1p(exp(-fabs(x))) + (x > 0 ? x : 0); }
+static double r_ident(double x) { return x; }
+static double r_not(double x) { return x == 0; }
+static double r_trunc(double x) { return trunc(x); }
+static double r_nonzero(double x) { return x != 0; }
+static double r_to_f32(double x) { return (double)(float)x; }
+
+static double r_add(double x, double y) { return x + y; }
+static double r_sub(double x, double y) { return x - y; }
+static double r_mul(double x, double y) { return x * y; }
+static double r_div(double x, double y) { return x / y; }
+static double r_max(double x, double y) { return x > y ? x : y; }
+static double r_min(double x, double y) { return x < y ? x : y; }
+static double r_pow(double x, double y) { return pow(x, y); }
+static double r_eq(double x, double y) { return x == y; }
+static double r_ne(double x, double y) { return x != y; }
+static double r_lt(double x, double y) { return x < y; }
+static double r_gt(double x, double y) { return x > y; }
+static double r_and(double x, double y) { return x != 0 && y != 0; }
+static double r_or(double x, double y) { return x != 0 || y != 0; }
+
+typedef tfc_tensor *(*unary_fn)(tfc_graph *, tfc_tensor *);
+typedef tfc_tensor *(*binary_fn)(tfc_graph *, tfc_tensor *, tfc_tensor *);
+
+/* ---- unary ops ---------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    unary_fn fn;
+    double (*ref)(double);
+    int positive; /* domain (0, inf) */
+    int loose;
+} unary_cases[] = {
+    {"neg", tfc_neg, r_neg, 0, 0},          {"abs", tfc_abs, r_abs, 0, 0},
+    {"square", tfc_square, r_square, 0, 0}, {"sqrt", tfc_sqrt, r_sqrt, 1, 0},
+    {"rsqrt", tfc_rsqrt, r_rsqrt, 1, 0},    {"exp", tfc_exp, r_exp, 0, 1},
+    {"log", tfc_log, r_log, 1, 0},          {"relu", tfc_relu, r_relu, 0, 0},
+    {"sigmoid", tfc_sigmoid, r_sigmoid, 0, 0}, {"tanh", tfc_tanh, r_tanh, 0, 0},
+    {"softplus", tfc_softplus, r_softplus, 0, 1}, {"identity", tfc_identity, r_ident, 0, 0},
+};
+
+static void test_unary_float(void)
+{
+    const tfc_shape shapes[] = {S0, S(5), S(2, 3), S(2, 0, 3), S(3, 1, 4), S(4, 2)};
+    const enum tfc_dtype dts[] = {F32, F64};
+    rng_seed(1);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int si = 0; si < COUNT(shapes); si++) {
+            struct tc c;
+            tc_begin(&c, "unary %s %s%s", DT(dt), SHP(shapes[si]), si == 5 ? " (dynamic)" : "");
+            c.dyn = si == 5;
+            ht xs = ht_rand(dt, shapes[si], -4, 4, 0.05), xp = ht_rand(dt, shapes[si], 0.05, 4, 0);
+            tfc_tensor *ts = tc_in(&c, &xs), *tp = tc_in(&c, &xp);
+            for (int k = 0; k < COUNT(unary_cases); k++) {
+                const ht *x = unary_cases[k].positive ? &xp : &xs;
+                tc_want(&c, unary_cases[k].fn(c.g, unary_cases[k].positive ? tp : ts),
+                        map1(x, dt, unary_cases[k].ref),
+                        unary_cases[k].loose ? tol_loose(dt) : tol_of(dt), "%s",
+                        unary_cases[k].name);
+            }
+            tc_run(&c);
+            ht_free(&xs);
+            ht_free(&xp);
+        }
+        /* large magnitudes: the stable forms of sigmoid, softplus, tanh */
+        static const double big[] = {-60, -20, -0.5, 0.5, 20, 60};
+        struct tc c;
+        tc_begin(&c, "unary %s large magnitudes", DT(dt));
+        ht x = ht_vals(dt, S(6), big);
+        tfc_tensor *t = tc_in(&c, &x);
+        tc_want(&c, tfc_sigmoid(c.g, t), map1(&x, dt, r_sigmoid), tol_of(dt), "sigmoid");
+        tc_want(&c, tfc_tanh(c.g, t), map1(&x, dt, r_tanh), tol_of(dt), "tanh");
+        tc_want(&c, tfc_softplus(c.g, t), map1(&x, dt, r_softplus), tol_loose(dt), "softplus");
+        tc_want(&c, tfc_exp(c.g, t), map1(&x, dt, r_exp), tol_loose(dt), "exp");
+        tc_want(&c, tfc_relu(c.g, t), map1(&x, dt, r_relu), tol_of(dt), "relu");
+        tc_run(&c);
+        ht_free(&x);
+    }
+}
+
+static void test_unary_int_bool(void)
+{
+    const tfc_shape shapes[] = {S0, S(2, 3), S(0, 2), S(7)};
+    rng_seed(2);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? I64 : I32;
+        double r = di ? 1e6 : 1000;
+        for (int si = 0; si < COUNT(shapes); si++) {
+            struct tc c;
+            tc_begin(&c, "unary %s %s", DT(dt), SHP(shapes[si]));
+            ht x = ht_rand(dt, shapes[si], -r, r, 0);
+            tfc_tensor *t = tc_in(&c, &x);
+            tc_want(&c, tfc_neg(c.g, t), map1(&x, dt, r_neg), 0, "neg");
+            tc_want(&c, tfc_abs(c.g, t), map1(&x, dt, r_abs), 0, "abs");
+            tc_want(&c, tfc_square(c.g, t), map1(&x, dt, r_square), 0, "square");
+            tc_want(&c, tfc_identity(c.g, t), ht_copy(&x), 0, "identity");
+            tc_run(&c);
+            ht_free(&x);
+        }
+    }
+    for (int si = 0; si < COUNT(shapes); si++) {
+        struct tc c;
+        tc_begin(&c, "unary bool %s", SHP(shapes[si]));
+        ht x = ht_rand(BOOL, shapes[si], 0, 1, 0);
+        tfc_tensor *t = tc_in(&c, &x);
+        tc_want(&c, tfc_logical_not(c.g, t), map1(&x, BOOL, r_not), 0, "logical_not");
+        tc_want(&c, tfc_identity(c.g, t), ht_copy(&x), 0, "identity");
+        tc_want(&c, tfc_logical_not(c.g, tfc_logical_not(c.g, t)), ht_copy(&x), 0,
+                "logical_not twice");
+        tc_run(&c);
+        ht_free(&x);
+    }
+}
+
+/* ---- cast --------------------------------------------------------------------------------- */
+
+static ht cast_ref(const ht *x, enum tfc_dtype to, double (*f)(double))
+{
+    ht o = map1(x, to, f);
+    for (int64_t i = 0; i < o.n; i++) o.d[i] = as_dtype(to, o.d[i]);
+    return o;
+}
+
+static void test_cast(void)
+{
+    const tfc_shape shapes[] = {S0, S(7), S(2, 0), S(3, 4)};
+    rng_seed(3);
+    for (int si = 0; si < COUNT(shapes); si++) {
+        tfc_shape sh = shapes[si];
+        struct tc c;
+        tc_begin(&c, "cast %s", SHP(sh));
+        ht xf = ht_rand(F32, sh, -10, 10, 0);
+        static const double fixed[] = {0.375, -0.75, 2.999, -3.5, 0};
+        for (int64_t i = 0; i < xf.n && i < 5; i++) xf.d[i] = as_dtype(F32, fixed[i]);
+        if (sh.rank == 0) xf.d[0] = as_dtype(F32, -7.25);
+        ht xl = ht_rand(I64, sh, -(double)(1ll << 40), (double)(1ll << 40), 0);
+        ht xb = ht_rand(BOOL, sh, 0, 1, 0);
+        ht xi = ht_rand(I32, sh, -100000, 100000, 0);
+        ht xu = ht_rand(I32, sh, 0, 255, 0);
+        ht xl32 = ht_rand(I64, sh, -2000000000.0, 2000000000.0, 0);
+        ht xd = ht_rand(F64, sh, -1e3, 1e3, 0);
+        tfc_tensor *tf = tc_in(&c, &xf), *tl = tc_in(&c, &xl), *tb = tc_in(&c, &xb);
+        tfc_tensor *ti = tc_in(&c, &xi), *tu = tc_in(&c, &xu), *tl32 = tc_in(&c, &xl32);
+        tfc_tensor *td = tc_in(&c, &xd);
+        /* the chain float32 -> int32 -> float64 -> bool (truncation toward zero, as TF) */
+        tfc_tensor *i32 = tfc_cast(c.g, tf, I32);
+        tfc_tensor *f64 = tfc_cast(c.g, i32, F64);
+        tfc_tensor *b = tfc_cast(c.g, f64, BOOL);
+        tc_want(&c, i32, cast_ref(&xf, I32, r_trunc), 0, "float32->int32");
+        tc_want(&c, f64, cast_ref(&xf, F64, r_trunc), 0, "float32->int32->float64");
+        {
+            ht t = cast_ref(&xf, F64, r_trunc);
+            tc_want(&c, b, cast_ref(&t, BOOL, r_nonzero), 0, "float32->int32->float64->bool");
+            ht_free(&t);
+        }
+        tc_want(&c, tfc_cast(c.g, tf, I64), cast_ref(&xf, I64, r_trunc), 0, "float32->int64");
+        tc_want(&c, tfc_cast(c.g, tf, BOOL), cast_ref(&xf, BOOL, r_nonzero), 0, "float32->bool");
+        tc_want(&c, tfc_cast(c.g, tf, F32), ht_copy(&xf), tol_of(F32), "float32->float32");
+        tc_want(&c, tfc_cast(c.g, tl, F32), cast_ref(&xl, F32, r_to_f32), tol_of(F32),
+                "int64->float32");
+        tc_want(&c, tfc_cast(c.g, tl, F64), cast_ref(&xl, F64, r_ident), 0, "int64->float64");
+        tc_want(&c, tfc_cast(c.g, tl32, I32), cast_ref(&xl32, I32, r_ident), 0, "int64->int32");
+        tc_want(&c, tfc_cast(c.g, tb, F32), cast_ref(&xb, F32, r_ident), 0, "bool->float32");
+        tc_want(&c, tfc_cast(c.g, tb, I32), cast_ref(&xb, I32, r_ident), 0, "bool->int32");
+        tc_want(&c, tfc_cast(c.g, ti, I64), cast_ref(&xi, I64, r_ident), 0, "int32->int64");
+        tc_want(&c, tfc_cast(c.g, ti, BOOL), cast_ref(&xi, BOOL, r_nonzero), 0, "int32->bool");
+        tc_want(&c, tfc_cast(c.g, tu, U8), cast_ref(&xu, U8, r_ident), 0, "int32->uint8");
+        tc_want(&c, tfc_cast(c.g, tfc_cast(c.g, tu, U8), F64), cast_ref(&xu, F64, r_ident), 0,
+                "int32->uint8->float64");
+        tc_want(&c, tfc_cast(c.g, td, F32), cast_ref(&xd, F32, r_to_f32), tol_of(F32),
+                "float64->float32");
+        tc_want(&c, tfc_cast(c.g, td, I32), cast_ref(&xd, I32, r_trunc), 0, "float64->int32");
+        tc_want(&c, tfc_op(c.g, "cast", 1, &ti, "dtype=float64", NULL, 0),
+                cast_ref(&xi, F64, r_ident), 0, "tfc_op(cast, dtype=float64) of int32");
+        tc_run(&c);
+        ht_free(&xf), ht_free(&xl), ht_free(&xb), ht_free(&xi), ht_free(&xu), ht_free(&xl32);
+        ht_free(&xd);
+    }
+}
+
+/* ---- binary arithmetic -------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    binary_fn fn;
+    double (*ref)(double, double);
+} arith_cases[] = {
+    {"add", tfc_add, r_add},         {"sub", tfc_sub, r_sub},         {"mul", tfc_mul, r_mul},
+    {"div", tfc_div, r_div},         {"maximum", tfc_maximum, r_max}, {"minimum", tfc_minimum, r_min},
+    {"pow", tfc_pow, r_pow},
+};
+
+static const tfc_shape *pair_shapes(int i, tfc_shape *a, tfc_shape *b)
+{
+    const tfc_shape pa[] = {S(2, 3), S(3),    S(4, 1, 3), S0,       S(5),   S(1),
+                            S0,      S(2, 3), S(0, 3),    S(0, 3),  S(3, 1), S(2, 1, 4, 1)};
+    const tfc_shape pb[] = {S(3),    S(2, 3), S(2, 1),    S(5),     S0,     S(3, 1),
+                            S0,      S(2, 3), S(0, 3),    S(3),     S(1, 0), S(3, 1, 5)};
+    if (i >= COUNT(pa)) return NULL;
+    *a = pa[i];
+    *b = pb[i];
+    return a;
+}
+
+static void test_binary_float(void)
+{
+    rng_seed(4);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        tfc_shape sa, sb;
+        for (int pi = 0; pair_shapes(pi, &sa, &sb); pi++) {
+            struct tc c;
+            tc_begin(&c, "binary %s %s with %s", DT(dt), SHP(sa), SHP(sb));
+            ht a = ht_rand(dt, sa, -3, 3, 0.1), b = ht_rand(dt, sb, -3, 3, 0.1);
+            ht base = ht_rand(dt, sa, 0.2, 3, 0), ex = ht_rand(dt, sb, -2, 2, 0);
+            tfc_tensor *ta = tc_in(&c, &a), *tb = tc_in(&c, &b);
+            tfc_tensor *tbase = tc_in(&c, &base), *tex = tc_in(&c, &ex);
+            for (int k = 0; k < COUNT(arith_cases); k++) {
+                int is_pow = arith_cases[k].ref == r_pow;
+                tc_want(&c, arith_cases[k].fn(c.g, is_pow ? tbase : ta, is_pow ? tex : tb),
+                        map2(is_pow ? &base : &a, is_pow ? &ex : &b, dt, arith_cases[k].ref),
+                        is_pow ? tol_loose(dt) : tol_of(dt), "%s", arith_cases[k].name);
+            }
+            tc_run(&c);
+            ht_free(&a), ht_free(&b), ht_free(&base), ht_free(&ex);
+        }
+        /* a constant operand, a scalar constant, and a chain */
+        struct tc c;
+        tc_begin(&c, "binary %s with constants", DT(dt));
+        ht x = ht_rand(dt, S(3, 4), -3, 3, 0.1), k = ht_rand(dt, S(4), -3, 3, 0.1);
+        ht two = ht_vals(dt, S0, (double[]){2.5});
+        tfc_tensor *tx = tc_in(&c, &x), *tk = tc_const(&c, &k), *t2 = tc_const(&c, &two);
+        tc_want(&c, tfc_mul(c.g, tx, tk), map2(&x, &k, dt, r_mul), tol_of(dt), "mul by constant");
+        tc_want(&c, tfc_sub(c.g, t2, tx), map2(&two, &x, dt, r_sub), tol_of(dt),
+                "scalar constant minus x");
+        tc_want(&c, tfc_div(c.g, tx, tfc_scalar(c.g, dt, 4.0)),
+                map2(&x, &(ht){dt, S0, 1, (double[]){4.0}}, dt, r_div), tol_of(dt),
+                "div by tfc_scalar");
+        {
+            ht xk = map2(&x, &k, dt, r_add);
+            tc_want(&c, tfc_mul(c.g, tfc_add(c.g, tx, tk), t2), map2(&xk, &two, dt, r_mul),
+                    tol_of(dt), "(x + k) * 2.5");
+            ht_free(&xk);
+        }
+        /* NaN propagates through maximum and minimum, as in NumPy and PyTorch */
+        ht n = ht_vals(dt, S(3), (double[]){NAN, 1.0, -2.0});
+        ht m = ht_vals(dt, S(3), (double[]){0.5, NAN, -3.0});
+        {
+            tfc_tensor *tn = tc_in(&c, &n), *tm = tc_in(&c, &m);
+            tc_want(&c, tfc_maximum(c.g, tn, tm), ht_vals(dt, S(3), (double[]){NAN, NAN, -2.0}),
+                    tol_of(dt), "maximum with NaN");
+            tc_want(&c, tfc_minimum(c.g, tn, tm), ht_vals(dt, S(3), (double[]){NAN, NAN, -3.0}),
+                    tol_of(dt), "minimum with NaN");
+        }
+        tc_run(&c);
+        ht_free(&x), ht_free(&k), ht_free(&two), ht_free(&n), ht_free(&m);
+    }
+}
+
+static void test_binary_int(void)
+{
+    const tfc_shape pa[] = {S(2, 3), S0, S(4, 1, 3), S(0, 2), S(3), S0};
+    const tfc_shape pb[] = {S(3), S(4), S(2, 1), S(2), S(3), S0};
+    rng_seed(5);
+    for (int di = 0; di < 3; di++) {
+        /* uint8 wraps modulo 256 (3 - 5 = 254, 200 * 200 = 64) */
+        enum tfc_dtype dt = di == 0 ? I32 : di == 1 ? I64 : U8;
+        double ra = di == 1 ? (double)(1ll << 40) : 30000, rb = 1000;
+        for (int pi = 0; pi < COUNT(pa); pi++) {
+            struct tc c;
+            tc_begin(&c, "binary %s %s with %s", DT(dt), SHP(pa[pi]), SHP(pb[pi]));
+            ht a = dt == U8 ? ht_rand(dt, pa[pi], 0, 255, 0) : ht_rand(dt, pa[pi], -ra, ra, 0);
+            ht b = dt == U8 ? ht_rand(dt, pb[pi], 0, 255, 0) : ht_rand(dt, pb[pi], -rb, rb, 0);
+            tfc_tensor *ta = tc_in(&c, &a), *tb = tc_in(&c, &b);
+            for (int k = 0; k < COUNT(arith_cases); k++) {
+                double (*f)(double, double) = arith_cases[k].ref;
+                if (f == r_div || f == r_pow) continue; /* float-only semantics */
+                ht w = map2(&a, &b, dt, f);
+                for (int64_t i = 0; i < w.n; i++) w.d[i] = as_dtype(dt, w.d[i]);
+                tc_want(&c, arith_cases[k].fn(c.g, ta, tb), w, 0, "%s", arith_cases[k].name);
+            }
+            tc_run(&c);
+            ht_free(&a), ht_free(&b);
+        }
+    }
+}
+
+/* ---- comparisons and logic ---------------------------------------------------------------- */
+
+static void test_compare_logic(void)
+{
+    const tfc_shape pa[] = {S(2, 3), S0, S(1), S(0, 3), S(4), S(2, 1, 3)};
+    const tfc_shape pb[] = {S(3), S(5), S(3, 1), S(3), S(4), S(4, 1)};
+    static const struct {
+        const char *name;
+        binary_fn fn;
+        double (*ref)(double, double);
+    } cmp[] = {{"equal", tfc_equal, r_eq}, {"not_equal", tfc_not_equal, r_ne},
+               {"less", tfc_less, r_lt},   {"greater", tfc_greater, r_gt}};
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    rng_seed(6);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int pi = 0; pi < COUNT(pa); pi++) {
+            struct tc c;
+            tc_begin(&c, "compare %s %s with %s", DT(dt), SHP(pa[pi]), SHP(pb[pi]));
+            /* few distinct values, so ties happen */
+            ht a = ht_rand(I32, pa[pi], -2, 2, 0), b = ht_rand(I32, pb[pi], -2, 2, 0);
+            a.dt = b.dt = dt;
+            if (is_float(dt))
+                for (int64_t i = 0; i < a.n; i++) a.d[i] += (a.d[i] > 1) ? 0.5 : 0;
+            if (dt == I64)
+                for (int64_t i = 0; i < b.n; i++) b.d[i] *= (double)(1ll << 35);
+            if (dt == I64)
+                for (int64_t i = 0; i < a.n; i++) a.d[i] *= (double)(1ll << 35);
+            tfc_tensor *ta = tc_in(&c, &a), *tb = tc_in(&c, &b);
+            for (int k = 0; k < COUNT(cmp); k++)
+                tc_want(&c, cmp[k].fn(c.g, ta, tb), map2(&a, &b, BOOL, cmp[k].ref), 0, "%s",
+                        cmp[k].name);
+            tc_run(&c);
+            ht_free(&a), ht_free(&b);
+        }
+    }
+    for (int pi = 0; pi < COUNT(pa); pi++) {
+        struct tc c;
+        tc_begin(&c, "logic bool %s with %s", SHP(pa[pi]), SHP(pb[pi]));
+        ht a = ht_rand(BOOL, pa[pi], 0, 1, 0), b = ht_rand(BOOL, pb[pi], 0, 1, 0);
+        tfc_tensor *ta = tc_in(&c, &a), *tb = tc_in(&c, &b);
+        tc_want(&c, tfc_logical_and(c.g, ta, tb), map2(&a, &b, BOOL, r_and), 0, "logical_and");
+        tc_want(&c, tfc_logical_or(c.g, ta, tb), map2(&a, &b, BOOL, r_or), 0, "logical_or");
+        tc_want(&c, tfc_equal(c.g, ta, tb), map2(&a, &b, BOOL, r_eq), 0, "equal");
+        tc_want(&c, tfc_not_equal(c.g, ta, tb), map2(&a, &b, BOOL, r_ne), 0, "not_equal");
+        tc_run(&c);
+        ht_free(&a), ht_free(&b);
+    }
+}
+
+/* ---- select, bias_add, add_n, fill ---------------------------------------------------------- */
+
+static void test_select(void)
+{
+    const tfc_shape sc[] = {S(2, 3), S0, S(4, 1), S(3), S(0, 2), S(2, 2)};
+    const tfc_shape sa[] = {S(3), S(2, 2), S(1, 5), S(2, 3), S(2), S(2, 2)};
+    const tfc_shape sb[] = {S0, S(2, 2), S(4, 5), S(2, 3), S(0, 2), S(2, 2)};
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64, BOOL};
+    rng_seed(7);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int k = 0; k < COUNT(sc); k++) {
+            struct tc c;
+            tc_begin(&c, "select %s cond %s, %s, %s", DT(dt), SHP(sc[k]), SHP(sa[k]), SHP(sb[k]));
+            ht cond = ht_rand(BOOL, sc[k], 0, 1, 0);
+            ht a = ht_rand(dt, sa[k], -50, 50, 0), b = ht_rand(dt, sb[k], -50, 50, 0);
+            tfc_tensor *tcnd = tc_in(&c, &cond), *ta = tc_in(&c, &a), *tb = tc_in(&c, &b);
+            tfc_shape shs[3] = {sc[k], sa[k], sb[k]};
+            ht o = ht_new(dt, bshape(3, shs));
+            for (int64_t i = 0; i < o.n; i++)
+                o.d[i] = cond.d[bidx(cond.sh, o.sh, i)] ? a.d[bidx(a.sh, o.sh, i)]
+                                                        : b.d[bidx(b.sh, o.sh, i)];
+            tc_want(&c, tfc_select(c.g, tcnd, ta, tb), o, tol_of(dt), "select");
+            tc_run(&c);
+            ht_free(&cond), ht_free(&a), ht_free(&b);
+        }
+    }
+}
+
+static void test_bias_add(void)
+{
+    const tfc_shape sv[] = {S(4, 3), S(2, 3, 5), S(0, 3), S(6), S(1, 1)};
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    rng_seed(8);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int k = 0; k < COUNT(sv); k++) {
+            struct tc c;
+            tc_begin(&c, "bias_add %s %s", DT(dt), SHP(sv[k]));
+            c.dyn = k == 0;
+            ht v = ht_rand(dt, sv[k], -100, 100, 0);
+            ht b = ht_rand(dt, S(sv[k].dims[sv[k].rank - 1]), -100, 100, 0);
+            tfc_tensor *tv = tc_in(&c, &v);
+            c.dyn = 0;
+            tfc_tensor *tb = tc_in(&c, &b);
+            tc_want(&c, tfc_bias_add(c.g, tv, tb), map2(&v, &b, dt, r_add), tol_of(dt),
+                    "bias_add");
+            tc_run(&c);
+            ht_free(&v), ht_free(&b);
+        }
+    }
+}
+
+static void test_add_n(void)
+{
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    const int ns[] = {1, 3, 10};
+    rng_seed(9);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int ni = 0; ni < COUNT(ns); ni++) {
+            for (int si = 0; si < 3; si++) {
+                tfc_shape sh = si == 0 ? S(2, 3) : si == 1 ? S0 : S(0, 4);
+                if (si && ns[ni] != 3) continue;
+                struct tc c;
+                tc_begin(&c, "add_n %s of %d %s", DT(dt), ns[ni], SHP(sh));
+                tfc_tensor *in[10];
+                ht x[10];
+                ht sum = ht_new(dt, sh);
+                for (int k = 0; k < ns[ni]; k++) {
+                    x[k] = ht_rand(dt, sh, -100, 100, 0);
+                    /* one constant input, the rest fed */
+                    in[k] = k == 1 ? tc_const(&c, &x[k]) : tc_in(&c, &x[k]);
+                    for (int64_t i = 0; i < sum.n; i++) sum.d[i] += x[k].d[i];
+                }
+                tc_want(&c, tfc_add_n(c.g, ns[ni], in), sum, tol_of(dt), "add_n");
+                tc_run(&c);
+                for (int k = 0; k < ns[ni]; k++) ht_free(&x[k]);
+            }
+        }
+    }
+}
+
+static void test_fill_like(void)
+{
+    const tfc_shape shapes[] = {S0, S(2, 3), S(0, 3), S(2, 1, 2)};
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64, U8, BOOL};
+    const double vals[] = {1.5, -2.25, 7, -3, 200, 1};
+    rng_seed(10);
+    for (int si = 0; si < COUNT(shapes); si++) {
+        struct tc c;
+        tc_begin(&c, "fill/zeros_like/ones_like %s", SHP(shapes[si]));
+        for (int di = 0; di < COUNT(dts); di++) {
+            enum tfc_dtype dt = dts[di];
+            ht f = ht_new(dt, shapes[si]), z = ht_new(dt, shapes[si]), o = ht_new(dt, shapes[si]);
+            for (int64_t i = 0; i < f.n; i++) {
+                f.d[i] = vals[di];
+                o.d[i] = 1;
+            }
+            tc_want(&c, tfc_fill(c.g, shapes[si], dt, vals[di]), f, 0, "fill %s %g", DT(dt),
+                    vals[di]);
+            ht x = ht_rand(dt, shapes[si], dt == U8 ? 0 : -9, 9, 0);
+            tfc_tensor *tx = tc_in(&c, &x);
+            tc_want(&c, tfc_zeros_like(c.g, tx), z, 0, "zeros_like %s", DT(dt));
+            tc_want(&c, tfc_ones_like(c.g, tx), o, 0, "ones_like %s", DT(dt));
+            ht_free(&x);
+        }
+        tc_run(&c);
+    }
+}
+
+/* ---- matmul and batch_matmul -------------------------------------------------------------- */
+
+/* a stored as batchA + (ta ? [k,m] : [m,k]); b as batchB + (tb ? [n,k] : [k,n]). */
+static ht ref_bmm(const ht *a, const ht *b, int ta, int tb)
+{
+    int ra = a->sh.rank, rb = b->sh.rank;
+    int64_t m = ta ? a->sh.dims[ra - 1] : a->sh.dims[ra - 2];
+    int64_t k = ta ? a->sh.dims[ra - 2] : a->sh.dims[ra - 1];
+    int64_t n = tb ? b->sh.dims[rb - 2] : b->sh.dims[rb - 1];
+    tfc_shape bs[2] = {a->sh, b->sh};
+    bs[0].rank -= 2;
+    bs[1].rank -= 2;
+    tfc_shape bo = bshape(2, bs), os = bo;
+    os.rank = bo.rank + 2;
+    os.dims[bo.rank] = m;
+    os.dims[bo.rank + 1] = n;
+    ht o = ht_new(a->dt, os);
+    int64_t nb = numel(bo);
+    for (int64_t bi = 0; bi < nb; bi++) {
+        const double *A = a->d + bidx(bs[0], bo, bi) * m * k;
+        const double *B = b->d + bidx(bs[1], bo, bi) * k * n;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < k; p++)
+                    s += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
+                o.d[bi * m * n + i * n + j] = s;
+            }
+    }
+    return o;
+}
+
+static void test_matmul(void)
+{
+    const int64_t mkn[][3] = {{3, 4, 5}, {1, 7, 1}, {4, 0, 3}, {0, 3, 2}, {2, 1, 3}, {6, 5, 4}};
+    rng_seed(11);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int q = 0; q < COUNT(mkn); q++) {
+            int64_t m = mkn[q][0], k = mkn[q][1], n = mkn[q][2];
+            struct tc c;
+            tc_begin(&c, "matmul %s m=%lld k=%lld n=%lld", DT(dt), (long long)m, (long long)k,
+                     (long long)n);
+            c.dyn = q == 5;
+            for (int t = 0; t < 4; t++) {
+                int ta = t & 1, tb = t >> 1;
+                ht a = ht_rand(dt, ta ? S(k, m) : S(m, k), -2, 2, 0);
+                ht b = ht_rand(dt, tb ? S(n, k) : S(k, n), -2, 2, 0);
+                tfc_tensor *xa = tc_in(&c, &a), *xb = tc_in(&c, &b);
+                tc_want(&c, tfc_matmul(c.g, xa, xb, ta, tb), ref_bmm(&a, &b, ta, tb), tol_of(dt),
+                        "transpose_a=%d transpose_b=%d", ta, tb);
+                ht_free(&a), ht_free(&b);
+            }
+            tc_run(&c);
+        }
+    }
+}
+
+static tfc_shape bmm_shape(tfc_shape batch, int64_t r, int64_t c, int t)
+{
+    tfc_shape s = batch;
+    s.dims[s.rank++] = t ? c : r;
+    s.dims[s.rank++] = t ? r : c;
+    return s;
+}
+
+static void test_batch_matmul(void)
+{
+    static const struct {
+        tfc_shape ba, bb;
+        int64_t m, k, n;
+    } cases[] = {
+        {{1, {2}}, {1, {2}}, 3, 4, 5},     {{1, {3}}, {0, {0}}, 2, 4, 5},
+        {{2, {2, 1}}, {1, {3}}, 3, 4, 2},  {{0, {0}}, {1, {2}}, 2, 3, 2},
+        {{1, {2}}, {1, {2}}, 3, 0, 4},     {{2, {1, 2}}, {2, {3, 1}}, 2, 2, 3},
+        {{1, {0}}, {1, {1}}, 2, 3, 2},
+    };
+    rng_seed(12);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int q = 0; q < COUNT(cases); q++) {
+            struct tc c;
+            tc_begin(&c, "batch_matmul %s batch %s x %s, m=%lld k=%lld n=%lld", DT(dt),
+                     SHP(cases[q].ba), SHP(cases[q].bb), (long long)cases[q].m,
+                     (long long)cases[q].k, (long long)cases[q].n);
+            for (int t = 0; t < 4; t++) {
+                int ta = t & 1, tb = t >> 1;
+                ht a = ht_rand(dt, bmm_shape(cases[q].ba, cases[q].m, cases[q].k, ta), -2, 2, 0);
+                ht b = ht_rand(dt, bmm_shape(cases[q].bb, cases[q].k, cases[q].n, tb), -2, 2, 0);
+                tfc_tensor *xa = tc_in(&c, &a), *xb = tc_in(&c, &b);
+                tc_want(&c, tfc_batch_matmul(c.g, xa, xb, ta, tb), ref_bmm(&a, &b, ta, tb),
+                        tol_of(dt), "adj_a=%d adj_b=%d (%s x %s)", ta, tb, SHP(a.sh), SHP(b.sh));
+                ht_free(&a), ht_free(&b);
+            }
+            tc_run(&c);
+        }
+    }
+}
+
+/* ---- softmax family ----------------------------------------------------------------------- */
+
+static ht ref_softmax(const ht *x, int axis, int log_out)
+{
+    int r = x->sh.rank;
+    if (axis < 0) axis += r;
+    int64_t outer = 1, len = x->sh.dims[axis], inner = 1;
+    for (int i = 0; i < axis; i++) outer *= x->sh.dims[i];
+    for (int i = axis + 1; i < r; i++) inner *= x->sh.dims[i];
+    ht o = ht_new(x->dt, x->sh);
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t b = 0; b < inner; b++) {
+            const double *p = x->d + a * len * inner + b;
+            double mx = -INFINITY, s = 0;
+            for (int64_t j = 0; j < len; j++) mx = fmax(mx, p[j * inner]);
+            for (int64_t j = 0; j < len; j++) s += exp(p[j * inner] - mx);
+            for (int64_t j = 0; j < len; j++) {
+                double v = p[j * inner] - mx;
+                o.d[a * len * inner + b + j * inner] = log_out ? v - log(s) : exp(v) / s;
+            }
+        }
+    return o;
+}
+
+static void test_softmax(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int axis;
+        double scale;
+    } cases[] = {
+        {{3, {2, 3, 4}}, 0, 3},  {{3, {2, 3, 4}}, 1, 3},   {{3, {2, 3, 4}}, 2, 3},
+        {{3, {2, 3, 4}}, -1, 3}, {{3, {2, 3, 4}}, -3, 3},  {{3, {2, 3, 4}}, 1, 60},
+        {{3, {2, 3, 4}}, -1, 60}, {{1, {5}}, 0, 3},        {{2, {3, 1}}, -1, 3},
+        {{2, {4, 5}}, 0, 3},     {{2, {0, 5}}, -1, 3},     {{2, {4, 5}}, -1, 30},
+    };
+    rng_seed(13);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int q = 0; q < COUNT(cases); q++) {
+            struct tc c;
+            tc_begin(&c, "softmax %s %s axis %d, |x| < %g", DT(dt), SHP(cases[q].sh),
+                     cases[q].axis, cases[q].scale);
+            ht x = ht_rand(dt, cases[q].sh, -cases[q].scale, cases[q].scale, 0);
+            tfc_tensor *t = tc_in(&c, &x);
+            tc_want(&c, tfc_softmax(c.g, t, cases[q].axis), ref_softmax(&x, cases[q].axis, 0),
+                    tol_loose(dt), "softmax");
+            tc_want(&c, tfc_log_softmax(c.g, t, cases[q].axis), ref_softmax(&x, cases[q].axis, 1),
+                    tol_loose(dt), "log_softmax");
+            tc_run(&c);
+            ht_free(&x);
+        }
+    }
+}
+
+/* labels: dense [batch, classes] distributions, or class ids [batch] when sparse. */
+static ht ref_xent(const ht *logits, const ht *labels, int sparse)
+{
+    int64_t rows = logits->sh.dims[0], cls = logits->sh.dims[1];
+    ht o = ht_new(logits->dt, S(rows));
+    for (int64_t b = 0; b < rows; b++) {
+        const double *x = logits->d + b * cls;
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < cls; j++) mx = fmax(mx, x[j]);
+        for (int64_t j = 0; j < cls; j++) s += exp(x[j] - mx);
+        double lse = mx + log(s), l = 0;
+        if (sparse)
+            l = lse - x[(int64_t)labels->d[b]];
+        else
+            for (int64_t j = 0; j < cls; j++) l -= labels->d[b * cls + j] * (x[j] - lse);
+        o.d[b] = l;
+    }
+    return o;
+}
+
+static void test_xent(void)
+{
+    const int64_t shapes[][2] = {{4, 5}, {1, 3}, {6, 2}, {0, 5}, {3, 1}};
+    rng_seed(14);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int q = 0; q < COUNT(shapes); q++) {
+            int64_t rows = shapes[q][0], cls = shapes[q][1];
+            struct tc c;
+            tc_begin(&c, "cross entropy %s logits [%lld,%lld]", DT(dt), (long long)rows,
+                     (long long)cls);
+            c.dyn = q == 2;
+            ht x = ht_rand(dt, S(rows, cls), -4, 4, 0);
+            /* dense: random distributions, and one-hot rows */
+            ht p = ht_rand(dt, S(rows, cls), 0.05, 1, 0), oh = ht_new(dt, S(rows, cls));
+            ht id32 = ht_new(I32, S(rows)), id64 = ht_new(I64, S(rows));
+            for (int64_t b = 0; b < rows; b++) {
+                double s = 0;
+                for (int64_t j = 0; j < cls; j++) s += p.d[b * cls + j];
+                for (int64_t j = 0; j < cls; j++) p.d[b * cls + j] = as_dtype(dt, p.d[b * cls + j] / s);
+                id32.d[b] = (double)rng_int(0, cls - 1);
+                id64.d[b] = (double)rng_int(0, cls - 1);
+                oh.d[b * cls + (int64_t)id32.d[b]] = 1;
+            }
+            tfc_tensor *tx = tc_in(&c, &x), *tp = tc_in(&c, &p), *toh = tc_in(&c, &oh);
+            tfc_tensor *t32 = tc_in(&c, &id32), *t64 = tc_in(&c, &id64);
+            tc_want(&c, tfc_softmax_cross_entropy(c.g, tx, tp), ref_xent(&x, &p, 0), tol_loose(dt),
+                    "dense, distributions");
+            tc_want(&c, tfc_softmax_cross_entropy(c.g, tx, toh), ref_xent(&x, &oh, 0),
+                    tol_loose(dt), "dense, one-hot");
+            tc_want(&c, tfc_sparse_softmax_cross_entropy(c.g, tx, t32), ref_xent(&x, &id32, 1),
+                    tol_loose(dt), "sparse, int32 labels");
+            tc_want(&c, tfc_sparse_softmax_cross_entropy(c.g, tx, t64), ref_xent(&x, &id64, 1),
+                    tol_loose(dt), "sparse, int64 labels");
+            tc_run(&c);
+            ht_free(&x), ht_free(&p), ht_free(&oh), ht_free(&id32), ht_free(&id64);
+        }
+    }
+}
+
+/* ---- reductions --------------------------------------------------------------------------- */
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+static ht ref_reduce(int kind, const ht *x, int n_axes, const int *axes, int keep)
+{
+    int r = x->sh.rank, red[TFC_MAX_RANK] = {0};
+    for (int i = 0; i < r; i++) red[i] = n_axes == 0;
+    for (int i = 0; i < n_axes; i++) red[axes[i] < 0 ? axes[i] + r : axes[i]] = 1;
+    tfc_shape os = {0};
+    for (int i = 0; i < r; i++) {
+        if (!red[i]) os.dims[os.rank++] = x->sh.dims[i];
+        else if (keep) os.dims[os.rank++] = 1;
+    }
+    ht o = ht_new(x->dt, os);
+    double init = kind == R_MAX ? -INFINITY : kind == R_MIN ? INFINITY : 0;
+    for (int64_t i = 0; i < o.n; i++) o.d[i] = init;
+    int64_t idx[TFC_MAX_RANK];
+    for (int64_t e = 0; e < x->n; e++) {
+        unravel(x->sh, e, idx);
+        int64_t oi = 0;
+        for (int d = 0; d < r; d++)
+            if (!red[d]) oi = oi * x->sh.dims[d] + idx[d];
+        double v = x->d[e];
+        if (kind == R_MAX) o.d[oi] = fmax(o.d[oi], v);
+        else if (kind == R_MIN) o.d[oi] = fmin(o.d[oi], v);
+        else o.d[oi] += v;
+    }
+    if (kind == R_MEAN) {
+        int64_t count = o.n ? x->n / o.n : 0;
+        for (int64_t i = 0; i < o.n; i++) o.d[i] = count ? o.d[i] / (double)count : NAN;
+    }
+    return o;
+}
+
+typedef tfc_tensor *(*reduce_fn)(tfc_graph *, tfc_tensor *, int, const int *, int);
+static const struct {
+    const char *name;
+    reduce_fn fn;
+    int kind;
+} reduce_cases[] = {{"reduce_sum", tfc_reduce_sum, R_SUM},
+                    {"reduce_mean", tfc_reduce_mean, R_MEAN},
+                    {"reduce_max", tfc_reduce_max, R_MAX},
+                    {"reduce_min", tfc_reduce_min, R_MIN}};
+
+static void reduce_case(enum tfc_dtype dt, const ht *x, int n_axes, const int *axes, int dyn)
+{
+    char ax[64] = "all";
+    if (n_axes) {
+        size_t k = 0;
+        for (int i = 0; i < n_axes; i++)
+            k += (size_t)snprintf(ax + k, sizeof ax - k, i ? ",%d" : "{%d", axes[i]);
+        snprintf(ax + k, sizeof ax - k, "}");
+    }
+    struct tc c;
+    tc_begin(&c, "reduce %s %s axes %s%s", DT(dt), SHP(x->sh), ax, dyn ? " (dynamic)" : "");
+    c.dyn = dyn;
+    tfc_tensor *t = tc_in(&c, x);
+    for (int keep = 0; keep < 2; keep++)
+        for (int k = 0; k < COUNT(reduce_cases); k++)
+            tc_want(&c, reduce_cases[k].fn(c.g, t, n_axes, axes, keep),
+                    ref_reduce(reduce_cases[k].kind, x, n_axes, axes, keep), tol_of(dt),
+                    "%s keepdims=%d", reduce_cases[k].name, keep);
+    tc_run(&c);
+}
+
+static void test_reduce(void)
+{
+    static const struct {
+        int n;
+        int axes[3];
+    } sets[] = {{0, {0}},    {1, {0}},    {1, {1}},    {1, {2}},    {1, {-1}},
+                {2, {0, 2}}, {2, {1, 2}}, {2, {0, 1}}, {2, {2, 0}}, {3, {0, 1, 2}},
+                {2, {-3, -1}}};
+    rng_seed(15);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        ht x = ht_rand(dt, S(2, 3, 4), -5, 5, 0);
+        for (int q = 0; q < COUNT(sets); q++) reduce_case(dt, &x, sets[q].n, sets[q].axes, q == 5);
+        ht_free(&x);
+        /* a scalar, a vector, and empty tensors (sum 0, mean NaN, max -inf, min +inf) */
+        ht s = ht_rand(dt, S0, -5, 5, 0.1), v = ht_rand(dt, S(5), -5, 5, 0);
+        reduce_case(dt, &s, 0, NULL, 0);
+        reduce_case(dt, &v, 0, NULL, 0);
+        reduce_case(dt, &v, 1, (int[]){0}, 0);
+        ht e = ht_new(dt, S(0, 3)), f = ht_new(dt, S(2, 0));
+        reduce_case(dt, &e, 1, (int[]){0}, 0);
+        reduce_case(dt, &e, 0, NULL, 0);
+        reduce_case(dt, &f, 1, (int[]){1}, 0);
+        reduce_case(dt, &f, 1, (int[]){0}, 0);
+        ht_free(&s), ht_free(&v), ht_free(&e), ht_free(&f);
+    }
+}
+
+static ht ref_argmax(const ht *x, int axis)
+{
+    int r = x->sh.rank;
+    if (axis < 0) axis += r;
+    int64_t outer = 1, len = x->sh.dims[axis], inner = 1;
+    for (int i = 0; i < axis; i++) outer *= x->sh.dims[i];
+    for (int i = axis + 1; i < r; i++) inner *= x->sh.dims[i];
+    tfc_shape os = {0};
+    for (int i = 0; i < r; i++)
+        if (i != axis) os.dims[os.rank++] = x->sh.dims[i];
+    ht o = ht_new(I64, os);
+    for (int64_t a = 0; a < outer; a++)
+        for (int64_t b = 0; b < inner; b++) {
+            int64_t best = 0;
+            for (int64_t j = 1; j < len; j++)
+                if (x->d[a * len * inner + j * inner + b] > x->d[a * len * inner + best * inner + b])
+                    best = j;
+            o.d[a * inner + b] = (double)best;
+        }
+    return o;
+}
+
+static void test_argmax(void)
+{
+    rng_seed(16);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        struct tc c;
+        tc_begin(&c, "argmax %s", DT(dt));
+        ht x = ht_rand(dt, S(2, 3, 4), -5, 5, 0), v = ht_rand(dt, S(5), -5, 5, 0);
+        ht w = ht_rand(dt, S(3, 1), -5, 5, 0), z = ht_rand(dt, S(0, 4), -5, 5, 0);
+        tfc_tensor *tx = tc_in(&c, &x), *tv = tc_in(&c, &v), *tw = tc_in(&c, &w);
+        tfc_tensor *tz = tc_in(&c, &z);
+        const int axes[] = {0, 1, 2, -1, -3};
+        for (int k = 0; k < COUNT(axes); k++)
+            tc_want(&c, tfc_argmax(c.g, tx, axes[k]), ref_argmax(&x, axes[k]), 0,
+                    "[2,3,4] axis %d", axes[k]);
+        tc_want(&c, tfc_argmax(c.g, tv, 0), ref_argmax(&v, 0), 0, "[5] axis 0");
+        tc_want(&c, tfc_argmax(c.g, tw, 1), ref_argmax(&w, 1), 0, "[3,1] axis 1");
+        tc_want(&c, tfc_op(c.g, "argmax", 1, &tw, "axis=0", NULL, 0), ref_argmax(&w, 0), 0,
+                "tfc_op(argmax, axis=0) of [3,1]");
+        tc_want(&c, tfc_argmax(c.g, tz, 1), ref_argmax(&z, 1), 0, "[0,4] axis 1");
+        /* ties: the first maximum wins (as TF) */
+        ht ties = ht_vals(dt, S(3, 4), (double[]){1, 3, 3, 0, -2, -2, -2, -2, 5, 1, 2, 5});
+        tfc_tensor *tt = tc_in(&c, &ties);
+        tc_want(&c, tfc_argmax(c.g, tt, 1), ref_argmax(&ties, 1), 0, "ties, axis 1");
+        tc_want(&c, tfc_argmax(c.g, tt, 0), ref_argmax(&ties, 0), 0, "ties, axis 0");
+        ht_free(&ties);
+        tc_run(&c);
+        ht_free(&x), ht_free(&v), ht_free(&w), ht_free(&z);
+    }
+}
+
+/* ---- layout ops --------------------------------------------------------------------------- */
+
+static ht reshaped(const ht *x, tfc_shape to)
+{
+    ht o = ht_copy(x);
+    int64_t known = 1;
+    int unknown = -1;
+    for (int i = 0; i < to.rank; i++) {
+        if (to.dims[i] < 0) unknown = i;
+        else known *= to.dims[i];
+    }
+    if (unknown >= 0) to.dims[unknown] = known ? x->n / known : 0;
+    o.sh = to;
+    return o;
+}
+
+static void test_reshape(void)
+{
+    static const struct {
+        tfc_shape from, to;
+    } cases[] = {
+        {{3, {2, 3, 4}}, {2, {6, 4}}},     {{3, {2, 3, 4}}, {1, {-1}}},
+        {{3, {2, 3, 4}}, {3, {4, -1, 3}}}, {{0, {0}}, {2, {1, 1}}},
+        {{2, {1, 1}}, {0, {0}}},           {{2, {0, 3}}, {2, {3, 0}}},
+        {{2, {0, 3}}, {2, {-1, 3}}},       {{1, {6}}, {2, {2, 3}}},
+        {{2, {3, 2}}, {4, {1, 3, 1, 2}}},
+    };
+    const enum tfc_dtype dts[] = {F32, F64, I64, BOOL};
+    rng_seed(17);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "reshape %s", DT(dt));
+        for (int q = 0; q < COUNT(cases); q++) {
+            ht x = ht_rand(dt, cases[q].from, -9, 9, 0);
+            c.dyn = q == 7;
+            tfc_tensor *t = tc_in(&c, &x);
+            tc_want(&c, tfc_reshape(c.g, t, cases[q].to), reshaped(&x, cases[q].to), 0,
+                    "%s to %s", SHP(cases[q].from), SHP(cases[q].to));
+            ht_free(&x);
+        }
+        tc_run(&c);
+    }
+}
+
+static ht ref_transpose(const ht *x, const int *perm)
+{
+    int r = x->sh.rank, p[TFC_MAX_RANK];
+    for (int i = 0; i < r; i++) p[i] = perm ? (perm[i] < 0 ? perm[i] + r : perm[i]) : r - 1 - i;
+    tfc_shape os = {.rank = r};
+    for (int i = 0; i < r; i++) os.dims[i] = x->sh.dims[p[i]];
+    int64_t ist[TFC_MAX_RANK], idx[TFC_MAX_RANK];
+    strides(x->sh, ist);
+    ht o = ht_new(x->dt, os);
+    for (int64_t e = 0; e < o.n; e++) {
+        unravel(os, e, idx);
+        int64_t off = 0;
+        for (int i = 0; i < r; i++) off += idx[i] * ist[p[i]];
+        o.d[e] = x->d[off];
+    }
+    return o;
+}
+
+static void test_transpose(void)
+{
+    static const int p3[][3] = {{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {0, 2, 1},
+                                {2, 0, 1}, {1, 2, 0}, {-1, 0, 1}};
+    static const int p4[][4] = {{3, 2, 1, 0}, {0, 2, 3, 1}, {1, 3, 0, 2}, {2, 3, 0, 1}};
+    const enum tfc_dtype dts[] = {F32, F64, I32, BOOL};
+    rng_seed(18);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "transpose %s", DT(dt));
+        ht x3 = ht_rand(dt, S(2, 3, 4), -9, 9, 0), x4 = ht_rand(dt, S(2, 3, 1, 4), -9, 9, 0);
+        ht x2 = ht_rand(dt, S(3, 5), -9, 9, 0), e = ht_rand(dt, S(0, 2, 3), -9, 9, 0);
+        tfc_tensor *t3 = tc_in(&c, &x3), *t4 = tc_in(&c, &x4), *t2 = tc_in(&c, &x2);
+        tfc_tensor *te = tc_in(&c, &e);
+        for (int q = 0; q < COUNT(p3); q++)
+            tc_want(&c, tfc_transpose(c.g, t3, p3[q]), ref_transpose(&x3, p3[q]), 0,
+                    "[2,3,4] perm (%d,%d,%d)", p3[q][0], p3[q][1], p3[q][2]);
+        tc_want(&c, tfc_transpose(c.g, t3, NULL), ref_transpose(&x3, NULL), 0,
+                "[2,3,4] perm NULL (reversed)");
+        for (int q = 0; q < COUNT(p4); q++)
+            tc_want(&c, tfc_transpose(c.g, t4, p4[q]), ref_transpose(&x4, p4[q]), 0,
+                    "[2,3,1,4] perm (%d,%d,%d,%d)", p4[q][0], p4[q][1], p4[q][2], p4[q][3]);
+        tc_want(&c, tfc_transpose(c.g, t2, NULL), ref_transpose(&x2, NULL), 0, "[3,5] reversed");
+        ht x1 = ht_rand(dt, S(4), -9, 9, 0), x0 = ht_rand(dt, S0, -9, 9, 0);
+        tfc_tensor *t1 = tc_in(&c, &x1), *t0 = tc_in(&c, &x0);
+        tc_want(&c, tfc_transpose(c.g, t1, (int[]){0}), ht_copy(&x1), 0, "[4] perm (0)");
+        tc_want(&c, tfc_transpose(c.g, t0, NULL), ht_copy(&x0), 0, "scalar");
+        ht_free(&x1), ht_free(&x0);
+        tc_want(&c, tfc_op(c.g, "transpose", 1, &t3, "perm=[1,2,0]", NULL, 0),
+                ref_transpose(&x3, (int[]){1, 2, 0}), 0, "tfc_op(transpose, perm=[1,2,0])");
+        tc_want(&c, tfc_transpose(c.g, te, (int[]){2, 0, 1}), ref_transpose(&e, (int[]){2, 0, 1}),
+                0, "[0,2,3] perm (2,0,1)");
+        tc_run(&c);
+        ht_free(&x3), ht_free(&x4), ht_free(&x2), ht_free(&e);
+    }
+}
+
+static ht ref_concat(int n, const ht *const *x, int axis)
+{
+    int r = x[0]->sh.rank;
+    if (axis < 0) axis += r;
+    tfc_shape os = x[0]->sh;
+    os.dims[axis] = 0;
+    for (int k = 0; k < n; k++) os.dims[axis] += x[k]->sh.dims[axis];
+    ht o = ht_new(x[0]->dt, os);
+    int64_t idx[TFC_MAX_RANK];
+    for (int64_t e = 0; e < o.n; e++) {
+        unravel(os, e, idx);
+        int64_t a = idx[axis];
+        int k = 0;
+        while (a >= x[k]->sh.dims[axis]) a -= x[k++]->sh.dims[axis];
+        idx[axis] = a;
+        int64_t off = 0;
+        for (int d = 0; d < r; d++) off = off * x[k]->sh.dims[d] + idx[d];
+        o.d[e] = x[k]->d[off];
+    }
+    return o;
+}
+
+static void concat_case(struct tc *c, enum tfc_dtype dt, int n, const tfc_shape *shapes, int axis)
+{
+    ht x[16];
+    const ht *px[16];
+    tfc_tensor *t[16];
+    char what[96];
+    size_t k = (size_t)snprintf(what, sizeof what, "%d inputs axis %d:", n, axis);
+    for (int i = 0; i < n; i++) {
+        x[i] = ht_rand(dt, shapes[i], -9, 9, 0);
+        px[i] = &x[i];
+        t[i] = tc_in(c, &x[i]);
+        if (k < sizeof what) k += (size_t)snprintf(what + k, sizeof what - k, " %s", SHP(shapes[i]));
+    }
+    tc_want(c, tfc_concat(c->g, n, t, axis), ref_concat(n, px, axis), 0, "%s", what);
+    for (int i = 0; i < n; i++) ht_free(&x[i]);
+}
+
+static void test_concat(void)
+{
+    const enum tfc_dtype dts[] = {F32, I64, BOOL};
+    rng_seed(19);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "concat %s", DT(dt));
+        /* 12 inputs (> 8 StarPU buffers), one of them empty */
+        const int64_t ks[12] = {1, 2, 3, 1, 0, 2, 1, 1, 3, 2, 1, 1};
+        tfc_shape s12[12];
+        for (int i = 0; i < 12; i++) s12[i] = S(2, ks[i], 3);
+        concat_case(&c, dt, 12, s12, 1);
+        concat_case(&c, dt, 2, (tfc_shape[]){S(0, 3), S(2, 3)}, 0);
+        concat_case(&c, dt, 3, (tfc_shape[]){S(2, 3), S(0, 3), S(1, 3)}, 0);
+        concat_case(&c, dt, 2, (tfc_shape[]){S(2, 2), S(2, 3)}, -1);
+        concat_case(&c, dt, 1, (tfc_shape[]){S(3, 2)}, 0);
+        concat_case(&c, dt, 2, (tfc_shape[]){S(3), S(4)}, 0);
+        concat_case(&c, dt, 3, (tfc_shape[]){S(2, 1, 2), S(2, 1, 2), S(2, 1, 2)}, 1);
+        concat_case(&c, dt, 2, (tfc_shape[]){S(0, 2), S(0, 3)}, 1);
+        tc_run(&c);
+    }
+}
+
+static ht ref_slice(const ht *x, const int64_t *begin, const int64_t *size)
+{
+    int r = x->sh.rank;
+    tfc_shape os = {.rank = r};
+    for (int d = 0; d < r; d++) os.dims[d] = size[d] >= 0 ? size[d] : x->sh.dims[d] - begin[d];
+    int64_t ist[TFC_MAX_RANK], idx[TFC_MAX_RANK];
+    strides(x->sh, ist);
+    ht o = ht_new(x->dt, os);
+    for (int64_t e = 0; e < o.n; e++) {
+        unravel(os, e, idx);
+        int64_t off = 0;
+        for (int d = 0; d < r; d++) off += (idx[d] + begin[d]) * ist[d];
+        o.d[e] = x->d[off];
+    }
+    return o;
+}
+
+static void test_split(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int n, axis;
+    } cases[] = {{{2, {6, 4}}, 3, 0}, {{3, {2, 9, 2}}, 3, 1}, {{2, {2, 3}}, 3, -1},
+                 {{2, {4, 2}}, 1, 0}, {{2, {0, 6}}, 3, 1},    {{3, {2, 2, 4}}, 2, 2},
+                 {{2, {2, 10}}, 10, 1}}; /* 10 outputs: > 8 StarPU buffers */
+    const enum tfc_dtype dts[] = {F32, F64, I32};
+    rng_seed(20);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "split %s", DT(dt));
+        for (int q = 0; q < COUNT(cases); q++) {
+            ht x = ht_rand(dt, cases[q].sh, -9, 9, 0);
+            tfc_tensor *t = tc_in(&c, &x), *out[16] = {0};
+            if (tfc_split(c.g, t, cases[q].n, cases[q].axis, out) == TFC_OK) {
+                int r = x.sh.rank, ax = cases[q].axis < 0 ? cases[q].axis + r : cases[q].axis;
+                int64_t part = x.sh.dims[ax] / cases[q].n;
+                for (int k = 0; k < cases[q].n; k++) {
+                    int64_t begin[TFC_MAX_RANK] = {0}, size[TFC_MAX_RANK];
+                    for (int d = 0; d < r; d++) size[d] = -1;
+                    begin[ax] = k * part;
+                    size[ax] = part;
+                    tc_want(&c, out[k], ref_slice(&x, begin, size), 0, "%s into %d on axis %d: part %d",
+                            SHP(x.sh), cases[q].n, cases[q].axis, k);
+                }
+            }
+            ht_free(&x);
+        }
+        tc_run(&c);
+    }
+}
+
+static void test_slice(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int64_t begin[4], size[4];
+    } cases[] = {
+        {{2, {4, 5}}, {1, 2}, {2, -1}},         {{3, {2, 3, 4}}, {0, 1, 1}, {-1, 2, -1}},
+        {{3, {2, 3, 4}}, {1, 0, 3}, {1, 3, 1}}, {{1, {5}}, {4}, {1}},
+        {{0, {0}}, {0}, {0}},                   {{2, {4, 5}}, {1, 5}, {2, -1}},
+        {{2, {4, 5}}, {0, 0}, {-1, -1}},        {{2, {4, 5}}, {3, 0}, {-1, 5}},
+        {{4, {2, 3, 2, 3}}, {1, 1, 0, 1}, {1, -1, 2, 2}},
+    };
+    const enum tfc_dtype dts[] = {F32, F64, I32, BOOL};
+    rng_seed(21);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "slice %s", DT(dt));
+        for (int q = 0; q < COUNT(cases); q++) {
+            ht x = ht_rand(dt, cases[q].sh, -9, 9, 0);
+            c.dyn = q == 6;
+            tfc_tensor *t = tc_in(&c, &x);
+            const int64_t *b = cases[q].begin, *z = cases[q].size;
+            tc_want(&c, tfc_slice(c.g, t, b, z), ref_slice(&x, b, z), 0,
+                    "%s begin (%lld,%lld,...) size (%lld,%lld,...)", SHP(x.sh), (long long)b[0],
+                    (long long)b[1], (long long)z[0], (long long)z[1]);
+            ht_free(&x);
+        }
+        tc_run(&c);
+    }
+}
+
+static ht ref_gather(const ht *p, const ht *ix)
+{
+    tfc_shape os = ix->sh;
+    for (int d = 1; d < p->sh.rank; d++) os.dims[os.rank++] = p->sh.dims[d];
+    int64_t row = p->sh.dims[0] ? p->n / p->sh.dims[0] : 0;
+    ht o = ht_new(p->dt, os);
+    for (int64_t i = 0; i < ix->n; i++)
+        for (int64_t j = 0; j < row; j++) o.d[i * row + j] = p->d[(int64_t)ix->d[i] * row + j];
+    return o;
+}
+
+static void test_gather(void)
+{
+    static const struct {
+        enum tfc_dtype pdt;
+        tfc_shape ps;
+        enum tfc_dtype idt;
+        tfc_shape is;
+    } cases[] = {
+        {F32, {2, {5, 3}}, I32, {1, {4}}},    {F64, {2, {5, 3}}, I64, {2, {2, 3}}},
+        {I32, {1, {6}}, I32, {2, {2, 2}}},    {F32, {3, {4, 2, 3}}, I64, {0, {0}}},
+        {F32, {2, {5, 3}}, I32, {1, {0}}},    {I64, {2, {3, 2}}, I32, {1, {3}}},
+        {F64, {2, {5, 3}}, I32, {2, {2, 3}}}, {F32, {1, {7}}, I64, {1, {5}}},
+        {BOOL, {2, {4, 2}}, I64, {1, {6}}},
+    };
+    rng_seed(22);
+    struct tc c;
+    tc_begin(&c, "gather");
+    for (int q = 0; q < COUNT(cases); q++) {
+        ht p = ht_rand(cases[q].pdt, cases[q].ps, -9, 9, 0);
+        ht ix = ht_rand(cases[q].idt, cases[q].is, 0, (double)(cases[q].ps.dims[0] - 1), 0);
+        tfc_tensor *tp = tc_in(&c, &p), *ti = tc_in(&c, &ix);
+        tc_want(&c, tfc_gather(c.g, tp, ti), ref_gather(&p, &ix), tol_of(cases[q].pdt),
+                "params %s %s, indices %s %s", DT(cases[q].pdt), SHP(p.sh), DT(cases[q].idt),
+                SHP(ix.sh));
+        ht_free(&p), ht_free(&ix);
+    }
+    tc_run(&c);
+}
+
+static ht ref_one_hot(const ht *ix, int64_t depth, enum tfc_dtype dt, double on, double off)
+{
+    tfc_shape os = ix->sh;
+    os.dims[os.rank++] = depth;
+    ht o = ht_new(dt, os);
+    for (int64_t i = 0; i < o.n; i++) o.d[i] = off;
+    for (int64_t i = 0; i < ix->n; i++) {
+        int64_t id = (int64_t)ix->d[i];
+        if (id >= 0 && id < depth) o.d[i * depth + id] = on;
+    }
+    return o;
+}
+
+static void test_one_hot(void)
+{
+    static const struct {
+        enum tfc_dtype idt;
+        tfc_shape is;
+        double ids[8];
+        int64_t depth;
+        enum tfc_dtype dt;
+        double on, off;
+    } cases[] = {
+        {I32, {1, {5}}, {0, 3, -1, 4, 2}, 4, F32, 1, 0},
+        {I64, {2, {2, 3}}, {2, 7, 0, 1, -5, 2}, 3, F64, 5, -1},
+        {I32, {0, {0}}, {1}, 3, I32, 1, 0},
+        {I64, {1, {4}}, {4, 0, 5, 1}, 5, I64, 9, 2},
+        {I32, {1, {3}}, {1, 0, 2}, 3, BOOL, 1, 0},
+        {I32, {1, {0}}, {0}, 3, F32, 1, 0},
+        {I64, {2, {3, 1}}, {1, 100, 0}, 2, F32, 0.5, -0.25},
+    };
+    struct tc c;
+    tc_begin(&c, "one_hot");
+    for (int q = 0; q < COUNT(cases); q++) {
+        ht ix = ht_vals(cases[q].idt, cases[q].is, cases[q].ids);
+        tfc_tensor *t = tc_in(&c, &ix);
+        tc_want(&c, tfc_one_hot(c.g, t, cases[q].depth, cases[q].dt, cases[q].on, cases[q].off),
+                ref_one_hot(&ix, cases[q].depth, cases[q].dt, cases[q].on, cases[q].off),
+                tol_of(cases[q].dt), "indices %s %s, depth %lld, %s on %g off %g",
+                DT(cases[q].idt), SHP(ix.sh), (long long)cases[q].depth, DT(cases[q].dt),
+                cases[q].on, cases[q].off);
+        ht_free(&ix);
+    }
+    tc_want(&c,
+            tfc_op(c.g, "one_hot", 1, &c.ft[0], "depth=6,dtype=float64,on=2,off=0.5", NULL, 0),
+            ref_one_hot(&(ht){I32, S(5), 5, (double[]){0, 3, -1, 4, 2}}, 6, F64, 2, 0.5), 0,
+            "tfc_op(one_hot, depth=6,dtype=float64,on=2,off=0.5)");
+    tc_run(&c);
+}
+
+/* ---- variables and the stateful ops ------------------------------------------------------- */
+
+/* Runs one fetch; checks it against want when want is not NULL. */
+static int run_check(tfc_session *s, const char *label, int nfeed, tfc_tensor **ft,
+                     tfc_value **fv, tfc_tensor *fetch, int as_target, const ht *want)
+{
+    tfc_value *got = NULL;
+    tfc_status st = as_target ? tfc_session_run(s, nfeed, ft, fv, 0, NULL, NULL, 1, &fetch)
+                              : tfc_session_run(s, nfeed, ft, fv, 1, &fetch, &got, 0, NULL);
+    if (st) {
+        REPORT("%s: run failed (%s): %s", label, tfc_status_string(st), tfc_session_errmsg(s));
+        return 0;
+    }
+    int ok = 1;
+    if (want && !as_target) ok = check_value(label, tfc_tensor_name(fetch), got, want, tol_of(want->dt));
+    tfc_value_destroy(got);
+    return ok;
+}
+
+static int read_check(tfc_session *s, const char *label, tfc_tensor *var, const ht *want)
+{
+    tfc_value *got = NULL;
+    tfc_status st = tfc_session_read_variable(s, var, &got);
+    if (st) {
+        REPORT("%s: read_variable (%s): %s", label, tfc_status_string(st), tfc_session_errmsg(s));
+        return 0;
+    }
+    int ok = check_value(label, "read_variable", got, want, tol_of(want->dt));
+    tfc_value_destroy(got);
+    return ok;
+}
+
+static void test_assign(void)
+{
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    const tfc_shape shapes[] = {S(2, 3), S0, S(4)};
+    rng_seed(23);
+    for (int di = 0; di < COUNT(dts); di++) {
+        for (int si = 0; si < COUNT(shapes); si++) {
+            enum tfc_dtype dt = dts[di];
+            tfc_shape sh = shapes[si];
+            char label[96];
+            snprintf(label, sizeof label, "assign %s %s", DT(dt), SHP(sh));
+            g_cases++;
+            tfc_graph *g = NULL;
+            tfc_session *s = NULL;
+            tfc_value *fv[3] = {0};
+            ht x[3], cur = ht_new(dt, sh);
+            for (int k = 0; k < 3; k++) {
+                x[k] = ht_rand(dt, sh, -50, 50, 0);
+                fv[k] = ht_value(&x[k]);
+            }
+            if (tfc_graph_create(&g)) {
+                REPORT("%s: tfc_graph_create", label);
+                goto out;
+            }
+            tfc_tensor *v = tfc_variable(g, "v", dt, sh, tfc_init_constant(3));
+            tfc_tensor *p = tfc_placeholder(g, "x", dt, sh);
+            tfc_tensor *a = tfc_assign(g, v, p);
+            tfc_tensor *aa = tfc_assign_add(g, v, p);
+            tfc_tensor *as = tfc_assign_sub(g, v, p);
+            tfc_tensor *twice = tfc_add(g, v, v); /* reads the variable as an op input */
+            if (tfc_graph_status(g)) {
+                REPORT("%s: graph build failed: %s", label, tfc_graph_errmsg(g));
+                goto out;
+            }
+            if (open_session(g, &s) || tfc_session_init_variables(s)) {
+                REPORT("%s: session: %s", label, s ? tfc_session_errmsg(s) : "create failed");
+                goto out;
+            }
+            int ok = 1;
+            for (int64_t i = 0; i < cur.n; i++) cur.d[i] = 3;
+            ok &= run_check(s, label, 0, NULL, NULL, v, 0, &cur);
+            /* assign: v = x0 */
+            ok &= run_check(s, label, 1, &p, &fv[0], a, 0, &x[0]);
+            int ok_a = ok;
+            for (int64_t i = 0; i < cur.n; i++) cur.d[i] = x[0].d[i];
+            ok &= read_check(s, label, v, &cur);
+            /* assign_add: v += x1 (fetched) then v += x2 (as a target) */
+            for (int64_t i = 0; i < cur.n; i++) cur.d[i] += x[1].d[i];
+            ok &= run_check(s, label, 1, &p, &fv[1], aa, 0, &cur);
+            for (int64_t i = 0; i < cur.n; i++) cur.d[i] += x[2].d[i];
+            ok &= run_check(s, label, 1, &p, &fv[2], aa, 1, NULL);
+            ok &= read_check(s, label, v, &cur);
+            int ok_aa = ok;
+            /* assign_sub: v -= x0 */
+            for (int64_t i = 0; i < cur.n; i++) cur.d[i] -= x[0].d[i];
+            ok &= run_check(s, label, 1, &p, &fv[0], as, 0, &cur);
+            ok &= run_check(s, label, 0, NULL, NULL, v, 0, &cur);
+            ht dbl = map2(&cur, &cur, dt, r_add);
+            ok &= run_check(s, label, 0, NULL, NULL, twice, 0, &dbl);
+            ht_free(&dbl);
+            if (ok_a) mark("assign"), mark("variable"), mark("placeholder");
+            if (ok_aa) mark("assign_add");
+            if (ok) mark("assign_sub");
+        out:
+            tfc_session_destroy(s);
+            tfc_graph_destroy(g);
+            for (int k = 0; k < 3; k++) {
+                tfc_value_destroy(fv[k]);
+                ht_free(&x[k]);
+            }
+            ht_free(&cur);
+        }
+    }
+}
+
+/* ---- errors found by kernels: the run fails, names the node, the process goes on ---------- */
+
+static void expect_run_error(tfc_session *s, const char *label, tfc_tensor *in0, tfc_value *v0,
+                             tfc_tensor *in1, tfc_value *v1, tfc_tensor *fetch, const char *node)
+{
+    tfc_tensor *ft[2] = {in0, in1};
+    tfc_value *fv[2] = {v0, v1};
+    tfc_value *got = (tfc_value *)&got; /* must be reset to NULL */
+    tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &fetch, &got, 0, NULL);
+    if (st != TFC_ERR_OUT_OF_RANGE)
+        REPORT("%s: run returned %s, expected %s (message: %s)", label, tfc_status_string(st),
+               tfc_status_string(TFC_ERR_OUT_OF_RANGE), tfc_session_errmsg(s));
+    else
+        PASS();
+    const char *msg = tfc_session_errmsg(s);
+    if (!msg || !strstr(msg, node))
+        REPORT("%s: the message '%s' does not name node '%s'", label, msg ? msg : "(null)", node);
+    else
+        PASS();
+    if (st == TFC_OK) tfc_value_destroy(got);
+    else if (got != NULL) REPORT("%s: a failed run left a fetch value", label);
+}
+
+static void test_errors(void)
+{
+    static const enum tfc_dtype idts[] = {I32, I64};
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype idt = idts[di];
+        char label[96];
+        tfc_graph *g = NULL;
+        tfc_session *s = NULL;
+        g_cases++;
+        if (tfc_graph_create(&g)) {
+            REPORT("errors: tfc_graph_create");
+            continue;
+        }
+        tfc_tensor *params = tfc_placeholder(g, "params", F32, S(5, 3));
+        tfc_tensor *ix = tfc_placeholder(g, "ix", idt, S(3));
+        tfc_tensor *gat = tfc_gather(g, params, ix);
+        tfc_tensor *logits = tfc_placeholder(g, "logits", F32, S(3, 4));
+        tfc_tensor *labels = tfc_placeholder(g, "labels", idt, S(3));
+        tfc_tensor *xent = tfc_sparse_softmax_cross_entropy(g, logits, labels);
+        if (gat) tfc_tensor_set_name(gat, "bad_gather");
+        if (xent) tfc_tensor_set_name(xent, "bad_xent");
+        if (tfc_graph_status(g) || open_session(g, &s)) {
+            REPORT("errors: build: %s", tfc_graph_errmsg(g));
+            tfc_graph_destroy(g);
+            continue;
+        }
+        rng_seed(24);
+        ht p = ht_rand(F32, S(5, 3), -3, 3, 0), l = ht_rand(F32, S(3, 4), -3, 3, 0);
+        ht bad_ix[2] = {ht_vals(idt, S(3), (double[]){1, 5, 0}),
+                        ht_vals(idt, S(3), (double[]){-1, 2, 0})};
+        ht bad_lab[2] = {ht_vals(idt, S(3), (double[]){0, 4, 1}),
+                         ht_vals(idt, S(3), (double[]){0, 1, -1})};
+        ht good_ix = ht_vals(idt, S(3), (double[]){4, 0, 2});
+        ht good_lab = ht_vals(idt, S(3), (double[]){3, 0, 1});
+        tfc_value *vp = ht_value(&p), *vl = ht_value(&l);
+        for (int k = 0; k < 2; k++) {
+            tfc_value *vi = ht_value(&bad_ix[k]), *vb = ht_value(&bad_lab[k]);
+            snprintf(label, sizeof label, "gather %s index %g out of range", DT(idt),
+                     bad_ix[k].d[k ? 0 : 1]);
+            expect_run_error(s, label, params, vp, ix, vi, gat, "bad_gather");
+            snprintf(label, sizeof label, "sparse xent %s label %g out of range", DT(idt),
+                     bad_lab[k].d[k ? 2 : 1]);
+            expect_run_error(s, label, logits, vl, labels, vb, xent, "bad_xent");
+            tfc_value_destroy(vi);
+            tfc_value_destroy(vb);
+        }
+        /* the session still works, and the error does not stick to later runs */
+        tfc_value *vi = ht_value(&good_ix), *vb = ht_value(&good_lab);
+        tfc_tensor *ft[4] = {params, ix, logits, labels};
+        tfc_value *fv[4] = {vp, vi, vl, vb};
+        tfc_tensor *fetch[2] = {gat, xent};
+        tfc_value *got[2] = {0};
+        tfc_status st = tfc_session_run(s, 4, ft, fv, 2, fetch, got, 0, NULL);
+        snprintf(label, sizeof label, "gather/xent %s after errors", DT(idt));
+        if (st) {
+            REPORT("%s: run failed (%s): %s", label, tfc_status_string(st), tfc_session_errmsg(s));
+        } else {
+            ht wg = ref_gather(&p, &good_ix), wx = ref_xent(&l, &good_lab, 1);
+            check_value(label, "gather", got[0], &wg, tol_of(F32));
+            check_value(label, "sparse xent", got[1], &wx, tol_loose(F32));
+            ht_free(&wg), ht_free(&wx);
+        }
+        tfc_value_destroy(got[0]);
+        tfc_value_destroy(got[1]);
+        tfc_value_destroy(vi);
+        tfc_value_destroy(vb);
+        tfc_value_destroy(vp);
+        tfc_value_destroy(vl);
+        ht_free(&p), ht_free(&l), ht_free(&good_ix), ht_free(&good_lab);
+        for (int k = 0; k < 2; k++) ht_free(&bad_ix[k]), ht_free(&bad_lab[k]);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+    }
+}
+
+/* ---- coverage ------------------------------------------------------------------------------ */
+
+static void test_op_table(void)
+{
+    int n = tfc_op_count();
+    CU_ASSERT(n > 0);
+    if (n > (int)sizeof g_executed) REPORT("the op table has %d ops; raise g_executed", n);
+    for (int i = 0; i < n; i++) {
+        const char *name = tfc_op_name(i);
+        int found = 0;
+        for (int k = 0; k < COUNT(op_cases) && !found; k++)
+            found = name && strcmp(op_cases[k].op, name) == 0;
+        if (!found)
+            REPORT("registered op '%s' has no test case in test_ops.c (add one and list it in "
+                   "op_cases[])",
+                   name ? name : "(null)");
+        else
+            PASS();
+    }
+}
+
+static void test_all_ops_executed(void)
+{
+    if (g_hop && g_hops_seen == 0) REPORT("TFC_TEST_HOP=opencl: no hop task was recorded");
+    if (g_cuda && g_pinned_seen == 0) REPORT("TFC_TEST_WHERE=cuda: no op task was recorded");
+    for (int i = 0; i < tfc_op_count() && i < (int)sizeof g_executed; i++) {
+        if (!g_executed[i])
+            REPORT("op '%s' was not run and verified under STARPU_SCHED=%s", tfc_op_name(i),
+                   g_sched);
+        else
+            PASS();
+    }
+}
+
+/* ---- suites: one per scheduler ------------------------------------------------------------ */
+
+static int suite_init(void)
+{
+    if (g_suite_next >= g_nscheds) return 1;
+    g_sched = g_scheds[g_suite_next++];
+    memset(g_executed, 0, sizeof g_executed);
+    g_cases = g_hops_seen = g_pinned_seen = 0;
+    setenv("STARPU_SCHED", g_sched, 1);
+    g_suite_t0 = now_s();
+    if (tfc_ctx_create(&g_ctx)) {
+        fprintf(stderr, "sched=%s: tfc_ctx_create: %s\n", g_sched, tfc_errmsg());
+        return 1;
+    }
+    tfc_ctx_info info;
+    if (tfc_ctx_info_get(g_ctx, &info)) return 1;
+    if (g_hop && info.n_opencl_workers == 0) {
+        fprintf(stderr, "TFC_TEST_HOP=opencl but StarPU has no OpenCL worker: skipped\n");
+        tfc_ctx_destroy(g_ctx);
+        exit(77);
+    }
+    if (g_cuda && info.n_cuda_workers == 0) {
+        fprintf(stderr, "TFC_TEST_WHERE=cuda but StarPU has no CUDA worker: skipped\n");
+        tfc_ctx_destroy(g_ctx);
+        exit(77);
+    }
+    if (strcmp(info.sched_policy, g_sched) != 0) {
+        fprintf(stderr, "STARPU_SCHED=%s but StarPU runs '%s'\n", g_sched, info.sched_policy);
+        tfc_ctx_destroy(g_ctx);
+        g_ctx = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    tfc_ctx_destroy(g_ctx);
+    g_ctx = NULL;
+    fprintf(stderr, "\nsched=%s: %d cases in %.2f s", g_sched, g_cases, now_s() - g_suite_t0);
+    if (g_hop) fprintf(stderr, ", %d hop copies on the OpenCL worker", g_hops_seen);
+    if (g_cuda) fprintf(stderr, ", %d op tasks on the CUDA worker", g_pinned_seen);
+    fprintf(stderr, "\n");
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    CU_TestFunc fn;
+} sweep[] = {
+    {"unary float", test_unary_float},
+    {"unary int/bool", test_unary_int_bool},
+    {"cast", test_cast},
+    {"binary float", test_binary_float},
+    {"binary int", test_binary_int},
+    {"compare/logic", test_compare_logic},
+    {"select", test_select},
+    {"bias_add", test_bias_add},
+    {"add_n", test_add_n},
+    {"fill/zeros_like/ones_like", test_fill_like},
+    {"matmul", test_matmul},
+    {"batch_matmul", test_batch_matmul},
+    {"softmax/log_softmax", test_softmax},
+    {"cross entropy", test_xent},
+    {"reductions", test_reduce},
+    {"argmax", test_argmax},
+    {"reshape", test_reshape},
+    {"transpose", test_transpose},
+    {"concat", test_concat},
+    {"split", test_split},
+    {"slice", test_slice},
+    {"gather", test_gather},
+    {"one_hot", test_one_hot},
+    {"assign/assign_add/assign_sub", test_assign},
+    {"kernel errors", test_errors},
+    {"every op ran", test_all_ops_executed},
+};
+
+int main(void)
+{
+    const char *hop = getenv("TFC_TEST_HOP"), *where = getenv("TFC_TEST_WHERE");
+    g_hop = hop && strcmp(hop, "opencl") == 0;
+    g_cuda = where && strcmp(where, "cuda") == 0;
+    if (hop && *hop && !g_hop) {
+        fprintf(stderr, "TFC_TEST_HOP=%s: only 'opencl' is known\n", hop);
+        return 1;
+    }
+    if (where && *where && !g_cuda) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'cuda' is known\n", where);
+        return 1;
+    }
+    const char *env = getenv("TFC_TEST_SCHEDS");
+    static char list[512];
+    snprintf(list, sizeof list, "%s", env && *env ? env : "eager lws dmda dmdas");
+    for (char *save = NULL, *tok = strtok_r(list, " \t,", &save); tok && g_nscheds < 16;
+         tok = strtok_r(NULL, " \t,", &save))
+        g_scheds[g_nscheds++] = tok;
+    if (!g_nscheds) {
+        fprintf(stderr, "TFC_TEST_SCHEDS is empty\n");
+        return 1;
+    }
+
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite t = CU_add_suite("op table", NULL, NULL);
+    if (!t || !CU_add_test(t, "every registered op has a case", test_op_table)) return 1;
+    for (int k = 0; k < g_nscheds; k++) {
+        static char names[16][64];
+        snprintf(names[k], sizeof names[k], "STARPU_SCHED=%s%s%s", g_scheds[k],
+                 g_hop ? " hop=opencl" : "", g_cuda ? " where=cuda" : "");
+        CU_pSuite s = CU_add_suite(names[k], suite_init, suite_clean);
+        if (!s) return 1;
+        for (int i = 0; i < COUNT(sweep); i++)
+            if (!CU_add_test(s, sweep[i].name, sweep[i].fn)) return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failures = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failures ? 1 : 0;
+}
