@@ -1,0 +1,120 @@
+/* test_plan.c: lowering, seen from inside sched/: pruning to the needed nodes, one step per
+ * node with the right access modes, the snapshot step of a fetched variable, hop steps, and
+ * perfmodel footprints that tell dtypes, shapes and cost-relevant attributes apart (StarPU's
+ * default footprint ignores the element size). */
+#include <string.h>
+#include "testutil.h"
+#include "../sched/plan.h"
+
+static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
+
+static struct plan *build(tfc_graph *g, int nf, tfc_tensor **ft, tfc_value **fv, int nfetch,
+                          tfc_tensor **fetch, const struct plan_options *opt)
+{
+    tfc_status st;
+    char msg[TFC_MSG_LEN];
+    struct plan *p = tfc_plan_build(g, nf, ft, fv, nfetch, fetch, 0, NULL, opt, &st, msg);
+    if (!p) fprintf(stderr, "plan: %s\n", msg);
+    return p;
+}
+
+static uint32_t matmul_footprint(enum tfc_dtype dt, int64_t m, int ta)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *a = tfc_placeholder(g, "a", dt, S2(m, m));
+    tfc_tensor *y = tfc_matmul(g, a, a, ta, 0);
+    tfc_value *av;
+    tfc_value_create(dt, S2(m, m), &av);
+    struct plan *p = build(g, 1, &a, &av, 1, &y, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->n_steps, 1);
+    uint32_t f = p->steps[0].args->footprint;
+    tfc_plan_free(p);
+    tfc_value_destroy(av);
+    tfc_graph_destroy(g);
+    return f;
+}
+
+static void test_footprints(void)
+{
+    uint32_t f32 = matmul_footprint(TFC_FLOAT32, 64, 0);
+    CU_ASSERT_EQUAL(f32, matmul_footprint(TFC_FLOAT32, 64, 0));   /* stable */
+    CU_ASSERT_NOT_EQUAL(f32, matmul_footprint(TFC_FLOAT64, 64, 0)); /* element size */
+    CU_ASSERT_NOT_EQUAL(f32, matmul_footprint(TFC_FLOAT32, 32, 0)); /* shape */
+    CU_ASSERT_NOT_EQUAL(f32, matmul_footprint(TFC_FLOAT32, 64, 1)); /* transpose attribute */
+}
+
+static void test_steps_and_modes(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 4));
+    tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, S2(4, 4), tfc_init_ones());
+    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, w, 0, 0));
+    tfc_tensor *unused = tfc_exp(g, h);
+    tfc_tensor *upd = tfc_assign_add(g, w, tfc_matmul(g, h, h, 1, 0));
+    (void)unused;
+    tfc_value *xv;
+    tfc_value_create(TFC_FLOAT32, S2(8, 4), &xv);
+    tfc_tensor *fetch[2] = {w, upd};
+    struct plan *p = build(g, 1, &x, &xv, 2, fetch, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    /* snapshot(w), matmul, relu, matmul(h^T h), assign_add, snapshot(w after): exp pruned */
+    CU_ASSERT_EQUAL(p->n_steps, 6);
+    int assign = -1;
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].args->kind == TFC_K_ASSIGN_ADD) assign = i;
+    CU_ASSERT_EQUAL_FATAL(assign, 4);
+    CU_ASSERT_EQUAL(p->steps[assign].modes[0], STARPU_RW); /* the variable, updated in place */
+    CU_ASSERT_EQUAL(p->steps[assign].modes[1], STARPU_R);
+    CU_ASSERT_EQUAL(p->slots[p->steps[assign].buf_slot[0]].kind, SLOT_PERSIST);
+    CU_ASSERT_EQUAL(p->steps[0].args->kind, TFC_K_IDENTITY); /* w fetched before the update */
+    CU_ASSERT_EQUAL(p->steps[1].args->d[0].dims[0], 8);      /* concrete batch */
+    CU_ASSERT_EQUAL(p->n_var_checks, 1);
+    tfc_plan_free(p);
+    /* with the hop hook, each produced value gets a copy step */
+    struct plan_options opt = {.hop = 1, .hop_where = STARPU_CPU};
+    p = build(g, 1, &x, &xv, 1, &h, &opt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->n_steps, 4);
+    CU_ASSERT_EQUAL(p->steps[1].cl, &tfc_cl_hop);
+    CU_ASSERT_EQUAL(p->steps[3].where, STARPU_CPU);
+    tfc_plan_free(p);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+static void test_many_operands_and_empty(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *in[12];
+    tfc_value *vals[12];
+    for (int i = 0; i < 12; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "p%d", i);
+        in[i] = tfc_placeholder(g, name, TFC_FLOAT32, S2(2, i == 3 ? 0 : 1));
+        tfc_value_create(TFC_FLOAT32, S2(2, i == 3 ? 0 : 1), &vals[i]);
+    }
+    tfc_tensor *c = tfc_concat(g, 12, in, 1);
+    struct plan *p = build(g, 12, in, vals, 1, &c, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->n_steps, 1);
+    CU_ASSERT_EQUAL(p->steps[0].n_buf, 12); /* 11 inputs + output: the empty one has no buffer */
+    CU_ASSERT_EQUAL(p->steps[0].args->d[3].buf, -1);
+    CU_ASSERT_EQUAL(p->slots[3].kind, SLOT_EMPTY);
+    tfc_plan_free(p);
+    for (int i = 0; i < 12; i++) tfc_value_destroy(vals[i]);
+    tfc_graph_destroy(g);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    TEST_SUITE("plan", NULL, NULL);
+    TEST_ADD(test_footprints);
+    TEST_ADD(test_steps_and_modes);
+    TEST_ADD(test_many_operands_and_empty);
+    return test_main();
+}
