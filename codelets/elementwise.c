@@ -114,6 +114,9 @@ static void binary_f32(int kind, float *o, const float *x, int64_t sx, const flo
         break;
     case TFC_K_MINIMUM: for (i = 0; i < n; i++) o[i] = min_nan_f32(x[i * sx], y[i * sy]); break;
     case TFC_K_POW: for (i = 0; i < n; i++) o[i] = powf(x[i * sx], y[i * sy]); break;
+    case TFC_K_RELU_GRAD: /* x is dy, y the relu input */
+        for (i = 0; i < n; i++) o[i] = y[i * sy] > 0 ? x[i * sx] : 0;
+        break;
     }
 }
 
@@ -129,6 +132,7 @@ static void binary_f64(int kind, double *o, const double *x, int64_t sx, const d
     case TFC_K_MAXIMUM: for (i = 0; i < n; i++) o[i] = max_nan_f64(x[i * sx], y[i * sy]); break;
     case TFC_K_MINIMUM: for (i = 0; i < n; i++) o[i] = min_nan_f64(x[i * sx], y[i * sy]); break;
     case TFC_K_POW: for (i = 0; i < n; i++) o[i] = pow(x[i * sx], y[i * sy]); break;
+    case TFC_K_RELU_GRAD: for (i = 0; i < n; i++) o[i] = y[i * sy] > 0 ? x[i * sx] : 0; break;
     }
 }
 
@@ -186,6 +190,12 @@ static void binary_row(const struct tfc_kargs *a, void *out, int64_t oo, const v
                        int64_t ox, int64_t sx, const void *y, int64_t oy, int64_t sy, int64_t n)
 {
     int dt = a->d[0].dtype;
+    if (a->kind == TFC_K_BROADCAST) { /* y gives only the shape */
+        size_t es = tfc_kdtype_size(dt);
+        for (int64_t i = 0; i < n; i++)
+            memcpy((char *)out + (size_t)(oo + i) * es, (const char *)x + (size_t)(ox + i * sx) * es, es);
+        return;
+    }
     if (!is_compare(a->kind)) {
         if (dt == TFC_FLOAT32) {
             binary_f32(a->kind, (float *)out + oo, (const float *)x + ox, sx,
@@ -306,7 +316,7 @@ static void elementwise_cpu(void *buffers[], void *cl_arg)
         fill_run(a, out);
         break;
     default:
-        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_LOGICAL_OR)
+        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD)
             binary_run(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out);
         else
             unary_run(a, tfc_kin(buffers, a, 0), out);

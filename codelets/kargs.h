@@ -22,6 +22,8 @@ enum tfc_kernel_kind {
     /* binary element-wise with broadcasting (codelet: elementwise) */
     TFC_K_ADD, TFC_K_SUB, TFC_K_MUL, TFC_K_DIV, TFC_K_MAXIMUM, TFC_K_MINIMUM, TFC_K_POW,
     TFC_K_EQUAL, TFC_K_NOT_EQUAL, TFC_K_LESS, TFC_K_GREATER, TFC_K_LOGICAL_AND, TFC_K_LOGICAL_OR,
+    /* binary, for gradients: x broadcast to the shape of y; dy where x > 0 */
+    TFC_K_BROADCAST, TFC_K_RELU_GRAD,
     /* others in the element-wise codelet */
     TFC_K_SELECT, TFC_K_ADD_N, TFC_K_FILL,
     /* codelet: matmul */
@@ -30,9 +32,12 @@ enum tfc_kernel_kind {
     TFC_K_SOFTMAX, TFC_K_LOG_SOFTMAX, TFC_K_XENT, TFC_K_SPARSE_XENT,
     /* codelet: reduce */
     TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN, TFC_K_ARGMAX,
+    TFC_K_SUM_TO, /* sum over the axes broadcasting added: to the shape of output 0 */
     /* codelet: layout */
     TFC_K_RESHAPE, TFC_K_TRANSPOSE, TFC_K_CONCAT, TFC_K_SPLIT, TFC_K_SLICE, TFC_K_GATHER,
     TFC_K_ONE_HOT,
+    TFC_K_SLICE_GRAD,  /* zeros of the output's shape with input 0 at attribute begin */
+    TFC_K_SCATTER_ADD, /* zeros of the output's shape plus rows of input 0 at indices input 1 */
     /* codelet: assign (buffer 0 is the variable, RW or W) */
     TFC_K_ASSIGN, TFC_K_ASSIGN_ADD, TFC_K_ASSIGN_SUB,
     /* codelet: hop (a test-only copy between memory nodes) */

@@ -93,6 +93,60 @@ static void slice_run(const struct tfc_kargs *a, const char *x, char *y)
     }
 }
 
+/* The adjoint of slice: zeros, then dy copied into the region [begin, begin + dy's shape). */
+static void slice_grad_run(const struct tfc_kargs *a, const char *dy, char *y)
+{
+    const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
+    size_t es = tfc_kdtype_size(o->dtype);
+    memset(y, 0, (size_t)o->numel * es);
+    if (!dy) return;
+    int64_t ost[TFC_K_MAX_RANK], idx[TFC_K_MAX_RANK] = {0}, off = 0;
+    strides_of(o, ost);
+    for (int i = 0; i < o->rank; i++) off += a->attrs[0].v[i] * ost[i];
+    int r = d->rank;
+    if (r == 0) {
+        memcpy(y, dy, es);
+        return;
+    }
+    int64_t inner = d->dims[r - 1], rows = d->numel / inner;
+    for (int64_t row = 0; row < rows; row++) {
+        memcpy(y + (size_t)off * es, dy + (size_t)(row * inner) * es, (size_t)inner * es);
+        for (int dd = r - 2; dd >= 0; dd--) {
+            off += ost[dd];
+            if (++idx[dd] < d->dims[dd]) break;
+            off -= ost[dd] * d->dims[dd];
+            idx[dd] = 0;
+        }
+    }
+}
+
+/* The adjoint of gather: zeros of the params' shape, rows of updates added at the indices. */
+static void scatter_add_run(const struct tfc_kargs *a, const void *upd, const void *indices,
+                            void *y)
+{
+    const struct tfc_kdesc *u = &a->d[0], *ix = &a->d[1], *o = tfc_kout_desc(a, 0);
+    int64_t rows = o->rank ? o->dims[0] : 0, width = rows ? o->numel / rows : 0;
+    memset(y, 0, (size_t)o->numel * tfc_kdtype_size(o->dtype));
+    for (int64_t i = 0; i < ix->numel && upd; i++) {
+        int64_t id = tfc_load_i64(indices, ix->dtype, i);
+        if (id < 0 || id >= rows) {
+            tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE,
+                            "index %lld at position %lld is outside [0, %lld)", (long long)id,
+                            (long long)i, (long long)rows);
+            continue;
+        }
+        if (u->dtype == TFC_FLOAT32) {
+            float *dst = (float *)y + id * width;
+            const float *src = (const float *)upd + i * width;
+            for (int64_t j = 0; j < width; j++) dst[j] += src[j];
+        } else {
+            double *dst = (double *)y + id * width;
+            const double *src = (const double *)upd + i * width;
+            for (int64_t j = 0; j < width; j++) dst[j] += src[j];
+        }
+    }
+}
+
 static void gather_run(const struct tfc_kargs *a, const char *params, const void *indices,
                        char *y)
 {
@@ -158,6 +212,12 @@ static void layout_cpu(void *buffers[], void *cl_arg)
         break;
     case TFC_K_ONE_HOT:
         one_hot_run(a, tfc_kin(buffers, a, 0), out);
+        break;
+    case TFC_K_SLICE_GRAD:
+        slice_grad_run(a, tfc_kin(buffers, a, 0), out);
+        break;
+    case TFC_K_SCATTER_ADD:
+        scatter_add_run(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out);
         break;
     default:
         break;

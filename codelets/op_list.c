@@ -13,7 +13,9 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_softmax_cross_entropy, tfc_op_sparse_softmax_cross_entropy, tfc_op_reduce_sum,
     tfc_op_reduce_mean, tfc_op_reduce_max, tfc_op_reduce_min, tfc_op_argmax, tfc_op_reshape,
     tfc_op_transpose, tfc_op_concat, tfc_op_split, tfc_op_slice, tfc_op_gather, tfc_op_one_hot,
-    tfc_op_assign, tfc_op_assign_add, tfc_op_assign_sub;
+    tfc_op_assign, tfc_op_assign_add, tfc_op_assign_sub, tfc_op_group, tfc_op_stop_gradient,
+    tfc_op_reshape_like, tfc_op_broadcast_like, tfc_op_sum_to_like, tfc_op_relu_grad,
+    tfc_op_slice_grad, tfc_op_scatter_add_rows;
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -32,6 +34,9 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_reshape, &tfc_op_transpose, &tfc_op_concat, &tfc_op_split, &tfc_op_slice,
     &tfc_op_gather, &tfc_op_one_hot,
     &tfc_op_assign, &tfc_op_assign_add, &tfc_op_assign_sub,
+    &tfc_op_group, &tfc_op_stop_gradient,
+    &tfc_op_reshape_like, &tfc_op_broadcast_like, &tfc_op_sum_to_like, &tfc_op_relu_grad,
+    &tfc_op_slice_grad, &tfc_op_scatter_add_rows,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -399,10 +399,11 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
                                   label, op->name, i, inputs[i]->name);
         in[i] = inputs[i]->desc;
     }
-    if ((op->flags & TFC_OP_STATEFUL) && strcmp(inputs[0]->node->op->name, "variable") != 0)
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): input 0 ('%s') must be a variable", label,
-                              op->name, inputs[0]->name);
+    for (int i = 0; i < op->n_state; i++)
+        if (inputs[i]->node->op != &tfc_op_variable)
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "node '%s' (%s): input %d ('%s') must be a variable", label,
+                                  op->name, i, inputs[i]->name);
     if (name && !valid_name(name))
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name", label,
                               op->name);

@@ -51,26 +51,37 @@ struct tfc_infer {
 
 enum tfc_op_flags {
     TFC_OP_SOURCE = 1 << 0,     /* no task: placeholder, constant, variable */
-    TFC_OP_STATEFUL = 1 << 1,   /* input 0 is a variable, updated in place; output 0 aliases it */
+    TFC_OP_NO_GRADIENT = 1 << 1,/* not differentiable: no gradient flows through, no error */
     TFC_OP_ELEMENTWISE = 1 << 2,/* output i depends on inputs at i only (after broadcasting) */
     TFC_OP_VARIADIC = 1 << 3,   /* 1..TFC_MAX_OPERANDS inputs */
 };
 
-/* Fixed by the op: how the kernel treats the variable of a stateful op. */
+/* Fixed by the op: how the kernel treats input 0 of a stateful op (further state inputs are
+ * always read and written). */
 enum tfc_var_access { TFC_VAR_NONE = 0, TFC_VAR_WRITE, TFC_VAR_UPDATE };
+
+/* A gradient builder: given the node and the gradients of its outputs (dys[k] NULL when no
+ * gradient reaches output k), adds graph nodes and sets dxs[i] to the gradient of input i
+ * (NULL: none). Uses only differentiable ops, so gradients of gradients work. */
+typedef tfc_status (*tfc_grad_builder)(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
+                                       tfc_tensor **dxs);
 
 struct tfc_op {
     const char *name;
     int n_inputs;                     /* exact count unless TFC_OP_VARIADIC */
     int kind;                         /* enum tfc_kernel_kind: selects the kernel in its codelet */
     unsigned flags;
-    enum tfc_var_access var_access;   /* stateful ops: W (assign) or RW (assign_add) */
+    enum tfc_var_access var_access;   /* stateful ops: input 0 W (assign) or RW (assign_add) */
     const struct tfc_attr_def *attrs; /* attribute table */
     int n_attrs;
     /* Number of outputs, from the attributes (NULL: 1). */
     int (*n_outputs)(const struct tfc_kattr *attrs);
     tfc_status (*infer)(const struct tfc_infer *in);
     struct starpu_codelet *codelet;   /* NULL for sources */
+    tfc_grad_builder grad;            /* NULL: no gradient (an error on a gradient path) */
+    int n_state;                      /* leading inputs that are variables updated in place;
+                                       * output 0 then aliases input 0 */
+    unsigned shape_inputs;            /* bit i: only input i's shape is used (no data) */
 };
 
 /* The op table (codelets/op_list.c): every registered op, in one array. */
@@ -97,6 +108,8 @@ struct tfc_node {
     struct tfc_tensor *outputs;
     struct tfc_kattr attrs[TFC_MAX_ATTRS]; /* indexed like op->attrs */
     tfc_value *value;        /* constants: the data (owned) */
+    tfc_gradient_fn user_grad; /* a gradient set for this node (tfc_tensor_set_gradient) */
+    void *user_grad_arg;
     tfc_init init;           /* variables: the initializer */
     struct tfc_graph *graph;
 };

@@ -1,7 +1,7 @@
 /* ops_array.c: descriptors, inference and builders of the ops that move data: reshape,
  * transpose, concat, split, slice, gather and one_hot (codelet: layout). */
 #include <string.h>
-#include "graph.h"
+#include "grad.h"
 
 /* reshape: attr shape (may hold one -1) */
 static tfc_status infer_reshape(const struct tfc_infer *in)
@@ -186,13 +186,13 @@ static const struct tfc_attr_def one_hot_attrs[] = {{"depth", TFC_ATTR_INT, 1},
                                                     {"on", TFC_ATTR_FLOAT, 1},
                                                     {"off", TFC_ATTR_FLOAT, 0}};
 
-const struct tfc_op tfc_op_reshape = {"reshape", 1, TFC_K_RESHAPE, 0, 0, reshape_attrs, 1, NULL, infer_reshape, &tfc_cl_layout};
-const struct tfc_op tfc_op_transpose = {"transpose", 1, TFC_K_TRANSPOSE, 0, 0, transpose_attrs, 1, NULL, infer_transpose, &tfc_cl_layout};
-const struct tfc_op tfc_op_concat = {"concat", 0, TFC_K_CONCAT, TFC_OP_VARIADIC, 0, concat_attrs, 1, NULL, infer_concat, &tfc_cl_layout};
-const struct tfc_op tfc_op_split = {"split", 1, TFC_K_SPLIT, 0, 0, split_attrs, 2, split_outputs, infer_split, &tfc_cl_layout};
-const struct tfc_op tfc_op_slice = {"slice", 1, TFC_K_SLICE, 0, 0, slice_attrs, 2, NULL, infer_slice, &tfc_cl_layout};
-const struct tfc_op tfc_op_gather = {"gather", 2, TFC_K_GATHER, 0, 0, NULL, 0, NULL, infer_gather, &tfc_cl_layout};
-const struct tfc_op tfc_op_one_hot = {"one_hot", 1, TFC_K_ONE_HOT, 0, 0, one_hot_attrs, 4, NULL, infer_one_hot, &tfc_cl_layout};
+const struct tfc_op tfc_op_reshape = {"reshape", 1, TFC_K_RESHAPE, 0, 0, reshape_attrs, 1, NULL, infer_reshape, &tfc_cl_layout, tfc_grad_reshape};
+const struct tfc_op tfc_op_transpose = {"transpose", 1, TFC_K_TRANSPOSE, 0, 0, transpose_attrs, 1, NULL, infer_transpose, &tfc_cl_layout, tfc_grad_transpose};
+const struct tfc_op tfc_op_concat = {"concat", 0, TFC_K_CONCAT, TFC_OP_VARIADIC, 0, concat_attrs, 1, NULL, infer_concat, &tfc_cl_layout, tfc_grad_concat};
+const struct tfc_op tfc_op_split = {"split", 1, TFC_K_SPLIT, 0, 0, split_attrs, 2, split_outputs, infer_split, &tfc_cl_layout, tfc_grad_split};
+const struct tfc_op tfc_op_slice = {"slice", 1, TFC_K_SLICE, 0, 0, slice_attrs, 2, NULL, infer_slice, &tfc_cl_layout, tfc_grad_slice};
+const struct tfc_op tfc_op_gather = {"gather", 2, TFC_K_GATHER, 0, 0, NULL, 0, NULL, infer_gather, &tfc_cl_layout, tfc_grad_gather};
+const struct tfc_op tfc_op_one_hot = {"one_hot", 1, TFC_K_ONE_HOT, TFC_OP_NO_GRADIENT, 0, one_hot_attrs, 4, NULL, infer_one_hot, &tfc_cl_layout};
 
 static void ints_attr(struct tfc_kattr *a, int n, const int64_t *v)
 {

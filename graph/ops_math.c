@@ -2,7 +2,7 @@
  * ops with broadcasting, comparisons and logic, select, add_n, bias_add, cast, fill and the
  * *_like fills. All run in the element-wise codelet. */
 #include <string.h>
-#include "graph.h"
+#include "grad.h"
 
 /* ---- inference ------------------------------------------------------------------------- */
 
@@ -167,40 +167,40 @@ static const struct tfc_attr_def zeros_attrs[] = {{"value", TFC_ATTR_FLOAT, 0}};
 static const struct tfc_attr_def ones_attrs[] = {{"value", TFC_ATTR_FLOAT, 1}};
 
 #define EW (TFC_OP_ELEMENTWISE)
-const struct tfc_op tfc_op_neg = {"neg", 1, TFC_K_NEG, EW, 0, NULL, 0, NULL, infer_neg, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_abs = {"abs", 1, TFC_K_ABS, EW, 0, NULL, 0, NULL, infer_abs, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_square = {"square", 1, TFC_K_SQUARE, EW, 0, NULL, 0, NULL, infer_square, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_sqrt = {"sqrt", 1, TFC_K_SQRT, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_rsqrt = {"rsqrt", 1, TFC_K_RSQRT, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_exp = {"exp", 1, TFC_K_EXP, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_log = {"log", 1, TFC_K_LOG, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_relu = {"relu", 1, TFC_K_RELU, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_sigmoid = {"sigmoid", 1, TFC_K_SIGMOID, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_tanh = {"tanh", 1, TFC_K_TANH, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_softplus = {"softplus", 1, TFC_K_SOFTPLUS, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_logical_not = {"logical_not", 1, TFC_K_LOGICAL_NOT, EW, 0, NULL, 0, NULL, infer_logical_not, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_identity = {"identity", 1, TFC_K_IDENTITY, EW, 0, NULL, 0, NULL, infer_identity, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_cast = {"cast", 1, TFC_K_CAST, EW, 0, cast_attrs, 1, NULL, infer_cast, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_neg = {"neg", 1, TFC_K_NEG, EW, 0, NULL, 0, NULL, infer_neg, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_abs = {"abs", 1, TFC_K_ABS, EW, 0, NULL, 0, NULL, infer_abs, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_square = {"square", 1, TFC_K_SQUARE, EW, 0, NULL, 0, NULL, infer_square, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_sqrt = {"sqrt", 1, TFC_K_SQRT, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_rsqrt = {"rsqrt", 1, TFC_K_RSQRT, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_exp = {"exp", 1, TFC_K_EXP, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_log = {"log", 1, TFC_K_LOG, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_relu = {"relu", 1, TFC_K_RELU, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_sigmoid = {"sigmoid", 1, TFC_K_SIGMOID, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_tanh = {"tanh", 1, TFC_K_TANH, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_softplus = {"softplus", 1, TFC_K_SOFTPLUS, EW, 0, NULL, 0, NULL, infer_float_unary, &tfc_cl_elementwise, tfc_grad_unary};
+const struct tfc_op tfc_op_logical_not = {"logical_not", 1, TFC_K_LOGICAL_NOT, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_logical_not, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_identity = {"identity", 1, TFC_K_IDENTITY, EW, 0, NULL, 0, NULL, infer_identity, &tfc_cl_elementwise, tfc_grad_identity};
+const struct tfc_op tfc_op_cast = {"cast", 1, TFC_K_CAST, EW, 0, cast_attrs, 1, NULL, infer_cast, &tfc_cl_elementwise, tfc_grad_cast};
 
-const struct tfc_op tfc_op_add = {"add", 2, TFC_K_ADD, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_sub = {"sub", 2, TFC_K_SUB, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_mul = {"mul", 2, TFC_K_MUL, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_div = {"div", 2, TFC_K_DIV, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_maximum = {"maximum", 2, TFC_K_MAXIMUM, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_minimum = {"minimum", 2, TFC_K_MINIMUM, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_pow = {"pow", 2, TFC_K_POW, EW, 0, NULL, 0, NULL, infer_arith_float, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_equal = {"equal", 2, TFC_K_EQUAL, EW, 0, NULL, 0, NULL, infer_compare_any, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_not_equal = {"not_equal", 2, TFC_K_NOT_EQUAL, EW, 0, NULL, 0, NULL, infer_compare_any, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_less = {"less", 2, TFC_K_LESS, EW, 0, NULL, 0, NULL, infer_compare_ordered, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_greater = {"greater", 2, TFC_K_GREATER, EW, 0, NULL, 0, NULL, infer_compare_ordered, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_logical_and = {"logical_and", 2, TFC_K_LOGICAL_AND, EW, 0, NULL, 0, NULL, infer_logic, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_logical_or = {"logical_or", 2, TFC_K_LOGICAL_OR, EW, 0, NULL, 0, NULL, infer_logic, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_select = {"select", 3, TFC_K_SELECT, EW, 0, NULL, 0, NULL, infer_select, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_bias_add = {"bias_add", 2, TFC_K_ADD, EW, 0, NULL, 0, NULL, infer_bias_add, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_add_n = {"add_n", 0, TFC_K_ADD_N, EW | TFC_OP_VARIADIC, 0, NULL, 0, NULL, infer_add_n, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_fill = {"fill", 0, TFC_K_FILL, 0, 0, fill_attrs, 3, NULL, infer_fill, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_zeros_like = {"zeros_like", 1, TFC_K_FILL, 0, 0, zeros_attrs, 1, NULL, infer_like, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_ones_like = {"ones_like", 1, TFC_K_FILL, 0, 0, ones_attrs, 1, NULL, infer_like, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_add = {"add", 2, TFC_K_ADD, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_sub = {"sub", 2, TFC_K_SUB, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_mul = {"mul", 2, TFC_K_MUL, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_div = {"div", 2, TFC_K_DIV, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_maximum = {"maximum", 2, TFC_K_MAXIMUM, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_minimum = {"minimum", 2, TFC_K_MINIMUM, EW, 0, NULL, 0, NULL, infer_arith, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_pow = {"pow", 2, TFC_K_POW, EW, 0, NULL, 0, NULL, infer_arith_float, &tfc_cl_elementwise, tfc_grad_binary};
+const struct tfc_op tfc_op_equal = {"equal", 2, TFC_K_EQUAL, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_compare_any, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_not_equal = {"not_equal", 2, TFC_K_NOT_EQUAL, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_compare_any, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_less = {"less", 2, TFC_K_LESS, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_compare_ordered, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_greater = {"greater", 2, TFC_K_GREATER, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_compare_ordered, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_logical_and = {"logical_and", 2, TFC_K_LOGICAL_AND, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_logic, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_logical_or = {"logical_or", 2, TFC_K_LOGICAL_OR, EW | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_logic, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_select = {"select", 3, TFC_K_SELECT, EW, 0, NULL, 0, NULL, infer_select, &tfc_cl_elementwise, tfc_grad_select};
+const struct tfc_op tfc_op_bias_add = {"bias_add", 2, TFC_K_ADD, EW, 0, NULL, 0, NULL, infer_bias_add, &tfc_cl_elementwise, tfc_grad_bias_add};
+const struct tfc_op tfc_op_add_n = {"add_n", 0, TFC_K_ADD_N, EW | TFC_OP_VARIADIC, 0, NULL, 0, NULL, infer_add_n, &tfc_cl_elementwise, tfc_grad_add_n};
+const struct tfc_op tfc_op_fill = {"fill", 0, TFC_K_FILL, TFC_OP_NO_GRADIENT, 0, fill_attrs, 3, NULL, infer_fill, &tfc_cl_elementwise};
+const struct tfc_op tfc_op_zeros_like = {"zeros_like", 1, TFC_K_FILL, TFC_OP_NO_GRADIENT, 0, zeros_attrs, 1, NULL, infer_like, &tfc_cl_elementwise, NULL, 0, 1};
+const struct tfc_op tfc_op_ones_like = {"ones_like", 1, TFC_K_FILL, TFC_OP_NO_GRADIENT, 0, ones_attrs, 1, NULL, infer_like, &tfc_cl_elementwise, NULL, 0, 1};
 #undef EW
 
 /* ---- builders -------------------------------------------------------------------------- */

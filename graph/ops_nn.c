@@ -1,7 +1,7 @@
 /* ops_nn.c: descriptors, inference and builders of matmul and batched matmul, the softmax
  * family with cross-entropy, and the reductions (sum, mean, max, min, argmax). */
 #include <string.h>
-#include "graph.h"
+#include "grad.h"
 
 static tfc_status need_float(const struct tfc_infer *in, int i)
 {
@@ -176,17 +176,17 @@ static const struct tfc_attr_def argmax_attrs[] = {{"axis", TFC_ATTR_INT, 0}};
 static const struct tfc_attr_def reduce_attrs[] = {{"axes", TFC_ATTR_INTS, 0},
                                                    {"keepdims", TFC_ATTR_INT, 0}};
 
-const struct tfc_op tfc_op_matmul = {"matmul", 2, TFC_K_MATMUL, 0, 0, matmul_attrs, 2, NULL, infer_matmul, &tfc_cl_matmul};
-const struct tfc_op tfc_op_batch_matmul = {"batch_matmul", 2, TFC_K_BATCH_MATMUL, 0, 0, bmm_attrs, 2, NULL, infer_batch_matmul, &tfc_cl_matmul};
-const struct tfc_op tfc_op_softmax = {"softmax", 1, TFC_K_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax};
-const struct tfc_op tfc_op_log_softmax = {"log_softmax", 1, TFC_K_LOG_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax};
-const struct tfc_op tfc_op_softmax_cross_entropy = {"softmax_cross_entropy", 2, TFC_K_XENT, 0, 0, NULL, 0, NULL, infer_dense_xent, &tfc_cl_softmax};
-const struct tfc_op tfc_op_sparse_softmax_cross_entropy = {"sparse_softmax_cross_entropy", 2, TFC_K_SPARSE_XENT, 0, 0, NULL, 0, NULL, infer_sparse_xent, &tfc_cl_softmax};
-const struct tfc_op tfc_op_reduce_sum = {"reduce_sum", 1, TFC_K_REDUCE_SUM, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce};
-const struct tfc_op tfc_op_reduce_mean = {"reduce_mean", 1, TFC_K_REDUCE_MEAN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce};
-const struct tfc_op tfc_op_reduce_max = {"reduce_max", 1, TFC_K_REDUCE_MAX, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce};
-const struct tfc_op tfc_op_reduce_min = {"reduce_min", 1, TFC_K_REDUCE_MIN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce};
-const struct tfc_op tfc_op_argmax = {"argmax", 1, TFC_K_ARGMAX, 0, 0, argmax_attrs, 1, NULL, infer_argmax, &tfc_cl_reduce};
+const struct tfc_op tfc_op_matmul = {"matmul", 2, TFC_K_MATMUL, 0, 0, matmul_attrs, 2, NULL, infer_matmul, &tfc_cl_matmul, tfc_grad_matmul};
+const struct tfc_op tfc_op_batch_matmul = {"batch_matmul", 2, TFC_K_BATCH_MATMUL, 0, 0, bmm_attrs, 2, NULL, infer_batch_matmul, &tfc_cl_matmul, tfc_grad_batch_matmul};
+const struct tfc_op tfc_op_softmax = {"softmax", 1, TFC_K_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax, tfc_grad_softmax};
+const struct tfc_op tfc_op_log_softmax = {"log_softmax", 1, TFC_K_LOG_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax, tfc_grad_log_softmax};
+const struct tfc_op tfc_op_softmax_cross_entropy = {"softmax_cross_entropy", 2, TFC_K_XENT, 0, 0, NULL, 0, NULL, infer_dense_xent, &tfc_cl_softmax, tfc_grad_xent};
+const struct tfc_op tfc_op_sparse_softmax_cross_entropy = {"sparse_softmax_cross_entropy", 2, TFC_K_SPARSE_XENT, 0, 0, NULL, 0, NULL, infer_sparse_xent, &tfc_cl_softmax, tfc_grad_sparse_xent};
+const struct tfc_op tfc_op_reduce_sum = {"reduce_sum", 1, TFC_K_REDUCE_SUM, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
+const struct tfc_op tfc_op_reduce_mean = {"reduce_mean", 1, TFC_K_REDUCE_MEAN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
+const struct tfc_op tfc_op_reduce_max = {"reduce_max", 1, TFC_K_REDUCE_MAX, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
+const struct tfc_op tfc_op_reduce_min = {"reduce_min", 1, TFC_K_REDUCE_MIN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
+const struct tfc_op tfc_op_argmax = {"argmax", 1, TFC_K_ARGMAX, TFC_OP_NO_GRADIENT, 0, argmax_attrs, 1, NULL, infer_argmax, &tfc_cl_reduce};
 
 static tfc_tensor *two_flags(tfc_graph *g, const struct tfc_op *op, tfc_tensor *a, tfc_tensor *b,
                              int f0, int f1)

@@ -47,9 +47,9 @@ static const struct tfc_attr_def source_attrs[] = {{"dtype", TFC_ATTR_DTYPE, TFC
 const struct tfc_op tfc_op_placeholder = {"placeholder", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
 const struct tfc_op tfc_op_constant = {"constant", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
 const struct tfc_op tfc_op_variable = {"variable", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
-const struct tfc_op tfc_op_assign = {"assign", 2, TFC_K_ASSIGN, TFC_OP_STATEFUL, TFC_VAR_WRITE, NULL, 0, NULL, infer_assign, &tfc_cl_assign};
-const struct tfc_op tfc_op_assign_add = {"assign_add", 2, TFC_K_ASSIGN_ADD, TFC_OP_STATEFUL, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign};
-const struct tfc_op tfc_op_assign_sub = {"assign_sub", 2, TFC_K_ASSIGN_SUB, TFC_OP_STATEFUL, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign};
+const struct tfc_op tfc_op_assign = {"assign", 2, TFC_K_ASSIGN, TFC_OP_NO_GRADIENT, TFC_VAR_WRITE, NULL, 0, NULL, infer_assign, &tfc_cl_assign, NULL, 1};
+const struct tfc_op tfc_op_assign_add = {"assign_add", 2, TFC_K_ASSIGN_ADD, TFC_OP_NO_GRADIENT, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign, NULL, 1};
+const struct tfc_op tfc_op_assign_sub = {"assign_sub", 2, TFC_K_ASSIGN_SUB, TFC_OP_NO_GRADIENT, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign, NULL, 1};
 
 static struct tfc_node *source(tfc_graph *g, const struct tfc_op *op, const char *name,
                                enum tfc_dtype dtype, const tfc_shape *shape, int allow_unknown)

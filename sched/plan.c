@@ -119,11 +119,12 @@ static void finish_args(struct tfc_kargs *a)
     }
 }
 
-/* Appends a step; buffers are (slot, mode) pairs, a slot used twice shares one buffer. */
+/* Appends a step. Inputs are read (or use in_modes[i]; 0 = shape only, no buffer), outputs
+ * written; a slot used twice shares one buffer with the union of the modes. */
 static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int node, int kind,
                              const struct tfc_kattr *attrs, int n_in, const int *in_slots,
-                             int n_out, const int *out_slots, int var_slot,
-                             enum starpu_data_access_mode var_mode)
+                             const enum starpu_data_access_mode *in_modes, int n_out,
+                             const int *out_slots)
 {
     struct plan *p = b->p;
     struct step *steps = grow(p->steps, &b->cap_steps, p->n_steps + 1, sizeof *steps);
@@ -154,10 +155,9 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
     if (attrs) memcpy(a->attrs, attrs, sizeof a->attrs);
     for (int i = 0; i < n; i++) {
         int slot = i < n_in ? in_slots[i] : out_slots[i - n_in];
-        enum starpu_data_access_mode mode = i < n_in ? STARPU_R : STARPU_W;
-        if (slot == var_slot) mode = var_mode;
+        enum starpu_data_access_mode mode = i >= n_in ? STARPU_W : in_modes ? in_modes[i] : STARPU_R;
         int buf = -1;
-        if (p->slots[slot].kind != SLOT_EMPTY) {
+        if (p->slots[slot].kind != SLOT_EMPTY && mode != STARPU_NONE) {
             for (int j = 0; j < st->n_buf; j++)
                 if (st->buf_slot[j] == slot) buf = j;
             if (buf < 0) {
@@ -332,40 +332,42 @@ static int lower_node(struct builder *b, struct tfc_node *n)
                  n->op->name, msg);
         return -1;
     }
-    int var_slot = -1;
-    enum starpu_data_access_mode var_mode = STARPU_R;
-    if (n->op->flags & TFC_OP_STATEFUL) {
-        var_slot = in_slots[0];
-        if (b->p->slots[var_slot].kind == SLOT_FEED)
+    enum starpu_data_access_mode modes[TFC_MAX_OPERANDS];
+    for (int i = 0; i < n->n_inputs; i++)
+        modes[i] = (n->op->shape_inputs >> i) & 1 ? STARPU_NONE : STARPU_R;
+    for (int i = 0; i < n->op->n_state; i++) {
+        if (b->p->slots[in_slots[i]].kind == SLOT_FEED)
             return fail(b, TFC_ERR_INVALID_ARGUMENT,
-                        "variable '%s' is fed, but node '%s' updates it", n->inputs[0]->name,
+                        "variable '%s' is fed, but node '%s' updates it", n->inputs[i]->name,
                         n->name);
-        var_mode = n->op->var_access == TFC_VAR_WRITE ? STARPU_W : STARPU_RW;
-        out_slot_ids[0] = var_slot; /* the output is the variable's new value */
-    } else {
-        for (int k = 0; k < n->n_outputs; k++) {
-            if (tfc_shape_numel(&out[k].shape) < 0)
-                return fail(b, TFC_ERR_SHAPE, "node '%s' (%s): output shape unknown after feeding",
-                            n->name, n->op->name);
-            if ((out_slot_ids[k] = add_slot(b, SLOT_TEMP, &out[k], n->id)) < 0) return -1;
+        modes[i] = i == 0 && n->op->var_access == TFC_VAR_WRITE ? STARPU_W : STARPU_RW;
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (k == 0 && n->op->n_state) {
+            out_slot_ids[0] = in_slots[0]; /* the output is the variable's new value */
+            continue;
         }
+        if (tfc_shape_numel(&out[k].shape) < 0)
+            return fail(b, TFC_ERR_SHAPE, "node '%s' (%s): output shape unknown after feeding",
+                        n->name, n->op->name);
+        if ((out_slot_ids[k] = add_slot(b, SLOT_TEMP, &out[k], n->id)) < 0) return -1;
     }
     int any = 0;
     for (int k = 0; k < n->n_outputs; k++)
         any |= b->p->slots[out_slot_ids[k]].kind != SLOT_EMPTY;
     if (any) {
         struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
-                                   in_slots, n->n_outputs, out_slot_ids, var_slot, var_mode);
+                                   in_slots, modes, n->n_outputs, out_slot_ids);
         if (!st) return -1;
         if (b->opt) st->where = b->opt->where;
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int s = out_slot_ids[k];
-        if (b->opt && b->opt->hop && b->p->slots[s].kind == SLOT_TEMP) {
-            int h = add_slot(b, SLOT_TEMP, &b->p->slots[s].desc, n->id);
+        if (b->opt && b->opt->hop && b->p->slots[s].kind == SLOT_TEMP && !(k == 0 && n->op->n_state)) {
+            struct tfc_desc d = b->p->slots[s].desc; /* add_slot may move the slots */
+            int h = add_slot(b, SLOT_TEMP, &d, n->id);
             if (h < 0) return -1;
-            struct step *hs = add_step(b, &tfc_cl_hop, n->id, TFC_K_COPY, NULL, 1, &s, 1, &h, -1,
-                                       STARPU_R);
+            struct step *hs = add_step(b, &tfc_cl_hop, n->id, TFC_K_COPY, NULL, 1, &s, NULL, 1, &h);
             if (!hs) return -1;
             hs->where = b->opt->hop_where;
             s = h;
@@ -385,10 +387,10 @@ static int snapshot_fetches(struct builder *b, struct tfc_node *n, int *fetch_sl
         int s = b->out_slots[n->id][t->index];
         const struct slot *sl = &b->p->slots[s];
         if (sl->kind != SLOT_PERSIST || b->g->nodes[sl->ref]->op != &tfc_op_variable) continue;
-        int c = add_slot(b, SLOT_TEMP, &sl->desc, n->id);
+        struct tfc_desc d = sl->desc; /* add_slot may move the slots */
+        int c = add_slot(b, SLOT_TEMP, &d, n->id);
         if (c < 0) return -1;
-        if (!add_step(b, &tfc_cl_elementwise, n->id, TFC_K_IDENTITY, NULL, 1, &s, 1, &c, -1,
-                      STARPU_R))
+        if (!add_step(b, &tfc_cl_elementwise, n->id, TFC_K_IDENTITY, NULL, 1, &s, NULL, 1, &c))
             return -1;
         fetch_slot[j] = c;
     }

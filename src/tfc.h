@@ -310,6 +310,34 @@ TFC_API tfc_tensor *tfc_assign(tfc_graph *g, tfc_tensor *var, tfc_tensor *value)
 TFC_API tfc_tensor *tfc_assign_add(tfc_graph *g, tfc_tensor *var, tfc_tensor *value);
 TFC_API tfc_tensor *tfc_assign_sub(tfc_graph *g, tfc_tensor *var, tfc_tensor *value);
 
+/* A tensor that depends on all of inputs and holds nothing (no task runs for it): the target
+ * of a training step built from several updates. */
+TFC_API tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs);
+
+/* ---- Automatic differentiation ---------------------------------------------------------- */
+
+/* Adds the nodes computing d(sum of ys)/d(xs) to the graph (reverse mode, as graph
+ * construction), writing one tensor per x to dxs. grad_ys may be NULL (ones) or give the
+ * gradient flowing into each y (same shape and dtype as y; entries may be NULL). An x that no y
+ * depends on gets zeros. A path through an op without a gradient is an error naming the op and
+ * the node; integer and bool tensors carry no gradient. */
+TFC_API tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
+                                 tfc_tensor *const *grad_ys, int n_xs, tfc_tensor *const *xs,
+                                 tfc_tensor **dxs);
+/* Identity in the forward pass; no gradient flows through it. */
+TFC_API tfc_tensor *tfc_stop_gradient(tfc_graph *g, tfc_tensor *x);
+
+/* A gradient written by the user: sets dxs[i] (NULL for none) from the node's inputs, outputs
+ * and output gradients (dys[k] NULL when none reaches output k), adding nodes to g. */
+typedef tfc_status (*tfc_gradient_fn)(tfc_graph *g, int n_inputs, tfc_tensor *const *inputs,
+                                      int n_outputs, tfc_tensor *const *outputs,
+                                      tfc_tensor *const *dys, tfc_tensor **dxs, void *user);
+/* Replaces the gradient of every node of op `op` (process-wide, like TensorFlow's
+ * RegisterGradient); fn NULL restores the built-in one. */
+TFC_API tfc_status tfc_register_gradient(const char *op, tfc_gradient_fn fn, void *user);
+/* Replaces the gradient of the node producing t only. */
+TFC_API tfc_status tfc_tensor_set_gradient(tfc_tensor *t, tfc_gradient_fn fn, void *user);
+
 /* ---- Sessions and runs ----------------------------------------------------------------- */
 
 typedef struct tfc_session tfc_session;

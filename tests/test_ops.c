@@ -107,6 +107,14 @@ static const struct {
     {"assign", "test_assign"},
     {"assign_add", "test_assign"},
     {"assign_sub", "test_assign"},
+    {"group", "test_grad_ops"},
+    {"stop_gradient", "test_grad_ops"},
+    {"reshape_like", "test_grad_ops"},
+    {"broadcast_like", "test_grad_ops"},
+    {"sum_to_like", "test_grad_ops"},
+    {"relu_grad", "test_grad_ops"},
+    {"slice_grad", "test_grad_ops"},
+    {"scatter_add_rows", "test_grad_ops"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -1868,6 +1876,71 @@ static void expect_run_error(tfc_session *s, const char *label, tfc_tensor *in0,
     else if (got != NULL) REPORT("%s: a failed run left a fetch value", label);
 }
 
+/* ---- the ops gradients are built from ------------------------------------------------------- */
+
+static double r_relu_grad(double dy, double x) { return x > 0 ? dy : 0; }
+
+static void test_grad_ops(void)
+{
+    rng_seed(31);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        struct tc c;
+        tc_begin(&c, "gradient ops %s", DT(dt));
+        ht x = ht_rand(dt, S(2, 6), -3, 3, 0.1);
+        tfc_tensor *tx = tc_in(&c, &x);
+        tc_want(&c, tfc_stop_gradient(c.g, tx), ht_copy(&x), 0, "stop_gradient");
+        /* group: depends on its inputs, holds nothing */
+        tfc_tensor *grp[2] = {tx, tfc_neg(c.g, tx)};
+        tc_want(&c, tfc_group(c.g, 2, grp), ht_new(I32, S(0)), 0, "group");
+        /* reshape_like: x's data in like's shape */
+        ht like34 = ht_rand(dt, S(3, 4), -1, 1, 0.1);
+        tfc_tensor *tl34 = tc_in(&c, &like34), *in2[2] = {tx, tl34};
+        ht rx = ht_copy(&x);
+        rx.sh = S(3, 4);
+        tc_want(&c, tfc_op(c.g, "reshape_like", 2, in2, NULL, NULL, 0), rx, 0, "reshape_like");
+        /* broadcast_like: [3,1] to [2,3,4] */
+        ht b = ht_rand(dt, S(3, 1), -3, 3, 0.1), big = ht_rand(dt, S(2, 3, 4), -1, 1, 0.1);
+        tfc_tensor *tb = tc_in(&c, &b), *tbig = tc_in(&c, &big);
+        ht zeros = ht_new(dt, S(2, 3, 4));
+        tfc_tensor *in3[2] = {tb, tbig};
+        tc_want(&c, tfc_op(c.g, "broadcast_like", 2, in3, NULL, NULL, 0), map2(&b, &zeros, dt, r_add),
+                tol_of(dt), "broadcast_like [3,1] -> [2,3,4]");
+        /* sum_to_like: [2,3,4] summed to [3,1] */
+        ht sum = ht_new(dt, S(3, 1));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                for (int k2 = 0; k2 < 4; k2++) sum.d[j] += big.d[(i * 3 + j) * 4 + k2];
+        tfc_tensor *in4[2] = {tbig, tb};
+        tc_want(&c, tfc_op(c.g, "sum_to_like", 2, in4, NULL, NULL, 0), sum, tol_of(dt),
+                "sum_to_like [2,3,4] -> [3,1]");
+        /* relu_grad(dy, x) */
+        ht dy = ht_rand(dt, S(2, 6), -3, 3, 0.1);
+        tfc_tensor *tdy = tc_in(&c, &dy), *in5[2] = {tdy, tx};
+        tc_want(&c, tfc_op(c.g, "relu_grad", 2, in5, NULL, NULL, 0), map2(&dy, &x, dt, r_relu_grad),
+                0, "relu_grad");
+        /* slice_grad: a [2,2] gradient placed at [1,1] of [3,4] zeros */
+        ht part = ht_rand(dt, S(2, 2), -3, 3, 0.1), placed = ht_new(dt, S(3, 4));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) placed.d[(1 + i) * 4 + 1 + j] = part.d[i * 2 + j];
+        tfc_tensor *tpart = tc_in(&c, &part), *in6[2] = {tpart, tl34};
+        tc_want(&c, tfc_op(c.g, "slice_grad", 2, in6, "begin=[1,1],size=[2,2]", NULL, 0), placed, 0,
+                "slice_grad");
+        /* scatter_add_rows: rows 0, 2, 0 of [4,2] receive three update rows */
+        ht upd = ht_rand(dt, S(3, 2), -3, 3, 0.1), ids = ht_vals(I32, S(3), (double[]){0, 2, 0});
+        ht rows = ht_rand(dt, S(4, 2), -1, 1, 0.1), scat = ht_new(dt, S(4, 2));
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) scat.d[(int)ids.d[i] * 2 + j] += upd.d[i * 2 + j];
+        tfc_tensor *tu = tc_in(&c, &upd), *ti = tc_in(&c, &ids), *tr = tc_in(&c, &rows);
+        tfc_tensor *in7[3] = {tu, ti, tr};
+        tc_want(&c, tfc_op(c.g, "scatter_add_rows", 3, in7, NULL, NULL, 0), scat, tol_of(dt),
+                "scatter_add_rows");
+        tc_run(&c);
+        ht *all[] = {&x, &like34, &b, &big, &zeros, &dy, &part, &upd, &ids, &rows};
+        for (int i = 0; i < COUNT(all); i++) ht_free(all[i]);
+    }
+}
+
 static void test_errors(void)
 {
     static const enum tfc_dtype idts[] = {I32, I64};
@@ -2051,6 +2124,7 @@ static const struct {
     {"gather", test_gather},
     {"one_hot", test_one_hot},
     {"assign/assign_add/assign_sub", test_assign},
+    {"gradient ops", test_grad_ops},
     {"kernel errors", test_errors},
     {"every op ran", test_all_ops_executed},
 };

@@ -1,0 +1,246 @@
+/* autodiff.c: reverse-mode differentiation as graph construction (TensorFlow's gradients()).
+ * The nodes between the xs and the ys are visited in reverse creation order (a topological
+ * order for data edges); each calls its op's gradient builder (or a user's), and the
+ * contributions reaching a tensor from several consumers are summed by one add_n node. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "grad.h"
+
+/* ---- user gradients, registered per op (process-wide) ---------------------------------- */
+
+#define MAX_REGISTERED 64
+static struct {
+    const struct tfc_op *op;
+    tfc_gradient_fn fn;
+    void *user;
+} registry[MAX_REGISTERED];
+static int n_registered;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tfc_status tfc_register_gradient(const char *opname, tfc_gradient_fn fn, void *user)
+{
+    const struct tfc_op *op = opname ? tfc_op_lookup(opname) : NULL;
+    if (!op)
+        return tfc_fail_global(TFC_ERR_NOT_FOUND, "register_gradient: unknown op '%s'",
+                               opname ? opname : "(null)");
+    pthread_mutex_lock(&registry_lock);
+    int i = 0;
+    while (i < n_registered && registry[i].op != op) i++;
+    tfc_status st = TFC_OK;
+    if (!fn) { /* restore the built-in gradient */
+        if (i < n_registered) registry[i] = registry[--n_registered];
+    } else if (i == MAX_REGISTERED) {
+        st = tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "register_gradient: more than %d ops",
+                             MAX_REGISTERED);
+    } else {
+        registry[i].op = op;
+        registry[i].fn = fn;
+        registry[i].user = user;
+        if (i == n_registered) n_registered++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
+tfc_status tfc_tensor_set_gradient(tfc_tensor *t, tfc_gradient_fn fn, void *user)
+{
+    if (!t) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_gradient: tensor is NULL");
+    t->node->user_grad = fn;
+    t->node->user_grad_arg = user;
+    return TFC_OK;
+}
+
+static int registered(const struct tfc_op *op, tfc_gradient_fn *fn, void **user)
+{
+    pthread_mutex_lock(&registry_lock);
+    int found = 0;
+    for (int i = 0; i < n_registered && !found; i++)
+        if (registry[i].op == op) {
+            *fn = registry[i].fn;
+            *user = registry[i].user;
+            found = 1;
+        }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+/* ---- the backward pass ----------------------------------------------------------------- */
+
+struct contribs { /* gradient contributions reaching one tensor */
+    int n, cap;
+    tfc_tensor **t;
+};
+
+static int add_contrib(struct contribs *c, tfc_tensor *t)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 2;
+        tfc_tensor **p = realloc(c->t, sizeof *p * (size_t)cap);
+        if (!p) return -1;
+        c->t = p;
+        c->cap = cap;
+    }
+    c->t[c->n++] = t;
+    return 0;
+}
+
+/* The sum of a tensor's contributions; NULL when there is none. */
+static tfc_tensor *sum_contribs(tfc_graph *g, struct contribs *c)
+{
+    if (c->n == 0) return NULL;
+    if (c->n == 1) return c->t[0];
+    tfc_tensor *sum = NULL;
+    for (int i = 0; i < c->n; i += TFC_MAX_OPERANDS - 1) { /* add_n takes at most 64 inputs */
+        int k = c->n - i < TFC_MAX_OPERANDS - 1 ? c->n - i : TFC_MAX_OPERANDS - 1;
+        tfc_tensor *part[TFC_MAX_OPERANDS];
+        int m = 0;
+        if (sum) part[m++] = sum;
+        for (int j = 0; j < k; j++) part[m++] = c->t[i + j];
+        sum = m == 1 ? part[0] : tfc_add_n(g, m, part);
+    }
+    return sum;
+}
+
+static tfc_status call_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
+                            tfc_tensor **dxs)
+{
+    tfc_gradient_fn fn = n->user_grad;
+    void *user = n->user_grad_arg;
+    if (fn || registered(n->op, &fn, &user)) {
+        tfc_tensor *outs[TFC_MAX_OPERANDS];
+        for (int k = 0; k < n->n_outputs; k++) outs[k] = &n->outputs[k];
+        tfc_status st = fn(g, n->n_inputs, n->inputs, n->n_outputs, outs, dys, dxs, user);
+        if (st && !g->status)
+            tfc_graph_fail(g, st, "gradient of node '%s' (%s): the user's function failed",
+                           n->name, n->op->name);
+        return st;
+    }
+    return n->op->grad(g, n, dys, dxs);
+}
+
+tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
+                         tfc_tensor *const *grad_ys, int n_xs, tfc_tensor *const *xs,
+                         tfc_tensor **dxs)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
+    if (g->status) return g->status;
+    if (n_ys < 1 || n_xs < 1 || !ys || !xs || !dxs) {
+        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "gradients: needs ys, xs and dxs");
+        return g->status;
+    }
+    for (int i = 0; i < n_ys + n_xs; i++) {
+        tfc_tensor *t = i < n_ys ? ys[i] : xs[i - n_ys];
+        if (!t || t->node->graph != g) {
+            tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "gradients: %s %d is %s",
+                           i < n_ys ? "y" : "x", i < n_ys ? i : i - n_ys,
+                           t ? "from another graph" : "NULL");
+            return g->status;
+        }
+        if (!tfc_dtype_is_float(t->desc.dtype)) {
+            tfc_graph_fail(g, TFC_ERR_DTYPE, "gradients: '%s' is %s; only float tensors have "
+                           "gradients", t->name, tfc_dtype_name(t->desc.dtype));
+            return g->status;
+        }
+    }
+    int N = g->n_nodes; /* nodes added below are gradient nodes, not visited */
+    char *from_x = calloc((size_t)N, 1), *to_y = calloc((size_t)N, 1);
+    struct contribs **acc = calloc((size_t)N, sizeof *acc);
+    int *stack = malloc(sizeof(int) * (size_t)(N + 1));
+    tfc_status st = TFC_OK;
+    if (!from_x || !to_y || !acc || !stack) {
+        st = TFC_ERR_OUT_OF_MEMORY;
+        tfc_graph_fail(g, st, "gradients: no memory");
+        goto done;
+    }
+    /* nodes that depend on an x (creation order is topological for data edges) */
+    for (int id = 0; id < N; id++) {
+        struct tfc_node *n = g->nodes[id];
+        for (int i = 0; i < n->n_inputs && !from_x[id]; i++) {
+            tfc_tensor *t = n->inputs[i];
+            for (int j = 0; j < n_xs && !from_x[id]; j++) from_x[id] = t == xs[j];
+            from_x[id] |= from_x[t->node->id];
+        }
+    }
+    /* nodes the ys depend on */
+    int top = 0;
+    for (int i = 0; i < n_ys; i++)
+        if (!to_y[ys[i]->node->id]) {
+            to_y[ys[i]->node->id] = 1;
+            stack[top++] = ys[i]->node->id;
+        }
+    while (top) {
+        struct tfc_node *n = g->nodes[stack[--top]];
+        for (int i = 0; i < n->n_inputs; i++) {
+            int m = n->inputs[i]->node->id;
+            if (!to_y[m]) {
+                to_y[m] = 1;
+                stack[top++] = m;
+            }
+        }
+    }
+    for (int id = 0; id < N; id++)
+        if (to_y[id]) {
+            acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **acc);
+            if (!acc[id]) {
+                tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
+                st = TFC_ERR_OUT_OF_MEMORY;
+                goto done;
+            }
+        }
+    for (int i = 0; i < n_ys; i++) {
+        tfc_tensor *dy = grad_ys && grad_ys[i] ? grad_ys[i] : tfc_ones_like(g, ys[i]);
+        if (!dy || add_contrib(&acc[ys[i]->node->id][ys[i]->index], dy)) goto fail;
+    }
+    for (int id = N - 1; id >= 0; id--) {
+        struct tfc_node *n = g->nodes[id];
+        if (!to_y[id] || !from_x[id]) continue;
+        tfc_tensor *dys[TFC_MAX_OPERANDS], *dx[TFC_MAX_OPERANDS];
+        int any = 0;
+        for (int k = 0; k < n->n_outputs; k++) {
+            dys[k] = sum_contribs(g, &acc[id][k]);
+            any |= dys[k] != NULL;
+        }
+        if (!any) continue;
+        if (n->op->flags & TFC_OP_NO_GRADIENT) continue;
+        if (!n->op->grad && !n->user_grad) {
+            tfc_gradient_fn fn;
+            void *user;
+            if (!registered(n->op, &fn, &user)) {
+                tfc_graph_fail(g, TFC_ERR_NOT_FOUND,
+                               "gradients: op '%s' (node '%s') has no gradient, and it lies on "
+                               "the path from the xs to the ys",
+                               n->op->name, n->name);
+                goto fail;
+            }
+        }
+        memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
+        if (call_grad(g, n, dys, dx) || g->status) goto fail;
+        for (int i = 0; i < n->n_inputs; i++) {
+            tfc_tensor *t = n->inputs[i];
+            if (!dx[i] || !tfc_dtype_is_float(t->desc.dtype) || !acc[t->node->id]) continue;
+            if (add_contrib(&acc[t->node->id][t->index], dx[i])) goto fail;
+        }
+    }
+    for (int j = 0; j < n_xs; j++) {
+        tfc_tensor *x = xs[j];
+        tfc_tensor *d = acc[x->node->id] ? sum_contribs(g, &acc[x->node->id][x->index]) : NULL;
+        dxs[j] = d ? d : tfc_zeros_like(g, x);
+    }
+    if (g->status) goto fail;
+    goto done;
+fail:
+    st = g->status ? g->status : TFC_ERR_OUT_OF_MEMORY;
+    for (int j = 0; j < n_xs; j++) dxs[j] = NULL;
+done:
+    for (int id = 0; acc && id < N; id++) {
+        if (!acc[id]) continue;
+        for (int k = 0; k < g->nodes[id]->n_outputs; k++) free(acc[id][k].t);
+        free(acc[id]);
+    }
+    free(acc);
+    free(from_x);
+    free(to_y);
+    free(stack);
+    return st;
+}
