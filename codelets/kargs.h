@@ -40,6 +40,9 @@ enum tfc_kernel_kind {
     TFC_K_SCATTER_ADD, /* zeros of the output's shape plus rows of input 0 at indices input 1 */
     /* codelet: assign (buffer 0 is the variable, RW or W) */
     TFC_K_ASSIGN, TFC_K_ASSIGN_ADD, TFC_K_ASSIGN_SUB,
+    /* codelet: optimizer (leading buffers are the variable and its slots, updated in place) */
+    TFC_K_APPLY_SGD, TFC_K_APPLY_MOMENTUM, TFC_K_APPLY_ADAGRAD, TFC_K_APPLY_RMSPROP,
+    TFC_K_APPLY_ADAM, TFC_K_LR_SCHEDULE,
     /* codelet: hop (a test-only copy between memory nodes) */
     TFC_K_COPY,
     TFC_K_NUM_KINDS

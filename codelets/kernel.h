@@ -53,6 +53,7 @@ extern struct starpu_codelet tfc_cl_softmax;
 extern struct starpu_codelet tfc_cl_reduce;
 extern struct starpu_codelet tfc_cl_layout;
 extern struct starpu_codelet tfc_cl_assign;
+extern struct starpu_codelet tfc_cl_optimizer;
 extern struct starpu_codelet tfc_cl_hop;
 
 /* Perfmodel hooks (codelets/perfmodel.c): the footprint computed at plan time, and an analytic
@@ -68,6 +69,7 @@ void tfc_softmax_cuda(void *buffers[], void *cl_arg);
 void tfc_reduce_cuda(void *buffers[], void *cl_arg);
 void tfc_layout_cuda(void *buffers[], void *cl_arg);
 void tfc_assign_cuda(void *buffers[], void *cl_arg);
+void tfc_optimizer_cuda(void *buffers[], void *cl_arg);
 /* Creates/destroys per-worker cuDNN handles (called at context start/stop). */
 void tfc_cuda_libs_init(void);
 void tfc_cuda_libs_shutdown(void);

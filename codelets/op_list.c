@@ -15,7 +15,8 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_transpose, tfc_op_concat, tfc_op_split, tfc_op_slice, tfc_op_gather, tfc_op_one_hot,
     tfc_op_assign, tfc_op_assign_add, tfc_op_assign_sub, tfc_op_group, tfc_op_stop_gradient,
     tfc_op_reshape_like, tfc_op_broadcast_like, tfc_op_sum_to_like, tfc_op_relu_grad,
-    tfc_op_slice_grad, tfc_op_scatter_add_rows;
+    tfc_op_slice_grad, tfc_op_scatter_add_rows, tfc_op_apply_sgd, tfc_op_apply_momentum,
+    tfc_op_apply_adagrad, tfc_op_apply_rmsprop, tfc_op_apply_adam, tfc_op_lr_schedule;
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -37,6 +38,8 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_group, &tfc_op_stop_gradient,
     &tfc_op_reshape_like, &tfc_op_broadcast_like, &tfc_op_sum_to_like, &tfc_op_relu_grad,
     &tfc_op_slice_grad, &tfc_op_scatter_add_rows,
+    &tfc_op_apply_sgd, &tfc_op_apply_momentum, &tfc_op_apply_adagrad, &tfc_op_apply_rmsprop,
+    &tfc_op_apply_adam, &tfc_op_lr_schedule,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -160,7 +160,7 @@ tfc_status tfc_init_fill(const tfc_init *init, uint64_t graph_seed, enum tfc_dty
 
 /* The codelets the descriptors name (defined in codelets/, opaque here). */
 extern struct starpu_codelet tfc_cl_elementwise, tfc_cl_matmul, tfc_cl_softmax, tfc_cl_reduce,
-    tfc_cl_layout, tfc_cl_assign;
+    tfc_cl_layout, tfc_cl_assign, tfc_cl_optimizer;
 
 /* Descriptors of the source ops, which sched/ treats specially. */
 extern const struct tfc_op tfc_op_placeholder, tfc_op_constant, tfc_op_variable;

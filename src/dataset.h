@@ -45,8 +45,10 @@ TFC_API tfc_status tfc_idx_read(const char *path, tfc_value **out);
  * dims, and files whose size does not match the header are errors with a message naming the
  * path, as for tfc_idx_read. */
 TFC_API tfc_status tfc_npy_read(const char *path, tfc_value **out);
-/* Writes v as a .npy file (format 1.0, or 2.0 when the header needs it), replacing path. The
- * header is padded to a multiple of 64 bytes as NumPy does. On failure the file is removed. */
+/* Writes v (any dtype, rank 0 to 8) as a .npy file, format 1.0, replacing path; the header is
+ * padded to a multiple of 64 bytes as NumPy does. TFC_ERR_NOT_FOUND when the directory is
+ * missing, TFC_ERR_RUNTIME when a write fails (the partial file is removed); message on
+ * tfc_errmsg(). */
 TFC_API tfc_status tfc_npy_write(const char *path, const tfc_value *v);
 
 /* ---- Value helpers --------------------------------------------------------------------- */

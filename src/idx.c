@@ -51,6 +51,15 @@ static int64_t read_full(gzFile gz, void *buf, size_t n)
     return (int64_t)got;
 }
 
+/* Whether zlib saw the compressed stream end early (gzread then reports a short count, not
+ * an error). */
+static int cut_short(gzFile gz)
+{
+    int err;
+    gzerror(gz, &err);
+    return err == Z_BUF_ERROR;
+}
+
 static const char *zmsg(gzFile gz)
 {
     int err;
@@ -232,8 +241,9 @@ tfc_status tfc_idx_read(const char *path, tfc_value **out)
     }
     if ((uint64_t)n < numel) {
         tfc_fail_global(rc, "idx '%s': truncated data: the header says %s %s (%llu elements) "
-                        "but the file holds %lld", path, sbuf, t->name,
-                        (unsigned long long)numel, (long long)n);
+                        "but the file holds %lld%s", path, sbuf, t->name,
+                        (unsigned long long)numel, (long long)n,
+                        cut_short(gz) ? " (the gzip stream is cut short)" : "");
         goto done;
     }
     /* Reading past the end also checks the gzip trailer (CRC and length). */
@@ -241,6 +251,11 @@ tfc_status tfc_idx_read(const char *path, tfc_value **out)
     got = read_full(gz, &extra, 1);
     if (got < 0) {
         tfc_fail_global(rc, "idx '%s': corrupt gzip data after the elements: %s", path, zmsg(gz));
+        goto done;
+    }
+    if (got == 0 && cut_short(gz)) {
+        tfc_fail_global(rc, "idx '%s': the gzip stream is cut short after the elements (no "
+                        "trailer)", path);
         goto done;
     }
     if (got > 0) {

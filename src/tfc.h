@@ -338,6 +338,59 @@ TFC_API tfc_status tfc_register_gradient(const char *op, tfc_gradient_fn fn, voi
 /* Replaces the gradient of the node producing t only. */
 TFC_API tfc_status tfc_tensor_set_gradient(tfc_tensor *t, tfc_gradient_fn fn, void *user);
 
+/* ---- Optimizers (graph builders) -------------------------------------------------------- */
+
+typedef enum tfc_optimizer_kind {
+    TFC_OPT_SGD, TFC_OPT_MOMENTUM, TFC_OPT_ADAGRAD, TFC_OPT_RMSPROP, TFC_OPT_ADAM, TFC_OPT_ADAMW
+} tfc_optimizer_kind;
+
+/* Hyperparameters, with torch.optim's meaning and formulas (Adam: eps is added after the square
+ * root of the bias-corrected second moment). tfc_optimizer_default fills torch's defaults. */
+typedef struct tfc_optimizer {
+    tfc_optimizer_kind kind;
+    double lr;               /* used when lr_tensor is NULL */
+    tfc_tensor *lr_tensor;   /* a scalar learning rate, e.g. a schedule (optional) */
+    double momentum;         /* momentum, rmsprop */
+    int nesterov;            /* momentum */
+    double beta1, beta2;     /* adam, adamw */
+    double alpha;            /* rmsprop's smoothing constant */
+    int centered;            /* rmsprop */
+    double eps;              /* adagrad, rmsprop, adam */
+    double initial_accumulator; /* adagrad */
+    double weight_decay;     /* L2 added to the gradient; decoupled (AdamW) for TFC_OPT_ADAMW */
+    double clip_norm;        /* > 0: gradients are clipped by their global norm first */
+} tfc_optimizer;
+
+TFC_API tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr);
+
+/* Adds the gradient of loss with respect to vars and one update per variable, each a task
+ * that updates the variable and its slot variables (named "<var>/<slot>", ordinary variables,
+ * so they are initialized and checkpointed like any other) in place. Returns the training
+ * step to run as a target. Every read of a variable built before the call precedes its update
+ * within a run. global_step, when given (tfc_global_step), is incremented by each step. */
+TFC_API tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars,
+                                 tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                 tfc_tensor *global_step);
+/* The same from gradients the caller computed (grads[i] for vars[i]). */
+TFC_API tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *grads,
+                                        tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                        tfc_tensor *global_step);
+/* The graph's int64 scalar variable "global_step" (created at the first call, zeros). */
+TFC_API tfc_tensor *tfc_global_step(tfc_graph *g);
+/* Scales grads so that their global norm is at most clip_norm (out may equal grads); returns
+ * the norm before clipping. */
+TFC_API tfc_tensor *tfc_clip_by_global_norm(tfc_graph *g, int n, tfc_tensor *const *grads,
+                                            double clip_norm, tfc_tensor **out);
+/* Learning-rate schedules of an integer step tensor (a float32 scalar):
+ * step decay base * gamma^floor(step / period); exponential base * gamma^(step / period);
+ * cosine floor + (base - floor) (1 + cos(pi min(step, period) / period)) / 2. */
+TFC_API tfc_tensor *tfc_lr_step_decay(tfc_graph *g, double base, tfc_tensor *step, double period,
+                                      double gamma);
+TFC_API tfc_tensor *tfc_lr_exponential(tfc_graph *g, double base, tfc_tensor *step,
+                                       double period, double gamma);
+TFC_API tfc_tensor *tfc_lr_cosine(tfc_graph *g, double base, tfc_tensor *step, double period,
+                                  double floor);
+
 /* ---- Sessions and runs ----------------------------------------------------------------- */
 
 typedef struct tfc_session tfc_session;

@@ -115,6 +115,12 @@ static const struct {
     {"relu_grad", "test_grad_ops"},
     {"slice_grad", "test_grad_ops"},
     {"scatter_add_rows", "test_grad_ops"},
+    {"apply_sgd", "test_optim_ops"},
+    {"apply_momentum", "test_optim_ops"},
+    {"apply_adagrad", "test_optim_ops"},
+    {"apply_rmsprop", "test_optim_ops"},
+    {"apply_adam", "test_optim_ops"},
+    {"lr_schedule", "test_optim_ops"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -1941,6 +1947,156 @@ static void test_grad_ops(void)
     }
 }
 
+/* ---- fused optimizer updates (torch.optim formulas, float64 reference) ------------------- */
+
+struct optim_case {
+    const char *op;
+    int n_slots;
+    const char *attrs;
+    double wd, mom, b1, b2, eps;
+    int nesterov, centered, decoupled;
+};
+
+/* One reference step on element i of w and its slots s[k]. */
+static void optim_ref(const struct optim_case *c, double lr, double t, double *w, double *s, double g)
+{
+    if (c->wd != 0 && c->decoupled) *w *= 1 - lr * c->wd;
+    else if (c->wd != 0) g += c->wd * *w;
+    if (!strcmp(c->op, "apply_sgd")) {
+        *w -= lr * g;
+    } else if (!strcmp(c->op, "apply_momentum")) {
+        s[0] = c->mom * s[0] + g;
+        *w -= lr * (c->nesterov ? g + c->mom * s[0] : s[0]);
+    } else if (!strcmp(c->op, "apply_adagrad")) {
+        s[0] += g * g;
+        *w -= lr * g / (sqrt(s[0]) + c->eps);
+    } else if (!strcmp(c->op, "apply_rmsprop")) {
+        s[0] = c->b1 * s[0] + (1 - c->b1) * g * g;
+        double avg;
+        if (c->centered) {
+            s[2] = c->b1 * s[2] + (1 - c->b1) * g;
+            avg = sqrt(s[0] - s[2] * s[2]) + c->eps;
+        } else {
+            avg = sqrt(s[0]) + c->eps;
+        }
+        if (c->mom > 0) {
+            s[1] = c->mom * s[1] + g / avg;
+            *w -= lr * s[1];
+        } else {
+            *w -= lr * g / avg;
+        }
+    } else { /* adam */
+        s[0] = c->b1 * s[0] + (1 - c->b1) * g;
+        s[1] = c->b2 * s[1] + (1 - c->b2) * g * g;
+        double bc1 = 1 - pow(c->b1, t), bc2 = 1 - pow(c->b2, t);
+        *w -= lr / bc1 * s[0] / (sqrt(s[1]) / sqrt(bc2) + c->eps);
+    }
+}
+
+static void test_optim_ops(void)
+{
+    static const struct optim_case cases[] = {
+        {"apply_sgd", 0, "weight_decay=0.1", 0.1, 0, 0, 0, 0, 0, 0, 0},
+        {"apply_momentum", 1, "momentum=0.9,nesterov=1", 0, 0.9, 0, 0, 0, 1, 0, 0},
+        {"apply_momentum", 1, "momentum=0.8,weight_decay=0.01", 0.01, 0.8, 0, 0, 0, 0, 0, 0},
+        {"apply_adagrad", 1, "eps=1e-10", 0, 0, 0, 0, 1e-10, 0, 0, 0},
+        {"apply_rmsprop", 3, "beta1=0.99,eps=1e-8", 0, 0, 0.99, 0, 1e-8, 0, 0, 0},
+        {"apply_rmsprop", 3, "beta1=0.9,eps=1e-6,momentum=0.5,centered=1", 0, 0.5, 0.9, 0, 1e-6, 0, 1, 0},
+        {"apply_adam", 2, "beta1=0.9,beta2=0.999,eps=1e-8", 0, 0, 0.9, 0.999, 1e-8, 0, 0, 0},
+        {"apply_adam", 2, "beta1=0.8,beta2=0.99,eps=1e-6,weight_decay=0.05,decoupled=1", 0.05, 0, 0.8, 0.99, 1e-6, 0, 0, 1},
+        {"apply_adam", 2, "weight_decay=0.02", 0.02, 0, 0.9, 0.999, 1e-8, 0, 0, 0},
+    };
+    rng_seed(41);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int ci = 0; ci < COUNT(cases); ci++) {
+            const struct optim_case *c = &cases[ci];
+            char label[160];
+            snprintf(label, sizeof label, "%s %s (%s)", c->op, DT(dt), c->attrs);
+            g_cases++;
+            tfc_graph *g = NULL;
+            tfc_session *s = NULL;
+            ht w = ht_rand(dt, S(2, 3), -1, 1, 0.05), grads[3];
+            tfc_value *gv[3] = {0};
+            for (int k = 0; k < 3; k++) {
+                grads[k] = ht_rand(dt, S(2, 3), -2, 2, 0.05);
+                gv[k] = ht_value(&grads[k]);
+            }
+            double slots[4][6] = {{0}};
+            tfc_graph_create(&g);
+            tfc_tensor *in[8];
+            int n = 0;
+            in[n++] = tfc_variable(g, "w", dt, S(2, 3), tfc_init_zeros());
+            for (int k = 0; k < c->n_slots; k++) {
+                char name[16];
+                snprintf(name, sizeof name, "slot%d", k);
+                in[n++] = tfc_variable(g, name, dt, S(2, 3), tfc_init_zeros());
+            }
+            tfc_tensor *gp = tfc_placeholder(g, "grad", dt, S(2, 3));
+            in[n++] = gp;
+            in[n++] = tfc_scalar(g, TFC_FLOAT32, 0.05);
+            tfc_tensor *step = tfc_variable(g, "step", I64, S0, tfc_init_zeros());
+            if (!strcmp(c->op, "apply_adam")) in[n++] = step;
+            tfc_tensor *upd = tfc_op(g, c->op, n, in, c->attrs, NULL, 0);
+            tfc_tensor *bump = tfc_assign_add(g, step, tfc_scalar(g, I64, 1));
+            tfc_tensor *both[2] = {upd, bump}, *train = tfc_group(g, 2, both);
+            int ok = 1;
+            if (tfc_graph_status(g)) {
+                REPORT("%s: graph build failed: %s", label, tfc_graph_errmsg(g));
+                goto out;
+            }
+            if (open_session(g, &s) || tfc_session_init_variables(s)) {
+                REPORT("%s: session failed", label);
+                goto out;
+            }
+            tfc_value *wv = ht_value(&w);
+            tfc_session_write_variable(s, in[0], wv);
+            tfc_value_destroy(wv);
+            double lr = (double)0.05f;
+            for (int it = 0; it < 3; it++) {
+                ok &= run_check(s, label, 1, &gp, &gv[it], train, 1, NULL);
+                for (int64_t i = 0; i < w.n; i++) {
+                    double sl[4] = {slots[0][i], slots[1][i], slots[2][i], slots[3][i]};
+                    optim_ref(c, lr, it + 1, &w.d[i], sl, grads[it].d[i]);
+                    for (int k = 0; k < 4; k++) slots[k][i] = sl[k];
+                }
+            }
+            ht want = ht_copy(&w);
+            for (int64_t i = 0; i < w.n; i++) want.d[i] = as_dtype(dt, want.d[i]);
+            ok &= read_check(s, label, in[0], &want);
+            for (int k = 0; k < c->n_slots && ok; k++) {
+                ht sw = ht_new(dt, S(2, 3));
+                for (int64_t i = 0; i < sw.n; i++) sw.d[i] = as_dtype(dt, slots[k][i]);
+                ok &= read_check(s, label, in[1 + k], &sw);
+                ht_free(&sw);
+            }
+            ht_free(&want);
+            if (ok) mark(c->op), mark("group");
+        out:
+            tfc_session_destroy(s);
+            tfc_graph_destroy(g);
+            ht_free(&w);
+            for (int k = 0; k < 3; k++) {
+                tfc_value_destroy(gv[k]);
+                ht_free(&grads[k]);
+            }
+        }
+    }
+    /* lr_schedule: step decay, exponential, cosine at step 25 */
+    struct tc c;
+    tc_begin(&c, "lr_schedule");
+    ht st = ht_vals(I64, S0, (double[]){25});
+    tfc_tensor *ts = tc_in(&c, &st);
+    tc_want(&c, tfc_op(c.g, "lr_schedule", 1, &ts, "kind=0,base=0.1,gamma=0.5,period=10", NULL, 0),
+            ht_vals(F32, S0, (double[]){0.1 * 0.25}), 1e-6, "step decay");
+    tc_want(&c, tfc_op(c.g, "lr_schedule", 1, &ts, "kind=1,base=0.1,gamma=0.5,period=10", NULL, 0),
+            ht_vals(F32, S0, (double[]){0.1 * pow(0.5, 2.5)}), 1e-6, "exponential");
+    tc_want(&c, tfc_op(c.g, "lr_schedule", 1, &ts, "kind=2,base=0.1,period=100,floor=0.01", NULL, 0),
+            ht_vals(F32, S0, (double[]){0.01 + 0.045 * (1 + cos(M_PI * 0.25))}), 1e-6, "cosine");
+    tc_run(&c);
+    ht_free(&st);
+}
+
 static void test_errors(void)
 {
     static const enum tfc_dtype idts[] = {I32, I64};
@@ -2125,6 +2281,7 @@ static const struct {
     {"one_hot", test_one_hot},
     {"assign/assign_add/assign_sub", test_assign},
     {"gradient ops", test_grad_ops},
+    {"optimizer updates", test_optim_ops},
     {"kernel errors", test_errors},
     {"every op ran", test_all_ops_executed},
 };

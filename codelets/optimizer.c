@@ -1,0 +1,152 @@
+/* optimizer.c: CPU kernels of the fused optimizer updates, with torch.optim's formulas, and of
+ * the learning-rate schedules. Inputs: the variable and its slots (updated in place), then the
+ * gradient, the learning rate (a scalar), and for Adam the number of completed steps. */
+#include <math.h>
+#include "kernel.h"
+#include "bcast.h"
+#include "../src/tfc.h"
+
+/* attribute slots shared by the apply ops (graph/ops_optim.c keeps the same order) */
+enum { A_WD, A_DECOUPLED, A_MOMENTUM, A_NESTEROV, A_BETA1, A_BETA2, A_EPS, A_CENTERED };
+
+static double scalar_in(void *buffers[], const struct tfc_kargs *a, int i)
+{
+    const void *p = tfc_kin(buffers, a, i);
+    return p ? tfc_load_f64(p, a->d[i].dtype, 0) : 0.0;
+}
+
+/* One element of every update; float32 and float64 share it (the loop is memory bound). */
+static void apply(const struct tfc_kargs *a, void *buffers[], int64_t n)
+{
+    int dt = a->d[0].dtype, ns = a->kind == TFC_K_APPLY_SGD ? 1
+                              : a->kind == TFC_K_APPLY_RMSPROP ? 4
+                              : a->kind == TFC_K_APPLY_ADAM ? 3 : 2;
+    void *var = tfc_kin(buffers, a, 0), *s1 = ns > 1 ? tfc_kin(buffers, a, 1) : NULL;
+    void *s2 = ns > 2 ? tfc_kin(buffers, a, 2) : NULL, *s3 = ns > 3 ? tfc_kin(buffers, a, 3) : NULL;
+    const void *grad = tfc_kin(buffers, a, ns);
+    double lr = scalar_in(buffers, a, ns + 1);
+    double wd = a->attrs[A_WD].f, mom = a->attrs[A_MOMENTUM].f, eps = a->attrs[A_EPS].f;
+    double b1 = a->attrs[A_BETA1].f, b2 = a->attrs[A_BETA2].f;
+    int decoupled = a->attrs[A_DECOUPLED].i != 0, nesterov = a->attrs[A_NESTEROV].i != 0;
+    double bc1 = 1, bc2 = 1;
+    if (a->kind == TFC_K_APPLY_ADAM) {
+        double t = scalar_in(buffers, a, ns + 2) + 1; /* steps done before this one, plus one */
+        bc1 = 1 - pow(b1, t);
+        bc2 = 1 - pow(b2, t);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double w = tfc_load_f64(var, dt, i), g = tfc_load_f64(grad, dt, i);
+        if (wd != 0 && decoupled) w *= 1 - lr * wd;     /* AdamW */
+        else if (wd != 0) g += wd * w;                    /* L2, as torch.optim's weight_decay */
+        switch (a->kind) {
+        case TFC_K_APPLY_SGD:
+            w -= lr * g;
+            break;
+        case TFC_K_APPLY_MOMENTUM: {
+            double buf = mom * tfc_load_f64(s1, dt, i) + g;
+            tfc_store_f64(s1, dt, i, buf);
+            w -= lr * (nesterov ? g + mom * buf : buf);
+            break;
+        }
+        case TFC_K_APPLY_ADAGRAD: {
+            double sum = tfc_load_f64(s1, dt, i) + g * g;
+            tfc_store_f64(s1, dt, i, sum);
+            w -= lr * g / (sqrt(sum) + eps);
+            break;
+        }
+        case TFC_K_APPLY_RMSPROP: { /* slots: square_avg, momentum buffer, grad_avg */
+            double alpha = b1;
+            double sq = alpha * tfc_load_f64(s1, dt, i) + (1 - alpha) * g * g, avg;
+            tfc_store_f64(s1, dt, i, sq);
+            if (a->attrs[A_CENTERED].i) {
+                double ga = alpha * tfc_load_f64(s3, dt, i) + (1 - alpha) * g;
+                tfc_store_f64(s3, dt, i, ga);
+                avg = sqrt(sq - ga * ga) + eps;
+            } else {
+                avg = sqrt(sq) + eps;
+            }
+            if (mom > 0) {
+                double buf = mom * tfc_load_f64(s2, dt, i) + g / avg;
+                tfc_store_f64(s2, dt, i, buf);
+                w -= lr * buf;
+            } else {
+                w -= lr * g / avg;
+            }
+            break;
+        }
+        default: { /* Adam: eps after the square root of the bias-corrected second moment */
+            double m = b1 * tfc_load_f64(s1, dt, i) + (1 - b1) * g;
+            double v = b2 * tfc_load_f64(s2, dt, i) + (1 - b2) * g * g;
+            tfc_store_f64(s1, dt, i, m);
+            tfc_store_f64(s2, dt, i, v);
+            w -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps);
+            break;
+        }
+        }
+        tfc_store_f64(var, dt, i, w);
+    }
+}
+
+/* schedule attrs: kind (0 step, 1 exponential, 2 cosine), base, gamma, period, floor */
+static void lr_schedule(const struct tfc_kargs *a, void *buffers[], void *out)
+{
+    double step = scalar_in(buffers, a, 0), base = a->attrs[1].f, gamma = a->attrs[2].f;
+    double period = a->attrs[3].f, low = a->attrs[4].f, lr;
+    switch (a->attrs[0].i) {
+    case 0: lr = base * pow(gamma, floor(step / period)); break;
+    case 1: lr = base * pow(gamma, step / period); break;
+    default: {
+        double t = step < period ? step : period;
+        lr = low + 0.5 * (base - low) * (1 + cos(3.14159265358979323846 * t / period));
+        break;
+    }
+    }
+    tfc_store_f64(out, tfc_kout_desc(a, 0)->dtype, 0, lr);
+}
+
+/* The flagship case, typed: float32 Adam without weight decay. */
+static int adam_f32(const struct tfc_kargs *a, void *buffers[])
+{
+    if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 || a->attrs[A_WD].f != 0)
+        return 0;
+    float *w = tfc_kin(buffers, a, 0), *m = tfc_kin(buffers, a, 1), *v = tfc_kin(buffers, a, 2);
+    const float *g = tfc_kin(buffers, a, 3);
+    double lr = scalar_in(buffers, a, 4), t = scalar_in(buffers, a, 5) + 1;
+    float b1 = (float)a->attrs[A_BETA1].f, b2 = (float)a->attrs[A_BETA2].f;
+    float eps = (float)a->attrs[A_EPS].f;
+    float step = (float)(lr / (1 - pow(b1, t))), inv_bc2 = (float)(1 / sqrt(1 - pow(b2, t)));
+    for (int64_t i = 0; i < a->d[0].numel; i++) {
+        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        w[i] -= step * m[i] / (sqrtf(v[i]) * inv_bc2 + eps);
+    }
+    return 1;
+}
+
+static void optimizer_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    if (a->kind == TFC_K_LR_SCHEDULE)
+        lr_schedule(a, buffers, tfc_kout(buffers, a, 0));
+    else if (a->d[0].numel && !adam_f32(a, buffers))
+        apply(a, buffers, a->d[0].numel);
+}
+
+static struct starpu_perfmodel optimizer_model = {
+    .type = STARPU_COMMON,
+    .cost_function = tfc_model_analytic_cost,
+    .footprint = tfc_model_footprint,
+    .symbol = "tfc_optimizer",
+};
+
+struct starpu_codelet tfc_cl_optimizer = {
+    .cpu_funcs = {optimizer_cpu},
+    .cpu_funcs_name = {"optimizer_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_optimizer_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &optimizer_model,
+    .name = "optimizer",
+};

@@ -1,0 +1,202 @@
+/* optimizers.c: optimizers as graph builders. Each adds, per variable, its slot variables and
+ * one fused update node (graph/ops_optim.c), then groups the updates and the step counters
+ * into one training-step tensor. Learning-rate schedules and global-norm clipping are graph
+ * nodes too, so they run as tasks inside the step. */
+#include <stdio.h>
+#include <string.h>
+#include "grad.h"
+
+extern const struct tfc_op tfc_op_apply_sgd, tfc_op_apply_momentum, tfc_op_apply_adagrad,
+    tfc_op_apply_rmsprop, tfc_op_apply_adam, tfc_op_lr_schedule;
+
+tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr)
+{
+    tfc_optimizer o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.lr = lr;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.alpha = 0.99;
+    o.eps = kind == TFC_OPT_ADAGRAD ? 1e-10 : 1e-8;
+    if (kind == TFC_OPT_MOMENTUM) o.momentum = 0.9;
+    if (kind == TFC_OPT_ADAMW) o.weight_decay = 0.01;
+    return o;
+}
+
+tfc_tensor *tfc_global_step(tfc_graph *g)
+{
+    if (!g) return NULL;
+    tfc_tensor *t = tfc_graph_find(g, "global_step");
+    if (t) {
+        if (t->node->op != &tfc_op_variable || t->desc.dtype != TFC_INT64)
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "global_step: node 'global_step' is not an int64 variable");
+        return t;
+    }
+    return tfc_variable(g, "global_step", TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+}
+
+/* A slot variable "<var>/<slot>" of var's shape and dtype. */
+static tfc_tensor *slot(tfc_graph *g, tfc_tensor *var, const char *name, double init)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s/%s", var->node->name, name);
+    tfc_tensor *t = tfc_graph_find(g, full);
+    if (t) return t; /* a second optimizer on the same variable shares its slots */
+    return tfc_variable(g, full, var->desc.dtype, var->desc.shape,
+                        init != 0 ? tfc_init_constant(init) : tfc_init_zeros());
+}
+
+/* A fresh node name: base, base_1, base_2, ... */
+static void unique(tfc_graph *g, const char *base, char *out, size_t len)
+{
+    snprintf(out, len, "%s", base);
+    for (int i = 1; tfc_graph_find(g, out); i++) snprintf(out, len, "%s_%d", base, i);
+}
+
+tfc_tensor *tfc_clip_by_global_norm(tfc_graph *g, int n, tfc_tensor *const *grads,
+                                    double clip_norm, tfc_tensor **out)
+{
+    if (!g) return NULL;
+    if (n < 1 || n > TFC_MAX_OPERANDS || !grads || !out || clip_norm <= 0)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "clip_by_global_norm: needs 1 to %d gradients and clip_norm > 0",
+                              TFC_MAX_OPERANDS);
+    tfc_tensor *sq[TFC_MAX_OPERANDS];
+    for (int i = 0; i < n; i++) {
+        tfc_tensor *gi = grads[i];
+        if (gi && gi->desc.dtype != TFC_FLOAT64) gi = tfc_cast(g, gi, TFC_FLOAT64);
+        sq[i] = tfc_reduce_sum(g, tfc_square(g, gi), 0, NULL, 0);
+    }
+    tfc_tensor *norm = tfc_sqrt(g, n > 1 ? tfc_add_n(g, n, sq) : sq[0]);
+    tfc_tensor *limit = tfc_scalar(g, TFC_FLOAT64, clip_norm);
+    tfc_tensor *scale = tfc_div(g, limit, tfc_maximum(g, norm, limit));
+    for (int i = 0; i < n; i++) {
+        tfc_tensor *s = grads[i] && grads[i]->desc.dtype != TFC_FLOAT64
+                            ? tfc_cast(g, scale, grads[i]->desc.dtype) : scale;
+        out[i] = tfc_mul(g, grads[i], s);
+    }
+    return norm;
+}
+
+static tfc_tensor *update(tfc_graph *g, const tfc_optimizer *o, tfc_tensor *var, tfc_tensor *grad,
+                          tfc_tensor *lr, tfc_tensor *iterations)
+{
+    const struct tfc_op *op;
+    tfc_tensor *in[8];
+    int n = 0;
+    in[n++] = var;
+    switch (o->kind) {
+    case TFC_OPT_SGD:
+        op = &tfc_op_apply_sgd;
+        break;
+    case TFC_OPT_MOMENTUM:
+        op = &tfc_op_apply_momentum;
+        in[n++] = slot(g, var, "momentum", 0);
+        break;
+    case TFC_OPT_ADAGRAD:
+        op = &tfc_op_apply_adagrad;
+        in[n++] = slot(g, var, "accumulator", o->initial_accumulator);
+        break;
+    case TFC_OPT_RMSPROP:
+        op = &tfc_op_apply_rmsprop;
+        in[n++] = slot(g, var, "square_avg", 0);
+        in[n++] = slot(g, var, "momentum", 0);
+        in[n++] = slot(g, var, "grad_avg", 0);
+        break;
+    default:
+        op = &tfc_op_apply_adam;
+        in[n++] = slot(g, var, "adam_m", 0);
+        in[n++] = slot(g, var, "adam_v", 0);
+        break;
+    }
+    in[n++] = grad;
+    in[n++] = lr;
+    if (op == &tfc_op_apply_adam) in[n++] = iterations;
+    struct tfc_kattr at[TFC_MAX_ATTRS];
+    tfc_attrs_default(op, at);
+    at[0].f = o->weight_decay;
+    at[1].i = o->kind == TFC_OPT_ADAMW;
+    at[2].f = o->momentum;
+    at[3].i = o->nesterov != 0;
+    at[4].f = o->kind == TFC_OPT_RMSPROP ? o->alpha : o->beta1;
+    at[5].f = o->beta2;
+    at[6].f = o->eps;
+    at[7].i = o->centered != 0;
+    return tfc_build(g, op, n, in, at);
+}
+
+tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *grads,
+                                tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                tfc_tensor *global_step)
+{
+    if (!g || g->status) return NULL;
+    if (!opt || n_vars < 1 || n_vars > TFC_MAX_OPERANDS - 2 || !grads || !vars)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "apply_gradients: needs an optimizer and 1 to %d variables",
+                              TFC_MAX_OPERANDS - 2);
+    if (opt->kind < TFC_OPT_SGD || opt->kind > TFC_OPT_ADAMW)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "apply_gradients: unknown optimizer %d",
+                              (int)opt->kind);
+    for (int i = 0; i < n_vars; i++)
+        if (!vars[i] || vars[i]->node->op != &tfc_op_variable || !grads[i])
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "apply_gradients: entry %d needs a variable and its gradient", i);
+    tfc_tensor *g2[TFC_MAX_OPERANDS];
+    memcpy(g2, grads, sizeof(tfc_tensor *) * (size_t)n_vars);
+    if (opt->clip_norm > 0 && !tfc_clip_by_global_norm(g, n_vars, grads, opt->clip_norm, g2))
+        return NULL;
+    /* the optimizer's own step count (Adam's bias correction) */
+    char name[256];
+    unique(g, "optimizer/iterations", name, sizeof name);
+    tfc_tensor *iterations = tfc_variable(g, name, TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+    tfc_tensor *lr = opt->lr_tensor ? opt->lr_tensor : tfc_scalar(g, TFC_FLOAT32, opt->lr);
+    tfc_tensor *ops[TFC_MAX_OPERANDS];
+    int n = 0;
+    for (int i = 0; i < n_vars; i++) ops[n++] = update(g, opt, vars[i], g2[i], lr, iterations);
+    /* created after the updates: they read the counts before the increments */
+    ops[n++] = tfc_assign_add(g, iterations, tfc_scalar(g, TFC_INT64, 1));
+    if (global_step) ops[n++] = tfc_assign_add(g, global_step, tfc_scalar(g, TFC_INT64, 1));
+    return tfc_group(g, n, ops);
+}
+
+tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars, tfc_tensor *const *vars,
+                         const tfc_optimizer *opt, tfc_tensor *global_step)
+{
+    if (!g || g->status) return NULL;
+    if (n_vars < 1 || n_vars > TFC_MAX_OPERANDS - 2 || !vars)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "minimize: needs 1 to %d variables",
+                              TFC_MAX_OPERANDS - 2);
+    tfc_tensor *grads[TFC_MAX_OPERANDS];
+    if (tfc_gradients(g, 1, &loss, NULL, n_vars, vars, grads)) return NULL;
+    return tfc_apply_gradients(g, n_vars, grads, vars, opt, global_step);
+}
+
+static tfc_tensor *schedule(tfc_graph *g, int kind, double base, tfc_tensor *step, double period,
+                            double x)
+{
+    struct tfc_kattr at[TFC_MAX_ATTRS];
+    tfc_attrs_default(&tfc_op_lr_schedule, at);
+    at[0].i = kind;
+    at[1].f = base;
+    at[2].f = kind == 2 ? 0 : x;
+    at[3].f = period;
+    at[4].f = kind == 2 ? x : 0;
+    return tfc_build(g, &tfc_op_lr_schedule, 1, &step, at);
+}
+
+tfc_tensor *tfc_lr_step_decay(tfc_graph *g, double base, tfc_tensor *step, double period, double gamma)
+{
+    return schedule(g, 0, base, step, period, gamma);
+}
+
+tfc_tensor *tfc_lr_exponential(tfc_graph *g, double base, tfc_tensor *step, double period, double gamma)
+{
+    return schedule(g, 1, base, step, period, gamma);
+}
+
+tfc_tensor *tfc_lr_cosine(tfc_graph *g, double base, tfc_tensor *step, double period, double floor)
+{
+    return schedule(g, 2, base, step, period, floor);
+}
