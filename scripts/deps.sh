@@ -4,7 +4,7 @@
 set -euo pipefail
 PACKAGES="build-essential autoconf automake libtool pkg-config libstarpu-dev libopenblas-dev
   libhwloc-dev libsqlite3-dev sqlite3 libcunit1-dev zlib1g-dev pocl-opencl-icd
-  ocl-icd-opencl-dev opencl-headers"
+  ocl-icd-opencl-dev opencl-headers dataset-fashion-mnist"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -29,6 +29,16 @@ step "make check"
 make -C build check || { cat build/test-suite.log; exit 1; }
 tally build/test-suite.log
 
+step "flagship: 10 epochs of the MLP on Fashion-MNIST must reach 0.883 test accuracy"
+acc=$(build/examples/mnist_mlp --epochs 10 --seed 1 --quiet | tee /dev/stderr |
+      sed -n 's/^test_accuracy=//p')
+if awk -v a="$acc" 'BEGIN { exit !(a >= 0.883) }'; then
+    passed=$((passed + 1))
+else
+    echo "FAIL: test accuracy ${acc:-none} is below 0.883"
+    exit 1
+fi
+
 step "make distcheck"
 make -C build distcheck
 

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <zlib.h>
 #include "internal.h"
-#include "dataset.h"
 
 /* Deflate expands at most about 1032:1; a gzip file of c bytes never holds more than this. */
 #define DEFLATE_MAX_RATIO 1032u

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "internal.h"
-#include "dataset.h"
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 

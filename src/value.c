@@ -141,3 +141,41 @@ double tfc_value_get(const tfc_value *v, int64_t i)
     default: return ((const uint8_t *)p)[i];
     }
 }
+
+/* ---- helpers for input data ---------------------------------------------------------- */
+
+tfc_status tfc_value_normalize_u8(const tfc_value *in, float scale, float shift, tfc_value **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "normalize_u8: out is NULL");
+    *out = NULL;
+    if (!in) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "normalize_u8: input is NULL");
+    if (tfc_value_dtype(in) != TFC_UINT8)
+        return tfc_fail_global(TFC_ERR_DTYPE, "normalize_u8: input is %s, not uint8",
+                               tfc_dtype_name(tfc_value_dtype(in)));
+    tfc_value *v;
+    tfc_status st = tfc_value_create(TFC_FLOAT32, tfc_value_shape(in), &v);
+    if (st) return st;
+    const uint8_t *src = tfc_value_cdata(in);
+    float *dst = tfc_value_data(v);
+    int64_t n = tfc_value_numel(in);
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i] * scale + shift;
+    *out = v;
+    return TFC_OK;
+}
+
+tfc_status tfc_value_reshape(tfc_value *v, tfc_shape shape)
+{
+    char a[160], b[160];
+    if (!v) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "reshape: value is NULL");
+    if (shape.rank < 0 || shape.rank > TFC_MAX_RANK)
+        return tfc_fail_global(TFC_ERR_SHAPE, "reshape: rank %d is outside [0, %d]", shape.rank,
+                               TFC_MAX_RANK);
+    int64_t numel = tfc_shape_numel(&shape);
+    if (numel != v->numel)
+        return tfc_fail_global(TFC_ERR_SHAPE, "reshape: %s (%lld elements) cannot become %s%s",
+                               tfc_shape_str(&v->shape, a, sizeof a), (long long)v->numel,
+                               tfc_shape_str(&shape, b, sizeof b),
+                               numel < 0 ? " (a negative dimension)" : "");
+    v->shape = shape; /* row-major data keeps its order */
+    return TFC_OK;
+}

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "testutil.h"
-#include "../src/dataset.h"
+#include "../src/tfc.h"
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist/"
 
@@ -174,7 +174,7 @@ static void test_fashion_pipeline(void)
     CU_ASSERT_EQUAL_FATAL(tfc_idx_read(ip, &x8), TFC_OK);
     CU_ASSERT_EQUAL_FATAL(tfc_idx_read(lp, &y), TFC_OK);
     CU_ASSERT_EQUAL_FATAL(tfc_value_normalize_u8(x8, 1.0f / 255, 0.0f, &x), TFC_OK);
-    CU_ASSERT_EQUAL_FATAL(tfc_value_reshape(&x, tfc_shape_of(2, (int64_t[]){10000, 784})), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_value_reshape(x, tfc_shape_of(2, (int64_t[]){10000, 784})), TFC_OK);
     CU_ASSERT_EQUAL(tfc_value_shape(x).dims[1], 784);
     CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(x, 14 * 28 + 14), 110.0 / 255, 1e-6);
     tfc_batcher *b;
@@ -407,7 +407,7 @@ static void test_npy_roundtrip(void)
                 tfc_value_destroy(a);
                 continue;
             }
-            CU_ASSERT_EQUAL(tfc_value_dtype(b), dt);
+            CU_ASSERT_EQUAL((int)tfc_value_dtype(b), dt);
             tfc_shape sa = tfc_value_shape(a), sb = tfc_value_shape(b);
             CU_ASSERT_EQUAL(sb.rank, sa.rank);
             CU_ASSERT(memcmp(sa.dims, sb.dims, sizeof sa.dims[0] * (size_t)sa.rank) == 0);
@@ -591,18 +591,17 @@ static void test_normalize_reshape(void)
     CU_ASSERT_EQUAL(tfc_value_shape(f).dims[1], 3);
     for (int i = 0; i < 6; i++) CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(f, i), px[i] / 255.0 - 0.5, 1e-6);
 
-    CU_ASSERT_EQUAL(tfc_value_reshape(&f, tfc_shape_of(1, (int64_t[]){6})), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_value_reshape(f, tfc_shape_of(1, (int64_t[]){6})), TFC_OK);
     CU_ASSERT_EQUAL(tfc_value_shape(f).rank, 1);
     CU_ASSERT_EQUAL(tfc_value_shape(f).dims[0], 6);
     CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(f, 5), 0.5, 1e-6);
-    tfc_value *before = f;
-    CU_ASSERT_EQUAL(tfc_value_reshape(&f, tfc_shape_of(2, (int64_t[]){4, 2})), TFC_ERR_SHAPE);
+    CU_ASSERT_EQUAL(tfc_value_reshape(f, tfc_shape_of(2, (int64_t[]){4, 2})), TFC_ERR_SHAPE);
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "[6]"));
-    CU_ASSERT_PTR_EQUAL(f, before); /* unchanged on error */
-    CU_ASSERT_EQUAL(tfc_value_reshape(&f, tfc_shape_of(2, (int64_t[]){-2, -3})), TFC_ERR_SHAPE);
-    CU_ASSERT_EQUAL(tfc_value_reshape(&f, tfc_shape_of(9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 6})),
+    CU_ASSERT_EQUAL(tfc_value_shape(f).rank, 1); /* unchanged on error */
+    CU_ASSERT_EQUAL(tfc_value_reshape(f, tfc_shape_of(2, (int64_t[]){-2, -3})), TFC_ERR_SHAPE);
+    CU_ASSERT_EQUAL(tfc_value_reshape(f, tfc_shape_of(9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 6})),
                     TFC_ERR_SHAPE);
-    CU_ASSERT_EQUAL(tfc_value_reshape(&f, tfc_shape_of(3, (int64_t[]){3, 1, 2})), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_value_reshape(f, tfc_shape_of(3, (int64_t[]){3, 1, 2})), TFC_OK);
     CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(f, 5), 0.5, 1e-6);
     CU_ASSERT_EQUAL(tfc_value_reshape(NULL, tfc_shape_of(0, NULL)), TFC_ERR_INVALID_ARGUMENT);
 

@@ -1,0 +1,203 @@
+/* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network with Adam on
+ * Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch, then
+ * prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
+ *
+ *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--quiet]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <tfc-starpu/tfc.h>
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+struct options {
+    int epochs, quiet;
+    int64_t batch;
+    uint64_t seed;
+    double lr;
+    const char *data;
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int usage(const char *msg)
+{
+    if (msg) fprintf(stderr, "mnist_mlp: %s\n", msg);
+    fprintf(stderr, "usage: mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] "
+                    "[--data DIR] [--quiet]\n");
+    return 2;
+}
+
+static int parse(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.epochs = 3, .batch = 128, .seed = 1, .lr = 1e-3, .data = DEFAULT_DATA};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), -1;
+        if (!v) return usage("an option needs a value");
+        if (!strcmp(a, "--epochs")) o->epochs = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
+        else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
+        else if (!strcmp(a, "--data")) o->data = end = (char *)v + strlen(v);
+        else return usage("unknown option"), -1;
+        if (!end || *end || o->epochs < 1 || o->batch < 1 || o->lr <= 0)
+            return usage("bad value"), -1;
+        i++;
+    }
+    return 0;
+}
+
+/* Images [n,28,28] uint8 -> [n,784] float32 in [0,1]; labels [n] uint8. */
+static int load(const char *dir, const char *split, tfc_value **images, tfc_value **labels)
+{
+    char path[1024];
+    tfc_value *raw;
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, split);
+    if (tfc_idx_read(path, &raw)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
+    int64_t n = tfc_value_shape(raw).dims[0];
+    tfc_status st = tfc_value_normalize_u8(raw, 1.0f / 255.0f, 0.0f, images);
+    tfc_value_destroy(raw);
+    if (!st) st = tfc_value_reshape(*images, tfc_shape_of(2, (int64_t[]){n, 784}));
+    if (st) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, split);
+    if (tfc_idx_read(path, labels)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
+    return 0;
+}
+
+static tfc_tensor *dense(tfc_graph *g, const char *name, tfc_tensor *x, int64_t in, int64_t out,
+                         uint64_t seed, int relu)
+{
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s/kernel", name);
+    snprintf(b, sizeof b, "%s/bias", name);
+    tfc_tensor *kernel = tfc_variable(g, w, TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){in, out}),
+                                      tfc_init_glorot_uniform(seed));
+    tfc_tensor *bias = tfc_variable(g, b, TFC_FLOAT32, tfc_shape_of(1, &out), tfc_init_zeros());
+    tfc_tensor *y = tfc_bias_add(g, tfc_matmul(g, x, kernel, 0, 0), bias);
+    return relu ? tfc_relu(g, y) : y;
+}
+
+static void progress(int epoch, int epochs, int64_t step, int64_t steps, double loss,
+                     double ex_per_s, double left)
+{
+    char bar[31];
+    int fill = (int)(30 * step / steps);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[30] = 0;
+    fprintf(stderr, "\repoch %d/%d [%s] %5lld/%lld loss %.4f %7.0f ex/s %4.0fs left ", epoch,
+            epochs, bar, (long long)step, (long long)steps, loss, ex_per_s, left);
+    fflush(stderr);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? 2 : rc;
+    tfc_value *train_x, *train_y, *test_x, *test_y;
+    if (load(o.data, "train", &train_x, &train_y) || load(o.data, "t10k", &test_x, &test_y))
+        return 1;
+
+    tfc_ctx *ctx;
+    if (tfc_ctx_create(&ctx)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_graph_set_seed(g, o.seed);
+    tfc_tensor *x = tfc_placeholder(g, "images", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 784}));
+    tfc_tensor *y = tfc_placeholder(g, "labels", TFC_UINT8, tfc_shape_of(1, (int64_t[]){-1}));
+    tfc_tensor *h1 = dense(g, "dense1", x, 784, 256, 1, 1);
+    tfc_tensor *h2 = dense(g, "dense2", h1, 256, 128, 2, 1);
+    tfc_tensor *logits = dense(g, "logits", h2, 128, 10, 3, 0);
+    tfc_tensor *labels = tfc_cast(g, y, TFC_INT32);
+    tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, labels), 0,
+                                       NULL, 0);
+    tfc_tensor *hits = tfc_reduce_sum(
+        g, tfc_cast(g, tfc_equal(g, tfc_cast(g, tfc_argmax(g, logits, 1), TFC_INT32), labels),
+                    TFC_FLOAT32), 0, NULL, 0);
+    tfc_tensor *vars[6];
+    const char *names[6] = {"dense1/kernel", "dense1/bias", "dense2/kernel", "dense2/bias",
+                            "logits/kernel", "logits/bias"};
+    for (int i = 0; i < 6; i++) vars[i] = tfc_graph_find(g, names[i]);
+    /* Adam with the learning rate decayed to zero along a cosine over the whole run */
+    int64_t n_train = tfc_value_shape(train_x).dims[0];
+    int64_t steps = (n_train + o.batch - 1) / o.batch;
+    tfc_tensor *global_step = tfc_global_step(g);
+    tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, o.lr);
+    adam.lr_tensor = tfc_lr_cosine(g, o.lr, global_step, (double)(steps * o.epochs), 0.0);
+    tfc_tensor *train = tfc_minimize(g, loss, 6, vars, &adam, global_step);
+    tfc_session *s;
+    if (tfc_graph_status(g) || tfc_session_create(ctx, g, &s) || tfc_session_init_variables(s)) {
+        fprintf(stderr, "mnist_mlp: %s\n", tfc_graph_status(g) ? tfc_graph_errmsg(g) : tfc_errmsg());
+        return 1;
+    }
+
+    tfc_batcher *batches;
+    tfc_value *sources[2] = {train_x, train_y};
+    if (tfc_batcher_create(2, sources, o.batch, o.seed, TFC_BATCHER_SHUFFLE, &batches))
+        return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
+    tfc_tensor *feeds[2] = {x, y};
+    double t_start = now();
+    for (int epoch = 1; epoch <= o.epochs; epoch++) {
+        double t0 = now(), loss_sum = 0;
+        for (int64_t step = 1; step <= steps; step++) {
+            tfc_value *batch[2], *lv;
+            if (tfc_batcher_next(batches, batch, NULL))
+                return fprintf(stderr, "mnist_mlp: %s\n", tfc_batcher_errmsg(batches)), 1;
+            if (tfc_session_run(s, 2, feeds, batch, 1, &loss, &lv, 1, &train))
+                return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
+            loss_sum += tfc_value_get(lv, 0);
+            tfc_value_destroy(lv);
+            if (!o.quiet && (step % 20 == 0 || step == steps)) {
+                double dt = now() - t0, rate = (double)(step * o.batch) / dt;
+                double left = dt / (double)step * (double)(steps - step);
+                progress(epoch, o.epochs, step, steps, loss_sum / (double)step, rate, left);
+            }
+        }
+        if (!o.quiet) fprintf(stderr, "\n");
+        printf("epoch %d: mean loss %.4f, %.1f s, %.0f examples/s\n", epoch,
+               loss_sum / (double)steps, now() - t0, (double)n_train / (now() - t0));
+    }
+    double train_s = now() - t_start, waited = tfc_batcher_wait_seconds(batches);
+    tfc_batcher_destroy(batches);
+
+    /* test accuracy, in batches of 1000 */
+    tfc_batcher *eval;
+    tfc_value *test_sources[2] = {test_x, test_y};
+    double correct = 0;
+    int64_t n_test = tfc_value_shape(test_x).dims[0];
+    tfc_batcher_create(2, test_sources, 1000, 0, 0, &eval);
+    for (int64_t i = 0; i < tfc_batcher_steps_per_epoch(eval); i++) {
+        tfc_value *batch[2], *hv;
+        tfc_batcher_next(eval, batch, NULL);
+        if (tfc_session_run(s, 2, feeds, batch, 1, &hits, &hv, 0, NULL))
+            return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
+        correct += tfc_value_get(hv, 0);
+        tfc_value_destroy(hv);
+    }
+    tfc_batcher_destroy(eval);
+    printf("trained %d epochs in %.1f s (%.1f%% of it waiting for input)\n", o.epochs, train_s,
+           100.0 * waited / train_s);
+    printf("test accuracy %.2f%%\n", 100.0 * correct / (double)n_test);
+    printf("test_accuracy=%.4f\n", correct / (double)n_test);
+
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    tfc_ctx_destroy(ctx);
+    tfc_value *all[4] = {train_x, train_y, test_x, test_y};
+    for (int i = 0; i < 4; i++) tfc_value_destroy(all[i]);
+    return 0;
+}
