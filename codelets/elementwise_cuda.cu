@@ -1,7 +1,8 @@
 /* elementwise.cu: CUDA kernels of the element-wise family, computing what elementwise.c
- * computes: unary math, binary ops with NumPy broadcasting, select, add_n, cast, identity and
- * fill. Float32 and float64 run typed kernels; integer and bool operands take an int64 path
- * with the CPU's conversions. Everything is enqueued on the worker's stream. */
+ * computes: unary math, binary ops with NumPy broadcasting (and broadcast, relu_grad),
+ * select, add_n, cast, identity and fill. Float32 and float64 run typed kernels; integer and
+ * bool operands take an int64 path with the CPU's conversions. Everything is enqueued on the
+ * worker's stream. */
 #include "cuda_common.h"
 
 /* ---- unary ---------------------------------------------------------------------------- */
@@ -97,6 +98,7 @@ static __device__ __forceinline__ float binary_op(int kind, float x, float y)
     case TFC_K_DIV: return x / y;
     case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y; /* NaN propagates */
     case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
+    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0f; /* x is dy, y the relu input */
     default: return powf(x, y);
     }
 }
@@ -110,6 +112,7 @@ static __device__ __forceinline__ double binary_op(int kind, double x, double y)
     case TFC_K_DIV: return x / y;
     case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y;
     case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
+    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0;
     default: return pow(x, y);
     }
 }
@@ -128,6 +131,19 @@ static __global__ void binary_float_kernel(int kind, struct tfc_cu_bcast b,
         int64_t off[2];
         tfc_cu_bcast_off<2>(b, i, off);
         o[i] = binary_op(kind, x[off[0]], y[off[1]]);
+    }
+}
+
+/* Broadcast: output element i is x's element at its broadcast offset (copied by size). */
+template <typename E>
+static __global__ void broadcast_kernel(struct tfc_cu_bcast b, const E *__restrict__ x,
+                                        E *__restrict__ o, int64_t n)
+{
+    TFC_CU_LOOP(i, n)
+    {
+        int64_t off[1];
+        tfc_cu_bcast_off<1>(b, i, off);
+        o[i] = x[off[0]];
     }
 }
 
@@ -157,7 +173,7 @@ static __global__ void binary_int_kernel(int kind, int dt, struct tfc_cu_bcast b
                 r = u / v;
             }
             break;
-        default: r = 0;
+        default: r = 0; /* relu_grad on integers: 0, as elementwise.c */
         }
         tfc_cu_st_i64(o, dt, i, r);
     }
@@ -303,9 +319,39 @@ static void cast_cuda(const struct tfc_kargs *a, const void *in, void *out, cuda
     tfc_cu_check_launch(a, "cast");
 }
 
+/* TFC_K_BROADCAST: input 1 gives only the shape (no buffer: never read). */
+static void broadcast_cuda(const struct tfc_kargs *a, const void *x, void *out, cudaStream_t s)
+{
+    const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
+    const struct tfc_kdesc *ins[1] = {&a->d[0]};
+    struct tfc_cu_bcast b;
+    tfc_cu_bcast_init(&b, o, 1, ins);
+    int64_t n = o->numel;
+    unsigned g = tfc_cu_blocks(n);
+    switch (tfc_kdtype_size(a->d[0].dtype)) {
+    case 8:
+        broadcast_kernel<uint64_t><<<g, TFC_CU_THREADS, 0, s>>>(b, (const uint64_t *)x,
+                                                                (uint64_t *)out, n);
+        break;
+    case 4:
+        broadcast_kernel<uint32_t><<<g, TFC_CU_THREADS, 0, s>>>(b, (const uint32_t *)x,
+                                                                (uint32_t *)out, n);
+        break;
+    default:
+        broadcast_kernel<uint8_t><<<g, TFC_CU_THREADS, 0, s>>>(b, (const uint8_t *)x,
+                                                               (uint8_t *)out, n);
+        break;
+    }
+    tfc_cu_check_launch(a, "broadcast");
+}
+
 static void binary_cuda(const struct tfc_kargs *a, const void *x, const void *y, void *out,
                         cudaStream_t s)
 {
+    if (a->kind == TFC_K_BROADCAST) {
+        broadcast_cuda(a, x, out, s);
+        return;
+    }
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
     const struct tfc_kdesc *ins[2] = {&a->d[0], &a->d[1]};
     struct tfc_cu_bcast b;
@@ -408,7 +454,7 @@ extern "C" void tfc_elementwise_cuda(void *buffers[], void *cl_arg)
     case TFC_K_ADD_N:
         add_n_cuda(a, buffers, out, s);
         break;
-    case TFC_K_FILL: {
+    case TFC_K_FILL: { /* zeros_like/ones_like: input 0 is shape-only, never read */
         const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
         fill_kernel<<<tfc_cu_blocks(o->numel), TFC_CU_THREADS, 0, s>>>(o->dtype, a->attrs[0].f,
                                                                        out, o->numel);
@@ -416,7 +462,7 @@ extern "C" void tfc_elementwise_cuda(void *buffers[], void *cl_arg)
         break;
     }
     default:
-        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_LOGICAL_OR)
+        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD) /* binary, as elementwise.c */
             binary_cuda(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out, s);
         else
             unary_cuda(a, tfc_kin(buffers, a, 0), out, s);

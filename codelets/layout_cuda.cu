@@ -1,7 +1,8 @@
 /* layout.cu: CUDA kernels that move data without arithmetic, as layout.c does: reshape (a
  * device copy), transpose (any permutation), concat and split (2-D copies), slice, gather
- * (rows; an index out of range gives a zero row and fails the run) and one_hot. Data moves as
- * 1-, 4- or 8-byte elements chosen by the dtype's size. */
+ * (rows; an index out of range gives a zero row and fails the run), one_hot, and the adjoints
+ * slice_grad and scatter_add (atomic adds; an index out of range fails the run as in gather).
+ * Data moves as 1-, 4- or 8-byte elements chosen by the dtype's size. */
 #include "cuda_common.h"
 
 /* A strided view: output element e (row-major over dims) reads input element
@@ -217,6 +218,99 @@ static void gather_cuda(const struct tfc_kargs *a, const void *params, const voi
         tfc_cu_err_end(a, s, e, TFC_CU_ERR_GATHER, rows, indices, ix->dtype);
 }
 
+/* ---- adjoints: slice_grad, scatter_add ------------------------------------------------- */
+
+/* The scatter form of a view: input element e (row-major) goes to output view_offset(v, e). */
+template <typename E>
+static __global__ void view_scatter_kernel(struct view_args v, const E *__restrict__ x,
+                                           E *__restrict__ y, int64_t n)
+{
+    TFC_CU_LOOP(e, n) y[view_offset(v, e)] = x[e];
+}
+
+/* Zeros of the output's shape, then dy (input 0) copied into [begin, begin + dy's shape).
+ * Input 1 only gives the shape (no buffer). */
+static void slice_grad_cuda(const struct tfc_kargs *a, const void *dy, void *y, cudaStream_t s)
+{
+    const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
+    size_t es = tfc_kdtype_size(o->dtype);
+    if (tfc_cu_check(a, cudaMemsetAsync(y, 0, (size_t)o->numel * es, s), "slice_grad zeros"))
+        return;
+    if (!dy)
+        return;
+    int64_t ost[TFC_K_MAX_RANK], off = 0;
+    strides_of(o, ost);
+    for (int i = 0; i < o->rank; i++) off += a->attrs[0].v[i] * ost[i];
+    struct view_args v;
+    /* rank 0: element 0 to element 0, as layout.c copies */
+    view_init(&v, d->rank, d->dims, ost, d->rank ? off : 0);
+    int64_t n = d->rank ? d->numel : 1;
+    unsigned g = tfc_cu_blocks(n);
+    switch (es) {
+    case 8:
+        view_scatter_kernel<uint64_t><<<g, TFC_CU_THREADS, 0, s>>>(v, (const uint64_t *)dy,
+                                                                   (uint64_t *)y, n);
+        break;
+    case 4:
+        view_scatter_kernel<uint32_t><<<g, TFC_CU_THREADS, 0, s>>>(v, (const uint32_t *)dy,
+                                                                   (uint32_t *)y, n);
+        break;
+    default:
+        view_scatter_kernel<uint8_t><<<g, TFC_CU_THREADS, 0, s>>>(v, (const uint8_t *)dy,
+                                                                  (uint8_t *)y, n);
+        break;
+    }
+    tfc_cu_check_launch(a, "slice_grad");
+}
+
+/* Element e = (i, j) of the updates is added to row indices[i] of the output; an index out of
+ * range adds nothing and fails the run. */
+template <typename T>
+static __global__ void scatter_add_kernel(const T *__restrict__ upd, const void *indices,
+                                          int idx_dt, int64_t rows, int64_t width, T *y,
+                                          int64_t n, struct tfc_cu_err *err)
+{
+    TFC_CU_LOOP(e, n)
+    {
+        int64_t i = e / width, j = e - i * width;
+        int64_t id = tfc_cu_ld_i64(indices, idx_dt, i);
+        if (id < 0 || id >= rows) {
+            if (j == 0)
+                tfc_cu_raise(err, i);
+        } else {
+            atomicAdd(&y[id * width + j], upd[e]);
+        }
+    }
+}
+
+/* Zeros of the output's shape [rows, ...] plus the rows of input 0 at the indices of input 1
+ * (float32 or float64; input 2 only gives the shape). */
+static void scatter_add_cuda(const struct tfc_kargs *a, const void *upd, const void *indices,
+                             void *y, cudaStream_t s)
+{
+    const struct tfc_kdesc *u = &a->d[0], *ix = &a->d[1], *o = tfc_kout_desc(a, 0);
+    int64_t rows = o->rank ? o->dims[0] : 0, width = rows ? o->numel / rows : 0;
+    if (tfc_cu_check(a,
+                     cudaMemsetAsync(y, 0, (size_t)o->numel * tfc_kdtype_size(o->dtype), s),
+                     "scatter_add zeros"))
+        return;
+    if (!upd || !indices || ix->numel == 0) /* layout.c visits no index then */
+        return;
+    struct tfc_cu_err *e = tfc_cu_err_begin(a, s);
+    int64_t n = ix->numel * width;
+    if (width == 0)
+        index_check_kernel<<<tfc_cu_blocks(ix->numel), TFC_CU_THREADS, 0, s>>>(
+            indices, ix->dtype, rows, ix->numel, e);
+    else if (u->dtype == TFC_FLOAT32)
+        scatter_add_kernel<float><<<tfc_cu_blocks(n), TFC_CU_THREADS, 0, s>>>(
+            (const float *)upd, indices, ix->dtype, rows, width, (float *)y, n, e);
+    else
+        scatter_add_kernel<double><<<tfc_cu_blocks(n), TFC_CU_THREADS, 0, s>>>(
+            (const double *)upd, indices, ix->dtype, rows, width, (double *)y, n, e);
+    if (!tfc_cu_check_launch(a, "scatter_add") && e)
+        tfc_cu_err_end(a, s, e, TFC_CU_ERR_GATHER, rows, indices, ix->dtype);
+}
+
 /* y = off everywhere, on at [i, indices[i]] for indices in [0, depth). */
 static __global__ void one_hot_kernel(const void *indices, int idx_dt, int64_t n_idx,
                                       int64_t depth, double on, double off, int out_dt, void *y,
@@ -281,6 +375,12 @@ extern "C" void tfc_layout_cuda(void *buffers[], void *cl_arg)
         break;
     case TFC_K_ONE_HOT:
         one_hot_cuda(a, tfc_kin(buffers, a, 0), out, s);
+        break;
+    case TFC_K_SLICE_GRAD:
+        slice_grad_cuda(a, tfc_kin(buffers, a, 0), out, s);
+        break;
+    case TFC_K_SCATTER_ADD:
+        scatter_add_cuda(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out, s);
         break;
     default:
         break;

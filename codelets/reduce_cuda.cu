@@ -1,4 +1,5 @@
-/* reduce.cu: CUDA reduce sum, mean, max, min over a set of axes and argmax over one axis,
+/* reduce.cu: CUDA reduce sum, mean, max, min over a set of axes (sum_to: the axes broadcasting
+ * added or stretched, input 1 shape-only) and argmax over one axis,
  * computing what reduce.c computes: accumulation in double, NaN sticky for max/min, empty
  * reductions give 0 (sum), NaN (mean), -inf (max), +inf (min); argmax gives the first maximum.
  * Many outputs: one thread per output visiting its elements in the CPU's order. Few outputs
@@ -162,7 +163,11 @@ static void reduce_args_init(const struct tfc_kargs *a, const void *x, struct re
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int reduced[TFC_K_MAX_RANK] = {0};
     const struct tfc_kattr *axes = &a->attrs[0];
-    if (axes->n == 0) {
+    if (a->kind == TFC_K_SUM_TO) { /* the axes broadcasting added or stretched from 1 */
+        int lead = d->rank - o->rank;
+        for (int i = 0; i < d->rank; i++)
+            reduced[i] = i < lead || (o->dims[i - lead] == 1 && d->dims[i] != 1);
+    } else if (axes->n == 0) {
         for (int i = 0; i < d->rank; i++) reduced[i] = 1;
     } else {
         for (int i = 0; i < axes->n; i++) {

@@ -315,6 +315,48 @@ tfc_status tfc_session_write_variable(tfc_session *s, tfc_tensor *var, const tfc
     return write_variable(s, var->node, tfc_value_cdata(value));
 }
 
+tfc_status tfc_session_read_variables(tfc_session *s, int n, tfc_tensor *const *vars,
+                                      tfc_value **out)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "read_variables: session is NULL");
+    if (n < 0 || (n && (!vars || !out)))
+        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "read_variables: bad arguments");
+    tfc_status st = TFC_OK;
+    for (int i = 0; i < n && !st; i++) st = check_variable(s, vars[i], "read_variables");
+    if (st) return st;
+    struct host_copy *hc = calloc((size_t)n + 1, sizeof *hc);
+    if (!hc) return tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "read_variables: no memory");
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    int submitted = 0;
+    /* one consistent cut: every copy is queued under the lock, between two runs' tasks */
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < n && !st; i++) {
+        struct tfc_node *v = vars[i]->node;
+        struct persist *p;
+        if (v->id >= s->n_pers || !s->pers[v->id].initialized) {
+            st = tfc_fail(s->msg, TFC_ERR_UNINITIALIZED, "variable '%s' is not initialized", v->name);
+            break;
+        }
+        st = tfc_persist_get(s, v, &p);
+        if (!st && tfc_value_alloc(vars[i]->desc.dtype, &vars[i]->desc.shape, &out[i]))
+            st = tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "read_variables: %s", tfc_errmsg());
+        if (!st && p->h) {
+            host_copy_submit(&hc[i], p->h, tfc_value_data(out[i]), NULL, tfc_value_nbytes(out[i]));
+            submitted = i + 1;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < submitted; i++)
+        if (hc[i].h) host_copy_wait(&hc[i]);
+    free(hc);
+    if (st)
+        for (int i = 0; i < n; i++) {
+            tfc_value_destroy(out[i]);
+            out[i] = NULL;
+        }
+    return st;
+}
+
 tfc_status tfc_session_read_variable(tfc_session *s, tfc_tensor *var, tfc_value **out)
 {
     tfc_status st = check_variable(s, var, "read_variable");

@@ -427,6 +427,10 @@ TFC_API tfc_status tfc_session_init_variable(tfc_session *s, tfc_tensor *var);
 TFC_API int tfc_session_variable_initialized(tfc_session *s, tfc_tensor *var);
 /* A host copy of a variable's current value (acquired through StarPU). */
 TFC_API tfc_status tfc_session_read_variable(tfc_session *s, tfc_tensor *var, tfc_value **out);
+/* Host copies of several variables taken as one consistent cut between runs (all copies are
+ * queued under the session's submission lock): what a checkpoint needs. */
+TFC_API tfc_status tfc_session_read_variables(tfc_session *s, int n, tfc_tensor *const *vars,
+                                              tfc_value **out);
 /* Sets a variable from a host value of its dtype and shape. */
 TFC_API tfc_status tfc_session_write_variable(tfc_session *s, tfc_tensor *var,
                                               const tfc_value *value);
