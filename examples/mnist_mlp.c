@@ -2,7 +2,12 @@
  * Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch, then
  * prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
  *
- *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--quiet]
+ *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--save MODEL.db]
+ *             [--quiet]
+ *
+ * With --save, the model goes into a store (graph, "train" and "predict" signatures, a final
+ * checkpoint, per-step metrics), which the `tfc` tool can then train further, evaluate, run,
+ * draw and plot without this program.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@ struct options {
     uint64_t seed;
     double lr;
     const char *data;
+    const char *save;
 };
 
 static double now(void)
@@ -32,7 +38,7 @@ static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "mnist_mlp: %s\n", msg);
     fprintf(stderr, "usage: mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] "
-                    "[--data DIR] [--quiet]\n");
+                    "[--data DIR] [--save MODEL.db] [--quiet]\n");
     return 2;
 }
 
@@ -53,6 +59,7 @@ static int parse(int argc, char **argv, struct options *o)
         else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
         else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
         else if (!strcmp(a, "--data")) o->data = end = (char *)v + strlen(v);
+        else if (!strcmp(a, "--save")) o->save = end = (char *)v + strlen(v);
         else return usage("unknown option"), -1;
         if (!end || *end || o->epochs < 1 || o->batch < 1 || o->lr <= 0)
             return usage("bad value"), -1;
@@ -91,6 +98,27 @@ static tfc_tensor *dense(tfc_graph *g, const char *name, tfc_tensor *x, int64_t 
     return relu ? tfc_relu(g, y) : y;
 }
 
+/* The graph and its signatures into a new store (the tfc tool reads them). */
+static int save_model(const char *path, tfc_graph *g, tfc_store **out)
+{
+    tfc_store *st;
+    const char *feeds[2] = {"images", "labels"}, *metrics[1] = {"accuracy"};
+    const char *outputs[1] = {"probabilities"};
+    tfc_signature train = {.n_feeds = 2, .feeds = feeds, .n_metrics = 1, .metrics = metrics,
+                           .loss = "loss", .train_op = "train"};
+    tfc_signature predict = {.n_feeds = 1, .feeds = feeds, .n_outputs = 1, .outputs = outputs};
+    if (tfc_store_open(path, TFC_STORE_CREATE, &st))
+        return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
+    if (tfc_store_save_graph(st, g) || tfc_store_set_signature(st, "train", &train) ||
+        tfc_store_set_signature(st, "predict", &predict)) {
+        fprintf(stderr, "mnist_mlp: %s\n", tfc_store_errmsg(st));
+        tfc_store_close(st);
+        return -1;
+    }
+    *out = st;
+    return 0;
+}
+
 static void progress(int epoch, int epochs, int64_t step, int64_t steps, double loss,
                      double ex_per_s, double left)
 {
@@ -125,25 +153,34 @@ int main(int argc, char **argv)
     tfc_tensor *labels = tfc_cast(g, y, TFC_INT32);
     tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, labels), 0,
                                        NULL, 0);
-    tfc_tensor *hits = tfc_reduce_sum(
-        g, tfc_cast(g, tfc_equal(g, tfc_cast(g, tfc_argmax(g, logits, 1), TFC_INT32), labels),
-                    TFC_FLOAT32), 0, NULL, 0);
+    tfc_tensor *correct = tfc_cast(
+        g, tfc_equal(g, tfc_cast(g, tfc_argmax(g, logits, 1), TFC_INT32), labels), TFC_FLOAT32);
+    tfc_tensor *hits = tfc_reduce_sum(g, correct, 0, NULL, 0);
+    tfc_tensor *accuracy = tfc_reduce_mean(g, correct, 0, NULL, 0);
+    tfc_tensor *probs = tfc_softmax(g, logits, -1);
     tfc_tensor *vars[6];
     const char *names[6] = {"dense1/kernel", "dense1/bias", "dense2/kernel", "dense2/bias",
                             "logits/kernel", "logits/bias"};
     for (int i = 0; i < 6; i++) vars[i] = tfc_graph_find(g, names[i]);
-    /* Adam with the learning rate decayed to zero along a cosine over the whole run */
+    /* Adam with the learning rate decayed along a cosine over the run, to 2% of its start */
     int64_t n_train = tfc_value_shape(train_x).dims[0];
     int64_t steps = (n_train + o.batch - 1) / o.batch;
     tfc_tensor *global_step = tfc_global_step(g);
     tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, o.lr);
-    adam.lr_tensor = tfc_lr_cosine(g, o.lr, global_step, (double)(steps * o.epochs), 0.0);
+    adam.lr_tensor = tfc_lr_cosine(g, o.lr, global_step, (double)(steps * o.epochs), 0.02 * o.lr);
     tfc_tensor *train = tfc_minimize(g, loss, 6, vars, &adam, global_step);
+    tfc_tensor_set_name(loss, "loss");
+    tfc_tensor_set_name(accuracy, "accuracy");
+    tfc_tensor_set_name(probs, "probabilities");
+    tfc_tensor_set_name(train, "train");
     tfc_session *s;
     if (tfc_graph_status(g) || tfc_session_create(ctx, g, &s) || tfc_session_init_variables(s)) {
         fprintf(stderr, "mnist_mlp: %s\n", tfc_graph_status(g) ? tfc_graph_errmsg(g) : tfc_errmsg());
         return 1;
     }
+
+    tfc_store *store = NULL;
+    if (o.save && save_model(o.save, g, &store)) return 1;
 
     tfc_batcher *batches;
     tfc_value *sources[2] = {train_x, train_y};
@@ -160,6 +197,7 @@ int main(int argc, char **argv)
             if (tfc_session_run(s, 2, feeds, batch, 1, &loss, &lv, 1, &train))
                 return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
             loss_sum += tfc_value_get(lv, 0);
+            if (store) tfc_store_log_metric(store, (epoch - 1) * steps + step, "loss", tfc_value_get(lv, 0));
             tfc_value_destroy(lv);
             if (!o.quiet && (step % 20 == 0 || step == steps)) {
                 double dt = now() - t0, rate = (double)(step * o.batch) / dt;
@@ -177,7 +215,7 @@ int main(int argc, char **argv)
     /* test accuracy, in batches of 1000 */
     tfc_batcher *eval;
     tfc_value *test_sources[2] = {test_x, test_y};
-    double correct = 0;
+    double hit_count = 0;
     int64_t n_test = tfc_value_shape(test_x).dims[0];
     tfc_batcher_create(2, test_sources, 1000, 0, 0, &eval);
     for (int64_t i = 0; i < tfc_batcher_steps_per_epoch(eval); i++) {
@@ -185,14 +223,22 @@ int main(int argc, char **argv)
         tfc_batcher_next(eval, batch, NULL);
         if (tfc_session_run(s, 2, feeds, batch, 1, &hits, &hv, 0, NULL))
             return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
-        correct += tfc_value_get(hv, 0);
+        hit_count += tfc_value_get(hv, 0);
         tfc_value_destroy(hv);
     }
     tfc_batcher_destroy(eval);
     printf("trained %d epochs in %.1f s (%.1f%% of it waiting for input)\n", o.epochs, train_s,
            100.0 * waited / train_s);
-    printf("test accuracy %.2f%%\n", 100.0 * correct / (double)n_test);
-    printf("test_accuracy=%.4f\n", correct / (double)n_test);
+    printf("test accuracy %.2f%%\n", 100.0 * hit_count / (double)n_test);
+    printf("test_accuracy=%.4f\n", hit_count / (double)n_test);
+    if (store) {
+        tfc_input_position pos = {o.seed, o.epochs, 0};
+        tfc_store_log_metric(store, steps * o.epochs, "test_accuracy", hit_count / (double)n_test);
+        if (tfc_store_checkpoint(store, s, steps * o.epochs, &pos) || tfc_store_flush(store))
+            return fprintf(stderr, "mnist_mlp: %s\n", tfc_store_errmsg(store)), 1;
+        tfc_store_close(store);
+        printf("saved the model to %s\n", o.save);
+    }
 
     tfc_session_destroy(s);
     tfc_graph_destroy(g);

@@ -225,7 +225,10 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
     for (int j = 0; j < n_xs; j++) {
         tfc_tensor *x = xs[j];
         tfc_tensor *d = acc[x->node->id] ? sum_contribs(g, &acc[x->node->id][x->index]) : NULL;
-        dxs[j] = d ? d : tfc_zeros_like(g, x);
+        if (!d) /* no path: zeros, without needing x's value when its shape is known */
+            d = tfc_shape_numel(&x->desc.shape) >= 0 ? tfc_fill(g, x->desc.shape, x->desc.dtype, 0)
+                                                     : tfc_zeros_like(g, x);
+        dxs[j] = d;
     }
     if (g->status) goto fail;
     goto done;

@@ -125,6 +125,7 @@ tfc_status tfc_grad_sum_to_like(tfc_graph *g, struct tfc_node *n, tfc_tensor *co
 
 tfc_status tfc_grad_relu_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
-    dxs[0] = tfc_relu_grad(g, dys[0], n->inputs[1]); /* linear in dy; zero a.e. in x */
+    /* linear in dy (summed back to dy's shape when x broadcast it); zero a.e. in x */
+    dxs[0] = to_shape_of(g, tfc_relu_grad(g, dys[0], n->inputs[1]), n->inputs[0]);
     return g->status;
 }

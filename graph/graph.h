@@ -81,7 +81,8 @@ struct tfc_op {
     tfc_grad_builder grad;            /* NULL: no gradient (an error on a gradient path) */
     int n_state;                      /* leading inputs that are variables updated in place;
                                        * output 0 then aliases input 0 */
-    unsigned shape_inputs;            /* bit i: only input i's shape is used (no data) */
+    unsigned shape_inputs;            /* bit i: only input i's shape is used (no data); bit 31
+                                       * covers inputs 31 and later (variadic ops) */
 };
 
 /* The op table (codelets/op_list.c): every registered op, in one array. */

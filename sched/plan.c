@@ -333,8 +333,8 @@ static int lower_node(struct builder *b, struct tfc_node *n)
         return -1;
     }
     enum starpu_data_access_mode modes[TFC_MAX_OPERANDS];
-    for (int i = 0; i < n->n_inputs; i++)
-        modes[i] = (n->op->shape_inputs >> i) & 1 ? STARPU_NONE : STARPU_R;
+    for (int i = 0; i < n->n_inputs; i++) /* bit 31 stands for every later input too */
+        modes[i] = (n->op->shape_inputs >> (i < 31 ? i : 31)) & 1 ? STARPU_NONE : STARPU_R;
     for (int i = 0; i < n->op->n_state; i++) {
         if (b->p->slots[in_slots[i]].kind == SLOT_FEED)
             return fail(b, TFC_ERR_INVALID_ARGUMENT,

@@ -563,6 +563,117 @@ TFC_API int64_t tfc_batcher_steps_per_epoch(const tfc_batcher *b);
 TFC_API double tfc_batcher_wait_seconds(const tfc_batcher *b);
 TFC_API const char *tfc_batcher_errmsg(const tfc_batcher *b);
 
+/* ---- Model store (SQLite) ---------------------------------------------------------------- */
+
+/* One
+ * SQLite file per model holds the graph, named signatures, checkpoints of every variable
+ * (optimizer slots and the global step included) with the input pipeline's position, and run
+ * metrics. It is transactional, survives kill -9, and can be queried with the sqlite3 shell.
+ */
+typedef struct tfc_store tfc_store;
+
+enum tfc_store_flags {
+    TFC_STORE_READONLY = 1u << 0,  /* open read-only (the file must exist) */
+    TFC_STORE_CREATE = 1u << 1,    /* create the file when it does not exist */
+    TFC_STORE_EXCLUSIVE = 1u << 2, /* exclusive locking mode, for file systems without shared
+                                    * memory locking (NFS, Lustre): one process at a time */
+};
+
+/* Opens (or creates) a model store: WAL journal, schema migrated forward to the current
+ * version. Errors: TFC_ERR_STORE with a message naming the file and the cause (not a database,
+ * corrupted, newer schema than this library, read-only, locked by process N, disk full),
+ * TFC_ERR_NOT_FOUND for a missing file without TFC_STORE_CREATE. */
+TFC_API tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out);
+/* Waits for pending writes, checkpoints the WAL into the main file (a closed model is one
+ * file) and closes. NULL is a no-op. */
+TFC_API void tfc_store_close(tfc_store *st);
+TFC_API const char *tfc_store_errmsg(const tfc_store *st);
+/* The schema version this library writes (PRAGMA user_version). */
+TFC_API int tfc_store_schema_version(void);
+
+/* The graph: every node, op, attribute (as text from the op's attribute table), input and
+ * control edge, constants' data and variables' initializers. Saving replaces the stored graph. */
+TFC_API tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g);
+/* A new graph built from the store, runnable without the code that built the original. */
+TFC_API tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out);
+
+/* Named signatures: "train" (feeds, loss, metrics, train_op) and "predict" (feeds, outputs),
+ * by tensor names. */
+typedef struct tfc_signature {
+    int n_feeds;
+    const char **feeds;
+    int n_outputs;
+    const char **outputs;
+    int n_metrics;
+    const char **metrics;
+    const char *loss;      /* may be NULL */
+    const char *train_op;  /* may be NULL */
+} tfc_signature;
+
+TFC_API tfc_status tfc_store_set_signature(tfc_store *st, const char *name,
+                                           const tfc_signature *sig);
+/* A copy owned by the caller (tfc_signature_free); TFC_ERR_NOT_FOUND when absent. */
+TFC_API tfc_status tfc_store_get_signature(tfc_store *st, const char *name, tfc_signature **out);
+TFC_API void tfc_signature_free(tfc_signature *sig);
+
+/* Where the input pipeline stands, saved with a checkpoint so training resumes exactly. */
+typedef struct tfc_input_position {
+    uint64_t seed;
+    int64_t epoch, step;
+} tfc_input_position;
+
+typedef struct tfc_checkpoint_info {
+    int64_t id;            /* increasing */
+    int64_t step;          /* training step (global step) */
+    double time;           /* seconds since the epoch */
+    tfc_input_position position;
+    int n_variables;
+    int64_t bytes;
+} tfc_checkpoint_info;
+
+/* Takes a checkpoint of every variable of the session's graph (slots and global step
+ * included) as one consistent cut between runs, then writes it in one transaction on the
+ * store's writer thread while training goes on. Returns once the snapshot is taken. Variables
+ * larger than 64 MiB are stored in chunks. pos may be NULL. */
+TFC_API tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
+                                        const tfc_input_position *pos);
+/* Waits for the writer; returns the first write error since the last flush. */
+TFC_API tfc_status tfc_store_flush(tfc_store *st);
+/* Keeps the newest keep_last checkpoints (0: all), plus one every keep_every steps (0: none). */
+TFC_API tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_every);
+/* The stored checkpoints, oldest first (array owned by the caller: free()). */
+TFC_API tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info **out);
+
+typedef struct tfc_restore_options {
+    int64_t step;              /* the checkpoint of this step; -1: the latest */
+    int n_names;               /* restore only these variables (0: all) */
+    const char *const *names;
+    const char *const *from;   /* optional name map: variable names[i] takes the stored
+                                * variable from[i] (fine-tuning) */
+    int allow_missing;         /* variables absent from the checkpoint keep their value */
+} tfc_restore_options;
+
+typedef struct tfc_restore_report {
+    int64_t step;              /* of the checkpoint restored */
+    tfc_input_position position;
+    int n_missing, n_extra;    /* graph variables not in the checkpoint; stored ones not in the graph */
+    char **missing, **extra;   /* names, freed by tfc_restore_report_clear */
+} tfc_restore_report;
+
+/* Restores a checkpoint into the session's variables (shapes and dtypes must match the graph:
+ * TFC_ERR_SHAPE naming the variable otherwise, and nothing is changed). opt and report may be
+ * NULL (latest checkpoint, all variables, missing ones are an error). */
+TFC_API tfc_status tfc_store_restore(tfc_store *st, tfc_session *s,
+                                     const tfc_restore_options *opt, tfc_restore_report *report);
+TFC_API void tfc_restore_report_clear(tfc_restore_report *report);
+
+/* Run metrics (loss, accuracy, anything): buffered and written in batches by the writer. */
+TFC_API tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name,
+                                        double value);
+/* The metric's values in step order (arrays owned by the caller: free()). */
+TFC_API tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n,
+                                         int64_t **steps, double **values);
+
 #ifdef __cplusplus
 }
 #endif
