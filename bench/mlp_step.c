@@ -184,13 +184,17 @@ int main(int argc, char **argv)
     if (tfc_batcher_create(2, sources, batch, seed + 1, TFC_BATCHER_SHUFFLE, &b))
         die("batcher", tfc_errmsg());
     int64_t epoch_steps = tfc_batcher_steps_per_epoch(b), seen = 0;
-    double epoch_loss = 0;
+    double epoch_loss = 0, epoch_run = 0, epoch_max = 0;
     for (int64_t i = 0; i < epoch_steps; i++) {
         tfc_value *bv[2], *lv;
         if (tfc_batcher_next(b, bv, NULL)) die("batcher", tfc_batcher_errmsg(b));
         seen += tfc_value_shape(bv[1]).dims[0];
+        double t0 = now();
         if (tfc_session_run(s, 2, feeds, bv, 1, &loss, &lv, 1, &train))
             die("run", tfc_session_errmsg(s));
+        t0 = now() - t0;
+        epoch_run += t0;
+        if (t0 > epoch_max) epoch_max = t0;
         epoch_loss += tfc_value_get(lv, 0);
         tfc_value_destroy(lv);
     }
@@ -271,9 +275,11 @@ int main(int argc, char **argv)
     }
 
     printf("# %d CPU workers, scheduler %s; data loaded in %.2f s; loss %.4f -> %.4f; "
-           "epoch mean loss %.4f over %lld examples; step ms p10 %.3f p90 %.3f\n",
+           "epoch mean loss %.4f over %lld examples; step ms p10 %.3f p90 %.3f; in the epoch "
+           "session_run took %.3f s (%.3f ms/step, slowest %.1f ms)\n",
            info.n_cpu_workers, info.sched_policy, t_load, first_loss, last_loss,
-           epoch_loss / (double)epoch_steps, (long long)seen, p10, p90);
+           epoch_loss / (double)epoch_steps, (long long)seen, p10, p90, epoch_run,
+           epoch_run * 1e3 / (double)epoch_steps, epoch_max * 1e3);
     printf("tfc ncpu=%d step_ms_median=%.4f step_ms_mean=%.4f step_nofetch_ms_median=%.4f "
            "tasks_per_step=%.1f "
            "epoch_s=%.3f epoch_examples_per_s=%.1f wait_frac=%.5f peak_rss_mb=%.1f model_mb=%.3f "

@@ -111,7 +111,8 @@ for key, name, lower in (("step_ms_median", "step time (median)", True),
         break
     (nt, t), (nq, p) = best("tfc", key, lower), best("torch", key, lower)
     print(f"{name}: tfc/torch = {t / p:.2f} ({'< 1' if lower else '> 1'} means tfc is faster; "
-          f"tfc at its best STARPU_NCPU={nt}: {t:.3f}, torch at its best --threads {nq}: {p:.3f})")
+          f"tfc at its best STARPU_NCPU={nt}: {t:.{3 if lower else 0}f}, torch at its best "
+          f"--threads {nq}: {p:.{3 if lower else 0}f})")
 for n in (1, 2):
     if ("tfc", n) in runs and ("torch", n) in runs:
         a, b = runs["tfc", n], runs["torch", n]

@@ -109,8 +109,10 @@ static int adam_f32(const struct tfc_kargs *a, void *buffers[])
 {
     if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 || a->attrs[A_WD].f != 0)
         return 0;
-    float *w = tfc_kin(buffers, a, 0), *m = tfc_kin(buffers, a, 1), *v = tfc_kin(buffers, a, 2);
-    const float *g = tfc_kin(buffers, a, 3);
+    /* distinct buffers: restrict lets the compiler vectorize the loop */
+    float *restrict w = tfc_kin(buffers, a, 0), *restrict m = tfc_kin(buffers, a, 1);
+    float *restrict v = tfc_kin(buffers, a, 2);
+    const float *restrict g = tfc_kin(buffers, a, 3);
     double lr = scalar_in(buffers, a, 4), t = scalar_in(buffers, a, 5) + 1;
     float b1 = (float)a->attrs[A_BETA1].f, b2 = (float)a->attrs[A_BETA2].f;
     float eps = (float)a->attrs[A_EPS].f;
