@@ -58,8 +58,8 @@ static int parse(int argc, char **argv, struct options *o)
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
         else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
         else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
-        else if (!strcmp(a, "--data")) o->data = end = (char *)v + strlen(v);
-        else if (!strcmp(a, "--save")) o->save = end = (char *)v + strlen(v);
+        else if (!strcmp(a, "--data")) o->data = v, end = (char *)v + strlen(v);
+        else if (!strcmp(a, "--save")) o->save = v, end = (char *)v + strlen(v);
         else return usage("unknown option"), -1;
         if (!end || *end || o->epochs < 1 || o->batch < 1 || o->lr <= 0)
             return usage("bad value"), -1;

@@ -87,6 +87,11 @@ void tfc_session_destroy(tfc_session *s)
     free(s);
 }
 
+tfc_graph *tfc_session_graph(const tfc_session *s)
+{
+    return s ? s->g : NULL;
+}
+
 const char *tfc_session_errmsg(const tfc_session *s)
 {
     return s ? s->msg : "session is NULL";

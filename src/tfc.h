@@ -401,6 +401,8 @@ typedef struct tfc_run tfc_run;
 TFC_API tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out);
 TFC_API void tfc_session_destroy(tfc_session *s);
 TFC_API const char *tfc_session_errmsg(const tfc_session *s);
+/* The graph the session runs (borrowed). */
+TFC_API tfc_graph *tfc_session_graph(const tfc_session *s);
 
 /* Runs the part of the graph that fetches and targets need. feeds[i] gives the value of the
  * placeholder (or any tensor) feed_tensors[i]; fetched values are new tfc_values written to
@@ -578,27 +580,45 @@ enum tfc_store_flags {
     TFC_STORE_EXCLUSIVE = 1u << 2, /* exclusive locking mode, for file systems without shared
                                     * memory locking (NFS, Lustre): one process at a time */
 };
+/* Locking. By default the store uses SQLite's WAL mode, whose index lives in a memory-mapped
+ * "-shm" file next to the database: any number of processes may read while one writes, which
+ * needs a local file system (or one with coherent mmap and POSIX locks). On NFS and Lustre open
+ * it with TFC_STORE_EXCLUSIVE (PRAGMA locking_mode=EXCLUSIVE before the WAL is entered): the
+ * index stays in the process's memory and the process holds the file's lock from open to close,
+ * so other processes, readers included, wait (busy timeout 5 s) and then fail with a message
+ * naming the holder when it is on this host. A write that finds another writer waits the same
+ * 5 s, then fails with TFC_ERR_STORE "locked by process N". */
 
 /* Opens (or creates) a model store: WAL journal, schema migrated forward to the current
- * version. Errors: TFC_ERR_STORE with a message naming the file and the cause (not a database,
- * corrupted, newer schema than this library, read-only, locked by process N, disk full),
- * TFC_ERR_NOT_FOUND for a missing file without TFC_STORE_CREATE. */
+ * version in one transaction (a failed migration leaves the store as it was). Errors:
+ * TFC_ERR_STORE with a message naming the file and the cause (not a database, corrupted or
+ * truncated, newer schema than this library, an older one opened read-only, not a tfc store,
+ * read-only file or mount opened without TFC_STORE_READONLY, locked by process N, disk full),
+ * TFC_ERR_NOT_FOUND for a missing file without TFC_STORE_CREATE, TFC_ERR_INVALID_ARGUMENT
+ * (READONLY with CREATE, unknown flags). The message is on tfc_errmsg(); nothing in the file
+ * is changed by a failed open. A read-only store on read-only media is read as immutable. */
 TFC_API tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out);
 /* Waits for pending writes, checkpoints the WAL into the main file (a closed model is one
- * file) and closes. NULL is a no-op. */
+ * file) and closes. Write errors found here are dropped: call tfc_store_flush first to see
+ * them. NULL is a no-op. */
 TFC_API void tfc_store_close(tfc_store *st);
+/* The message of the last failed call on st (tfc_errmsg() when st is NULL). */
 TFC_API const char *tfc_store_errmsg(const tfc_store *st);
 /* The schema version this library writes (PRAGMA user_version). */
 TFC_API int tfc_store_schema_version(void);
 
 /* The graph: every node, op, attribute (as text from the op's attribute table), input and
- * control edge, constants' data and variables' initializers. Saving replaces the stored graph. */
+ * control edge, constants' data and variables' initializers, and the graph seed. Saving
+ * replaces the stored graph, in one transaction; a graph with a build error is refused
+ * (TFC_ERR_INVALID_ARGUMENT). User gradient functions are C code and are not stored. */
 TFC_API tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g);
-/* A new graph built from the store, runnable without the code that built the original. */
+/* A new graph built from the store, runnable without the code that built the original (same
+ * node names and order). TFC_ERR_NOT_FOUND when no graph is stored. */
 TFC_API tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out);
 
 /* Named signatures: "train" (feeds, loss, metrics, train_op) and "predict" (feeds, outputs),
- * by tensor names. */
+ * by tensor names ("node" or "node:k"). Setting one replaces the signature of that name; when a
+ * graph is stored every name must be one of its nodes (TFC_ERR_NOT_FOUND otherwise). */
 typedef struct tfc_signature {
     int n_feeds;
     const char **feeds;
@@ -633,13 +653,20 @@ typedef struct tfc_checkpoint_info {
 
 /* Takes a checkpoint of every variable of the session's graph (slots and global step
  * included) as one consistent cut between runs, then writes it in one transaction on the
- * store's writer thread while training goes on. Returns once the snapshot is taken. Variables
- * larger than 64 MiB are stored in chunks. pos may be NULL. */
+ * store's writer thread while training goes on. Returns once the snapshot is taken (a host
+ * copy; at most two snapshots wait for the disk, a third call waits for the first). Variables
+ * never initialized hold no value and are left out. Data is stored little-endian, row-major,
+ * in chunks of at most 64 MiB, each with a CRC-32. pos may be NULL. Write errors (disk full,
+ * locked by another process) are reported by tfc_store_flush; nothing partial is stored. */
 TFC_API tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
                                         const tfc_input_position *pos);
-/* Waits for the writer; returns the first write error since the last flush. */
+/* Hands buffered metrics to the writer, waits for it, and returns the first write error since
+ * the last flush (its message on tfc_store_errmsg). */
 TFC_API tfc_status tfc_store_flush(tfc_store *st);
-/* Keeps the newest keep_last checkpoints (0: all), plus one every keep_every steps (0: none). */
+/* Keeps the newest keep_last checkpoints (0: all), plus one every keep_every steps (0: none):
+ * the oldest checkpoint of each window of steps [k * keep_every, (k + 1) * keep_every).
+ * Applied now and in the transaction of every checkpoint; deleting a checkpoint deletes its
+ * data. */
 TFC_API tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_every);
 /* The stored checkpoints, oldest first (array owned by the caller: free()). */
 TFC_API tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info **out);
@@ -662,15 +689,22 @@ typedef struct tfc_restore_report {
 
 /* Restores a checkpoint into the session's variables (shapes and dtypes must match the graph:
  * TFC_ERR_SHAPE naming the variable otherwise, and nothing is changed). opt and report may be
- * NULL (latest checkpoint, all variables, missing ones are an error). */
+ * NULL (latest checkpoint, all variables, missing ones are an error). Every shape is checked
+ * and every chunk read and CRC-checked before the first variable is written, so a failure
+ * changes nothing: TFC_ERR_NOT_FOUND (no such checkpoint or variable; missing variables are
+ * listed), TFC_ERR_SHAPE, TFC_ERR_STORE (corrupted data, I/O). "Extra" variables are stored
+ * ones that no graph variable has the name of and the name map does not use. */
 TFC_API tfc_status tfc_store_restore(tfc_store *st, tfc_session *s,
                                      const tfc_restore_options *opt, tfc_restore_report *report);
 TFC_API void tfc_restore_report_clear(tfc_restore_report *report);
 
-/* Run metrics (loss, accuracy, anything): buffered and written in batches by the writer. */
+/* Run metrics (loss, accuracy, anything): buffered and written in batches by the writer (1024
+ * values or 10 s, one transaction each; tfc_store_flush writes the rest now). NaN is stored
+ * as NULL and read back as NaN. */
 TFC_API tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name,
                                         double value);
-/* The metric's values in step order (arrays owned by the caller: free()). */
+/* The metric's values in step order, including those still buffered (arrays owned by the
+ * caller: free(); NULL and n = 0 when there are none). */
 TFC_API tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n,
                                          int64_t **steps, double **values);
 

@@ -1,0 +1,540 @@
+/* checkpoint.c: checkpoints of every variable of a session's graph. The snapshot is one
+ * consistent cut between runs (tfc_session_read_variables queues every copy under the
+ * session's submission lock); the writer thread then stores it in one transaction while
+ * training goes on, and applies the retention policy in the same transaction. Restores check
+ * every dtype and shape, and read every byte, before the first variable is written. */
+#include <stdlib.h>
+#include <string.h>
+#include "store_internal.h"
+
+static int graph_variables(tfc_graph *g, tfc_tensor ***out)
+{
+    int n = 0;
+    *out = NULL;
+    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == &tfc_op_variable;
+    tfc_tensor **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) return -1;
+    n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == &tfc_op_variable) v[n++] = &g->nodes[i]->outputs[0];
+    *out = v;
+    return n;
+}
+
+static tfc_status session_graph(tfc_store *st, tfc_session *s, const char *what, tfc_graph **g)
+{
+    if (!s) return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "%s: session is NULL", what);
+    *g = tfc_session_graph(s);
+    if (!*g) return tfc_fail(st->msg, TFC_ERR_RUNTIME, "%s: cannot find the session's graph", what);
+    return TFC_OK;
+}
+
+/* ---- taking a checkpoint --------------------------------------------------------------------- */
+
+tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
+                                const tfc_input_position *pos)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "checkpoint: store is NULL");
+    tfc_status status = tfc_store_check_writable(st, "checkpoint");
+    tfc_graph *g = NULL;
+    if (!status) status = session_graph(st, s, "checkpoint", &g);
+    if (status) return status;
+    tfc_tensor **vars;
+    int n = graph_variables(g, &vars);
+    if (n < 0) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
+    /* variables never initialized hold nothing: they are not part of the checkpoint */
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (tfc_session_variable_initialized(s, vars[i])) vars[k++] = vars[i];
+    n = k;
+    struct store_job *job = calloc(1, sizeof *job);
+    if (job) {
+        job->kind = JOB_CHECKPOINT;
+        job->ckpt.step = step;
+        if (pos) job->ckpt.pos = *pos;
+        job->ckpt.names = calloc((size_t)n + 1, sizeof *job->ckpt.names);
+        job->ckpt.values = calloc((size_t)n + 1, sizeof *job->ckpt.values);
+    }
+    if (!job || !job->ckpt.names || !job->ckpt.values) {
+        tfc_store_job_free(job);
+        free(vars);
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
+    }
+    job->ckpt.n = n;
+    for (int i = 0; i < n; i++)
+        if (!(job->ckpt.names[i] = strdup(vars[i]->node->name))) status = TFC_ERR_OUT_OF_MEMORY;
+    if (status) {
+        tfc_store_job_free(job);
+        free(vars);
+        return tfc_fail(st->msg, status, "checkpoint: no memory");
+    }
+    /* bounded memory: at most TFC_STORE_MAX_PENDING_CKPT snapshots wait for the disk */
+    pthread_mutex_lock(&st->q_mu);
+    while (st->n_ckpt_pending >= TFC_STORE_MAX_PENDING_CKPT)
+        pthread_cond_wait(&st->q_cv, &st->q_mu);
+    pthread_mutex_unlock(&st->q_mu);
+    job->ckpt.time = tfc_store_now();
+    status = tfc_session_read_variables(s, n, vars, job->ckpt.values);
+    free(vars);
+    if (status) {
+        tfc_fail(st->msg, status, "checkpoint of step %lld: %s", (long long)step,
+                 tfc_session_errmsg(s));
+        tfc_store_job_free(job);
+        return status;
+    }
+    tfc_store_enqueue(st, job);
+    return TFC_OK;
+}
+
+int tfc_store_prune_locked(tfc_store *st, sqlite3 *db)
+{
+    pthread_mutex_lock(&st->q_mu);
+    int keep_last = st->keep_last;
+    int64_t keep_every = st->keep_every;
+    pthread_mutex_unlock(&st->q_mu);
+    if (keep_last <= 0) return SQLITE_OK; /* keep all */
+    sqlite3_stmt *q;
+    /* the newest keep_last, plus the oldest checkpoint of each window of keep_every steps */
+    int rc = sqlite3_prepare_v2(
+        db,
+        "DELETE FROM checkpoints WHERE id NOT IN "
+        "(SELECT id FROM checkpoints ORDER BY id DESC LIMIT ?1) "
+        "AND (?2 <= 0 OR id NOT IN (SELECT min(id) FROM checkpoints GROUP BY step / ?2))",
+        -1, &q, NULL);
+    if (rc) return rc;
+    sqlite3_bind_int(q, 1, keep_last);
+    sqlite3_bind_int64(q, 2, keep_every);
+    rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+tfc_status tfc_store_write_checkpoint(tfc_store *st, sqlite3 *db, struct store_ckpt *c,
+                                      char *msg)
+{
+    sqlite3_stmt *ck = NULL, *var = NULL, *chunk = NULL;
+    int64_t bytes = 0;
+    const char *failed = NULL;
+    for (int i = 0; i < c->n; i++) bytes += (int64_t)tfc_value_nbytes(c->values[i]);
+    int rc = tfc_store_write_begin(st, db);
+    if (rc)
+        return tfc_store_sqlfail(st, db, rc, msg, "checkpoint of step %lld", (long long)c->step);
+    rc = sqlite3_prepare_v2(db, "INSERT INTO checkpoints(step, time, input_seed, input_epoch, "
+                                "input_step, n_variables, bytes) VALUES (?,?,?,?,?,?,?)",
+                            -1, &ck, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(ck, 1, c->step);
+        sqlite3_bind_double(ck, 2, c->time);
+        sqlite3_bind_int64(ck, 3, (int64_t)c->pos.seed);
+        sqlite3_bind_int64(ck, 4, c->pos.epoch);
+        sqlite3_bind_int64(ck, 5, c->pos.step);
+        sqlite3_bind_int(ck, 6, c->n);
+        sqlite3_bind_int64(ck, 7, bytes);
+        rc = sqlite3_step(ck);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    int64_t id = sqlite3_last_insert_rowid(db);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "INSERT INTO variables(checkpoint, name, dtype, shape, nbytes) "
+                                    "VALUES (?,?,?,?,?)", -1, &var, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "INSERT INTO variable_chunks(variable, seq, crc32, data) "
+                                    "VALUES (?,?,?,?)", -1, &chunk, NULL);
+    for (int i = 0; i < c->n && rc == SQLITE_OK; i++) {
+        const tfc_value *v = c->values[i];
+        tfc_shape shape = tfc_value_shape(v);
+        char text[256];
+        tfc_store_shape_text(&shape, text, sizeof text);
+        sqlite3_reset(var);
+        sqlite3_bind_int64(var, 1, id);
+        sqlite3_bind_text(var, 2, c->names[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(var, 3, tfc_dtype_name(tfc_value_dtype(v)), -1, SQLITE_STATIC);
+        sqlite3_bind_text(var, 4, text, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(var, 5, (int64_t)tfc_value_nbytes(v));
+        rc = sqlite3_step(var);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (rc == SQLITE_OK)
+            rc = tfc_store_put_chunks(db, chunk, sqlite3_last_insert_rowid(db),
+                                      tfc_value_cdata(v), tfc_value_nbytes(v),
+                                      tfc_dtype_size(tfc_value_dtype(v)));
+        if (rc) failed = c->names[i];
+    }
+    if (rc == SQLITE_OK) rc = tfc_store_prune_locked(st, db);
+    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    tfc_status status = TFC_OK;
+    if (rc) { /* the message first: finalizing a statement resets the connection's error */
+        status = tfc_store_sqlfail(st, db, rc, msg,
+                                   "checkpoint of step %lld (%lld bytes)%s%s%s not written",
+                                   (long long)c->step, (long long)bytes,
+                                   failed ? ", at variable '" : "", failed ? failed : "",
+                                   failed ? "'," : "");
+        tfc_store_write_rollback(st, db);
+    }
+    sqlite3_finalize(ck);
+    sqlite3_finalize(var);
+    sqlite3_finalize(chunk);
+    return status;
+}
+
+tfc_status tfc_store_prune(tfc_store *st, sqlite3 *db, char *msg)
+{
+    int rc = tfc_store_write_begin(st, db);
+    if (rc) return tfc_store_sqlfail(st, db, rc, msg, "removing old checkpoints");
+    rc = tfc_store_prune_locked(st, db);
+    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    if (rc) {
+        tfc_status status = tfc_store_sqlfail(st, db, rc, msg, "removing old checkpoints");
+        tfc_store_write_rollback(st, db);
+        return status;
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_every)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_retention: store is NULL");
+    if (keep_last < 0 || keep_every < 0)
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT,
+                        "set_retention: keep_last %d and keep_every %lld must be >= 0", keep_last,
+                        (long long)keep_every);
+    tfc_status status = tfc_store_check_writable(st, "set_retention");
+    if (status) return status;
+    struct store_job *job = calloc(1, sizeof *job);
+    if (!job) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "set_retention: no memory");
+    pthread_mutex_lock(&st->q_mu);
+    st->keep_last = keep_last;
+    st->keep_every = keep_every;
+    pthread_mutex_unlock(&st->q_mu);
+    job->kind = JOB_PRUNE; /* applied now, and after every checkpoint */
+    tfc_store_enqueue(st, job);
+    return TFC_OK;
+}
+
+/* ---- listing --------------------------------------------------------------------------------- */
+
+static void info_from_row(sqlite3_stmt *q, tfc_checkpoint_info *c)
+{
+    c->id = sqlite3_column_int64(q, 0);
+    c->step = sqlite3_column_int64(q, 1);
+    c->time = sqlite3_column_double(q, 2);
+    c->position.seed = (uint64_t)sqlite3_column_int64(q, 3);
+    c->position.epoch = sqlite3_column_int64(q, 4);
+    c->position.step = sqlite3_column_int64(q, 5);
+    c->n_variables = sqlite3_column_int(q, 6);
+    c->bytes = sqlite3_column_int64(q, 7);
+}
+
+#define CKPT_COLUMNS "id, step, time, input_seed, input_epoch, input_step, n_variables, bytes"
+
+tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info **out)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "list_checkpoints: store is NULL");
+    if (!n || !out)
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "list_checkpoints: NULL argument");
+    *n = 0;
+    *out = NULL;
+    tfc_store_drain(st);
+    tfc_status status = TFC_OK;
+    int cap = 0;
+    sqlite3_stmt *q = NULL;
+    pthread_mutex_lock(&st->db_mu);
+    int rc = sqlite3_prepare_v2(st->db, "SELECT " CKPT_COLUMNS " FROM checkpoints ORDER BY id",
+                                -1, &q, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            tfc_checkpoint_info *a = realloc(*out, (size_t)cap * sizeof *a);
+            if (!a) {
+                status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "list_checkpoints: no memory");
+                break;
+            }
+            *out = a;
+        }
+        info_from_row(q, &(*out)[(*n)++]);
+    }
+    if (rc != SQLITE_OK && rc != SQLITE_DONE)
+        status = tfc_store_sqlfail(st, st->db, rc, st->msg, "listing checkpoints");
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&st->db_mu);
+    if (status) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return status;
+}
+
+/* ---- restoring ------------------------------------------------------------------------------- */
+
+struct stored_var {
+    int64_t id;
+    char *name;
+    int dtype;             /* -1 when the stored name is unknown */
+    tfc_shape shape;
+    int shape_ok;
+    int64_t nbytes;
+    int used;
+};
+
+struct target {
+    tfc_tensor *var;
+    const char *src;       /* the stored name */
+    struct stored_var *sv; /* NULL: missing */
+    tfc_value *value;
+};
+
+void tfc_restore_report_clear(tfc_restore_report *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n_missing; i++) free(r->missing[i]);
+    for (int i = 0; i < r->n_extra; i++) free(r->extra[i]);
+    free(r->missing);
+    free(r->extra);
+    memset(r, 0, sizeof *r);
+}
+
+static tfc_tensor *graph_variable(tfc_graph *g, const char *name)
+{
+    tfc_tensor *t = tfc_graph_find(g, name);
+    return t && t->node->op == &tfc_op_variable && t->index == 0 ? t : NULL;
+}
+
+/* "a, b, c" (at most len bytes). */
+static void join_names(char *buf, size_t len, int n, const char *const *names)
+{
+    size_t pos = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && pos + 1 < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", i ? ", " : "", names[i]);
+}
+
+static int find_checkpoint(sqlite3 *db, int64_t step, tfc_checkpoint_info *c)
+{
+    sqlite3_stmt *q;
+    int rc = sqlite3_prepare_v2(db, step < 0 ? "SELECT " CKPT_COLUMNS " FROM checkpoints "
+                                               "ORDER BY id DESC LIMIT 1"
+                                             : "SELECT " CKPT_COLUMNS " FROM checkpoints "
+                                               "WHERE step = ?1 ORDER BY id DESC LIMIT 1",
+                                -1, &q, NULL);
+    if (rc) return rc;
+    if (step >= 0) sqlite3_bind_int64(q, 1, step);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        info_from_row(q, c);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE)
+        rc = SQLITE_NOTFOUND;
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int read_stored(sqlite3 *db, int64_t ckpt, struct stored_var **out, int *n)
+{
+    sqlite3_stmt *q;
+    int cap = 0;
+    *out = NULL;
+    *n = 0;
+    int rc = sqlite3_prepare_v2(db, "SELECT id, name, dtype, shape, nbytes FROM variables "
+                                    "WHERE checkpoint = ? ORDER BY id", -1, &q, NULL);
+    if (rc) return rc;
+    sqlite3_bind_int64(q, 1, ckpt);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct stored_var *a = realloc(*out, (size_t)cap * sizeof *a);
+            if (!a) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            *out = a;
+        }
+        struct stored_var *v = &(*out)[*n];
+        memset(v, 0, sizeof *v);
+        const char *name = (const char *)sqlite3_column_text(q, 1);
+        if (!(v->name = strdup(name ? name : ""))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        (*n)++;
+        v->id = sqlite3_column_int64(q, 0);
+        v->dtype = tfc_dtype_parse((const char *)sqlite3_column_text(q, 2));
+        v->shape_ok = !tfc_store_shape_parse((const char *)sqlite3_column_text(q, 3), &v->shape);
+        v->nbytes = sqlite3_column_int64(q, 4);
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static struct stored_var *stored_find(struct stored_var *sv, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(sv[i].name, name)) return &sv[i];
+    return NULL;
+}
+
+tfc_status tfc_store_restore(tfc_store *st, tfc_session *s, const tfc_restore_options *opt,
+                             tfc_restore_report *report)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "restore: store is NULL");
+    if (report) memset(report, 0, sizeof *report);
+    tfc_graph *g;
+    tfc_status status = session_graph(st, s, "restore", &g);
+    if (status) return status;
+    tfc_restore_options def = {-1, 0, NULL, NULL, 0};
+    if (!opt) opt = &def;
+    if (opt->n_names < 0 || (opt->n_names && !opt->names))
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "restore: bad name list");
+
+    /* the variables to restore, and the stored name each takes */
+    tfc_tensor **all = NULL;
+    int n_all = graph_variables(g, &all);
+    int n_t = opt->n_names ? opt->n_names : n_all;
+    struct target *t = n_all >= 0 ? calloc((size_t)n_t + 1, sizeof *t) : NULL;
+    if (!t) {
+        free(all);
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
+    }
+    for (int i = 0; i < n_t && !status; i++) {
+        if (opt->n_names) {
+            const char *name = opt->names[i];
+            t[i].var = name ? graph_variable(g, name) : NULL;
+            t[i].src = opt->from && opt->from[i] ? opt->from[i] : name;
+            if (!t[i].var)
+                status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                                  "restore: '%s' is not a variable of the session's graph",
+                                  name ? name : "(null)");
+        } else {
+            t[i].var = all[i];
+            t[i].src = all[i]->node->name;
+        }
+    }
+    if (status) {
+        free(t);
+        free(all);
+        return status;
+    }
+
+    tfc_store_drain(st); /* "latest" includes the checkpoints taken so far */
+    struct stored_var *sv = NULL;
+    int n_sv = 0;
+    tfc_checkpoint_info c;
+    char why[TFC_MSG_LEN] = "";
+    pthread_mutex_lock(&st->db_mu);
+    int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot: retention may delete meanwhile */
+    if (rc == SQLITE_OK) rc = find_checkpoint(st->db, opt->step, &c);
+    if (rc == SQLITE_NOTFOUND) {
+        rc = SQLITE_OK;
+        status = opt->step < 0
+                     ? tfc_fail(st->msg, TFC_ERR_NOT_FOUND, "store '%s' has no checkpoint",
+                                st->path)
+                     : tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                                "store '%s' has no checkpoint of step %lld", st->path,
+                                (long long)opt->step);
+    }
+    if (rc == SQLITE_OK && !status) rc = read_stored(st->db, c.id, &sv, &n_sv);
+
+    /* check everything before changing anything */
+    const char **missing = calloc((size_t)n_t + 1, sizeof *missing);
+    int n_missing = 0;
+    if (!missing && !status)
+        status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
+    for (int i = 0; i < n_t && rc == SQLITE_OK && !status; i++) {
+        struct tfc_tensor *v = t[i].var;
+        struct stored_var *x = stored_find(sv, n_sv, t[i].src);
+        if (!x) {
+            missing[n_missing++] = v->node->name;
+            continue;
+        }
+        char a[128], b[128];
+        const char *via = strcmp(t[i].src, v->node->name) ? " (from stored '" : "";
+        if (x->dtype != (int)v->desc.dtype || !x->shape_ok ||
+            !tfc_shape_equal(&x->shape, &v->desc.shape)) {
+            tfc_store_shape_text(&v->desc.shape, a, sizeof a);
+            if (x->shape_ok) tfc_store_shape_text(&x->shape, b, sizeof b);
+            status = tfc_fail(st->msg, TFC_ERR_SHAPE,
+                              "restore: variable '%s'%s%s%s is %s %s in the graph but %s %s in "
+                              "the checkpoint of step %lld (nothing was restored)",
+                              v->node->name, via, *via ? t[i].src : "", *via ? "')" : "",
+                              tfc_dtype_name(v->desc.dtype), a,
+                              x->dtype >= 0 ? tfc_dtype_name((enum tfc_dtype)x->dtype) : "?",
+                              x->shape_ok ? b : "?", (long long)c.step);
+            break;
+        }
+        t[i].sv = x;
+        x->used = 1;
+    }
+    if (rc == SQLITE_OK && !status && n_missing && !opt->allow_missing) {
+        char list[TFC_MSG_LEN / 2];
+        join_names(list, sizeof list, n_missing, missing);
+        status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                          "restore: the checkpoint of step %lld lacks %d variable%s of the graph: "
+                          "%s (nothing was restored; allow_missing keeps their values)",
+                          (long long)c.step, n_missing, n_missing > 1 ? "s" : "", list);
+    }
+    /* read every byte (chunk CRCs checked) before writing any variable */
+    sqlite3_stmt *cq = NULL;
+    if (rc == SQLITE_OK && !status)
+        rc = sqlite3_prepare_v2(st->db, "SELECT seq, crc32, data FROM variable_chunks "
+                                        "WHERE variable = ? ORDER BY seq", -1, &cq, NULL);
+    for (int i = 0; i < n_t && rc == SQLITE_OK && !status; i++) {
+        if (!t[i].sv) continue;
+        const struct tfc_desc *d = &t[i].var->desc;
+        if (tfc_value_alloc(d->dtype, &d->shape, &t[i].value)) {
+            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore '%s': no memory",
+                              t[i].var->node->name);
+            break;
+        }
+        size_t nbytes = tfc_value_nbytes(t[i].value);
+        if ((int64_t)nbytes != t[i].sv->nbytes) {
+            status = tfc_fail(st->msg, TFC_ERR_STORE,
+                              "store '%s': variable '%s' of the checkpoint of step %lld: "
+                              "%lld bytes recorded for %zu (corrupted; nothing was restored)",
+                              st->path,
+                              t[i].src, (long long)c.step, (long long)t[i].sv->nbytes, nbytes);
+            break;
+        }
+        sqlite3_reset(cq);
+        sqlite3_bind_int64(cq, 1, t[i].sv->id);
+        rc = tfc_store_get_chunks(cq, tfc_value_data(t[i].value), nbytes,
+                                  tfc_dtype_size(d->dtype), why, sizeof why);
+        if (rc == -1) {
+            rc = SQLITE_OK;
+            status = tfc_fail(st->msg, TFC_ERR_STORE,
+                              "store '%s': variable '%s' of the checkpoint of step %lld: %s "
+                              "(nothing was restored)", st->path, t[i].src, (long long)c.step, why);
+        }
+    }
+    if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "restoring a checkpoint "
+                                       "(nothing was restored)");
+    sqlite3_finalize(cq);
+    if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
+    pthread_mutex_unlock(&st->db_mu);
+
+    for (int i = 0; i < n_t && !status; i++)
+        if (t[i].value && tfc_session_write_variable(s, t[i].var, t[i].value))
+            status = tfc_fail(st->msg, TFC_ERR_RUNTIME, "restore: %s", tfc_session_errmsg(s));
+
+    if (!status && report) {
+        report->step = c.step;
+        report->position = c.position;
+        report->missing = calloc((size_t)n_missing + 1, sizeof *report->missing);
+        report->extra = calloc((size_t)n_sv + 1, sizeof *report->extra);
+        if (!report->missing || !report->extra)
+            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory for the report");
+        for (int i = 0; i < n_missing && !status; i++)
+            if ((report->missing[report->n_missing] = strdup(missing[i]))) report->n_missing++;
+        for (int i = 0; i < n_sv && !status; i++)
+            if (!sv[i].used && !graph_variable(g, sv[i].name) &&
+                (report->extra[report->n_extra] = strdup(sv[i].name)))
+                report->n_extra++;
+        if (status) tfc_restore_report_clear(report);
+    }
+    for (int i = 0; i < n_t; i++) tfc_value_destroy(t[i].value);
+    for (int i = 0; i < n_sv; i++) free(sv[i].name);
+    free(sv);
+    free(missing);
+    free(t);
+    free(all);
+    return status;
+}

@@ -1,0 +1,306 @@
+/* graph_store.c: a graph in the store, written from the node records of graph/serialize.h
+ * (op name, attributes as text from the op's attribute table, inputs and control edges by
+ * name, constants' data, variables' initializers), so that a loaded graph runs without the
+ * C code that built it. */
+#include <stdlib.h>
+#include <string.h>
+#include "store_internal.h"
+#include "../graph/serialize.h"
+
+static const char *const init_names[] = {
+    [TFC_INIT_ZEROS] = "zeros",
+    [TFC_INIT_ONES] = "ones",
+    [TFC_INIT_CONSTANT] = "constant",
+    [TFC_INIT_UNIFORM] = "uniform",
+    [TFC_INIT_NORMAL] = "normal",
+    [TFC_INIT_TRUNCATED_NORMAL] = "truncated_normal",
+    [TFC_INIT_GLOROT_UNIFORM] = "glorot_uniform",
+};
+#define N_INITS ((int)(sizeof init_names / sizeof init_names[0]))
+
+static int init_parse(const char *name)
+{
+    for (int i = 0; name && i < N_INITS; i++)
+        if (init_names[i] && !strcmp(init_names[i], name)) return i;
+    return -1;
+}
+
+static int insert_node(sqlite3 *db, sqlite3_stmt *const q[4], int id,
+                       const struct tfc_node_record *rec, const struct tfc_node *n)
+{
+    sqlite3_stmt *node = q[0], *in = q[1], *ctrl = q[2], *data = q[3];
+    int rc;
+    sqlite3_reset(node);
+    sqlite3_clear_bindings(node);
+    sqlite3_bind_int(node, 1, id);
+    sqlite3_bind_text(node, 2, rec->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(node, 3, rec->op, -1, SQLITE_STATIC);
+    sqlite3_bind_text(node, 4, rec->attrs, -1, SQLITE_STATIC);
+    if (n->op == &tfc_op_variable && (int)rec->init.kind >= 0 && (int)rec->init.kind < N_INITS) {
+        sqlite3_bind_text(node, 5, init_names[rec->init.kind], -1, SQLITE_STATIC);
+        sqlite3_bind_double(node, 6, rec->init.a);
+        sqlite3_bind_double(node, 7, rec->init.b);
+        sqlite3_bind_int64(node, 8, (int64_t)rec->init.seed);
+    }
+    rc = sqlite3_step(node);
+    if (rc != SQLITE_DONE) return rc;
+    for (int k = 0; k < rec->n_inputs; k++) {
+        sqlite3_reset(in);
+        sqlite3_bind_int(in, 1, id);
+        sqlite3_bind_int(in, 2, k);
+        sqlite3_bind_text(in, 3, rec->inputs[k], -1, SQLITE_STATIC);
+        if ((rc = sqlite3_step(in)) != SQLITE_DONE) return rc;
+    }
+    for (int k = 0; k < rec->n_ctrl; k++) {
+        sqlite3_reset(ctrl);
+        sqlite3_bind_int(ctrl, 1, id);
+        sqlite3_bind_int(ctrl, 2, k);
+        sqlite3_bind_text(ctrl, 3, rec->ctrl[k], -1, SQLITE_STATIC);
+        if ((rc = sqlite3_step(ctrl)) != SQLITE_DONE) return rc;
+    }
+    if (n->op == &tfc_op_constant && rec->value)
+        return tfc_store_put_chunks(db, data, id, tfc_value_cdata(rec->value),
+                                    tfc_value_nbytes(rec->value),
+                                    tfc_dtype_size(tfc_value_dtype(rec->value)));
+    return SQLITE_OK;
+}
+
+tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "save_graph: store is NULL");
+    if (!g) return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "save_graph: graph is NULL");
+    tfc_status status = tfc_store_check_writable(st, "save_graph");
+    if (status) return status;
+    if (tfc_graph_status(g))
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT,
+                        "save_graph: the graph has a build error: %s", tfc_graph_errmsg(g));
+    static const char *const sql[4] = {
+        "INSERT INTO nodes(id, name, op, attrs, init, init_a, init_b, init_seed) "
+        "VALUES (?,?,?,?,?,?,?,?)",
+        "INSERT INTO node_inputs(node, pos, tensor) VALUES (?,?,?)",
+        "INSERT INTO node_controls(node, pos, control) VALUES (?,?,?)",
+        "INSERT INTO node_data(node, seq, crc32, data) VALUES (?,?,?,?)",
+    };
+    sqlite3_stmt *q[4] = {NULL};
+    sqlite3 *db = st->db;
+    int rc = tfc_store_write_begin(st, db);
+    if (rc) return tfc_store_sqlfail(st, db, rc, st->msg, "saving the graph");
+    /* saving replaces the stored graph (ON DELETE CASCADE takes inputs, edges and data) */
+    rc = tfc_store_exec(db, "DELETE FROM nodes; DELETE FROM graph");
+    for (int i = 0; i < 4 && rc == SQLITE_OK; i++)
+        rc = sqlite3_prepare_v2(db, sql[i], -1, &q[i], NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_stmt *gq;
+        rc = sqlite3_prepare_v2(db, "INSERT INTO graph(id, seed, n_nodes, saved) "
+                                    "VALUES (1, ?, ?, ?)", -1, &gq, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(gq, 1, (int64_t)g->seed);
+            sqlite3_bind_int(gq, 2, g->n_nodes);
+            sqlite3_bind_double(gq, 3, tfc_store_now());
+            rc = sqlite3_step(gq);
+            rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+            sqlite3_finalize(gq);
+        }
+    }
+    int failed_node = -1;
+    for (int i = 0; i < g->n_nodes && rc == SQLITE_OK; i++) {
+        struct tfc_node_record rec;
+        if (tfc_graph_export_node(g, i, &rec)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        rc = insert_node(db, q, i, &rec, g->nodes[i]);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (rc) failed_node = i;
+        tfc_node_record_clear(&rec);
+    }
+    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    if (rc) { /* the message first: finalizing a statement resets the connection's error */
+        status = tfc_store_sqlfail(st, db, rc, st->msg, "saving the graph%s%s%s (the stored "
+                                   "graph is unchanged)", failed_node >= 0 ? " at node '" : "",
+                                   failed_node >= 0 ? g->nodes[failed_node]->name : "",
+                                   failed_node >= 0 ? "'" : "");
+        tfc_store_write_rollback(st, db);
+    }
+    for (int i = 0; i < 4; i++) sqlite3_finalize(q[i]);
+    return status;
+}
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+struct loaded {
+    struct tfc_node_record rec;
+    char *name, *op;
+    char **in, **ctrl;
+    tfc_value *value;
+};
+
+static void loaded_free(struct loaded *l, int n)
+{
+    for (int i = 0; l && i < n; i++) {
+        free(l[i].name);
+        free(l[i].op);
+        for (int k = 0; l[i].in && k < l[i].rec.n_inputs; k++) free(l[i].in[k]);
+        for (int k = 0; l[i].ctrl && k < l[i].rec.n_ctrl; k++) free(l[i].ctrl[k]);
+        free(l[i].in);
+        free(l[i].ctrl);
+        tfc_value_destroy(l[i].value);
+    }
+    free(l);
+}
+
+/* Column 0 of the rows of q (bound to node id) as a new array of strings. */
+static int read_names(sqlite3_stmt *q, int id, char ***out, int *n)
+{
+    int cap = 0, rc;
+    *out = NULL;
+    *n = 0;
+    sqlite3_reset(q);
+    sqlite3_bind_int(q, 1, id);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            char **a = realloc(*out, (size_t)cap * sizeof *a);
+            if (!a) return SQLITE_NOMEM;
+            *out = a;
+        }
+        const char *t = (const char *)sqlite3_column_text(q, 0);
+        if (!((*out)[*n] = strdup(t ? t : ""))) return SQLITE_NOMEM;
+        (*n)++;
+    }
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct loaded *l,
+                                int *rc)
+{
+    const struct tfc_op *op = tfc_op_lookup(l->op);
+    struct tfc_kattr attrs[TFC_MAX_ATTRS];
+    char why[TFC_MSG_LEN];
+    if (!op || tfc_attrs_parse(op, l->rec.attrs, attrs, why))
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
+                        st->path, l->name, l->rec.attrs);
+    tfc_shape shape = tfc_shape_of(attrs[1].n, attrs[1].v);
+    if (!tfc_dtype_valid((int)attrs[0].i) || tfc_shape_numel(&shape) < 0 ||
+        tfc_value_alloc((enum tfc_dtype)attrs[0].i, &shape, &l->value))
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
+                        st->path, l->name, l->rec.attrs);
+    sqlite3_reset(dq);
+    sqlite3_bind_int(dq, 1, id);
+    *rc = tfc_store_get_chunks(dq, tfc_value_data(l->value), tfc_value_nbytes(l->value),
+                               tfc_dtype_size(tfc_value_dtype(l->value)), why, sizeof why);
+    if (*rc == -1) {
+        *rc = SQLITE_OK;
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': the data of constant '%s': %s",
+                        st->path, l->name, why);
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "load_graph: store is NULL");
+    if (!out) return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "load_graph: out is NULL");
+    *out = NULL;
+    static const char *const sql[4] = {
+        "SELECT id, name, op, attrs, init, init_a, init_b, init_seed FROM nodes ORDER BY id",
+        "SELECT tensor FROM node_inputs WHERE node = ? ORDER BY pos",
+        "SELECT control FROM node_controls WHERE node = ? ORDER BY pos",
+        "SELECT seq, crc32, data FROM node_data WHERE node = ? ORDER BY seq",
+    };
+    sqlite3_stmt *q[4] = {NULL}, *gq = NULL;
+    struct loaded *l = NULL;
+    int n = 0, cap = 0;
+    tfc_graph *g = NULL;
+    tfc_status status = TFC_OK;
+    pthread_mutex_lock(&st->db_mu);
+    int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(st->db, "SELECT seed, n_nodes FROM graph WHERE id = 1", -1, &gq,
+                                NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(gq);
+        if (rc == SQLITE_DONE) {
+            rc = SQLITE_OK;
+            status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                              "store '%s' holds no graph (tfc_store_save_graph stores one)",
+                              st->path);
+        } else if (rc == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            if (tfc_graph_create(&g))
+                status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: %s", tfc_errmsg());
+            else
+                tfc_graph_set_seed(g, (uint64_t)sqlite3_column_int64(gq, 0));
+        }
+    }
+    for (int i = 0; i < 4 && rc == SQLITE_OK && !status; i++)
+        rc = sqlite3_prepare_v2(st->db, sql[i], -1, &q[i], NULL);
+    while (rc == SQLITE_OK && !status && (rc = sqlite3_step(q[0])) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            struct loaded *m = realloc(l, (size_t)cap * sizeof *m);
+            if (!m) {
+                status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+                break;
+            }
+            l = m;
+        }
+        struct loaded *x = &l[n++];
+        memset(x, 0, sizeof *x);
+        int id = sqlite3_column_int(q[0], 0);
+        const char *name = (const char *)sqlite3_column_text(q[0], 1);
+        const char *opn = (const char *)sqlite3_column_text(q[0], 2);
+        const char *attrs = (const char *)sqlite3_column_text(q[0], 3);
+        x->name = strdup(name ? name : "");
+        x->op = strdup(opn ? opn : "");
+        if (!x->name || !x->op) {
+            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+            break;
+        }
+        snprintf(x->rec.attrs, sizeof x->rec.attrs, "%s", attrs ? attrs : "");
+        x->rec.name = x->name;
+        x->rec.op = x->op;
+        if (sqlite3_column_type(q[0], 4) != SQLITE_NULL) {
+            int kind = init_parse((const char *)sqlite3_column_text(q[0], 4));
+            if (kind < 0) {
+                status = tfc_fail(st->msg, TFC_ERR_STORE,
+                                  "store '%s': variable '%s': unknown initializer '%s'", st->path,
+                                  x->name, (const char *)sqlite3_column_text(q[0], 4));
+                break;
+            }
+            x->rec.init = (tfc_init){(tfc_init_kind)kind, sqlite3_column_double(q[0], 5),
+                                     sqlite3_column_double(q[0], 6),
+                                     (uint64_t)sqlite3_column_int64(q[0], 7)};
+        }
+        rc = read_names(q[1], id, &x->in, &x->rec.n_inputs);
+        if (rc == SQLITE_OK) rc = read_names(q[2], id, &x->ctrl, &x->rec.n_ctrl);
+        if (rc) break;
+        x->rec.inputs = (const char **)x->in;
+        x->rec.ctrl = (const char **)x->ctrl;
+        if (!strcmp(x->op, "constant")) {
+            status = load_constant(st, q[3], id, x, &rc);
+            if (status || rc) break;
+            x->rec.value = x->value;
+        }
+        if (tfc_graph_import_node(g, &x->rec)) break;
+    }
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    for (int i = 0; i < n && rc == SQLITE_OK && !status && !tfc_graph_status(g); i++)
+        tfc_graph_import_ctrl(g, &l[i].rec);
+    if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "loading the graph");
+    else if (!status && g && tfc_graph_status(g))
+        status = tfc_fail(st->msg, tfc_graph_status(g), "store '%s': loading the graph: %s",
+                          st->path, tfc_graph_errmsg(g));
+    sqlite3_finalize(gq);
+    for (int i = 0; i < 4; i++) sqlite3_finalize(q[i]);
+    if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
+    pthread_mutex_unlock(&st->db_mu);
+    loaded_free(l, n);
+    if (status) {
+        tfc_graph_destroy(g);
+        return status;
+    }
+    *out = g;
+    return TFC_OK;
+}

@@ -1,0 +1,138 @@
+/* metrics.c: run metrics (loss, accuracy, ...), buffered in memory and written by the writer
+ * thread one transaction per batch (TFC_STORE_METRIC_BATCH values, or every
+ * TFC_STORE_METRIC_SECONDS), never one per step. NaN is stored as NULL (SQLite has no NaN). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "store_internal.h"
+
+tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name, double value)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "log_metric: store is NULL");
+    if (!name || !*name)
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "log_metric: name is NULL or empty");
+    tfc_status status = tfc_store_check_writable(st, "log_metric");
+    if (status) return status;
+    char *copy = strdup(name);
+    if (!copy) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "log_metric: no memory");
+    pthread_mutex_lock(&st->q_mu);
+    if (st->n_mbuf == st->cap_mbuf) {
+        int cap = st->cap_mbuf ? 2 * st->cap_mbuf : 64;
+        struct store_metric *m = realloc(st->mbuf, (size_t)cap * sizeof *m);
+        if (!m) {
+            pthread_mutex_unlock(&st->q_mu);
+            free(copy);
+            return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "log_metric: no memory");
+        }
+        st->mbuf = m;
+        st->cap_mbuf = cap;
+    }
+    double now = tfc_store_now();
+    if (!st->n_mbuf) st->mbuf_since = now;
+    st->mbuf[st->n_mbuf++] = (struct store_metric){step, value, now, copy};
+    struct store_job *job = NULL;
+    if (st->n_mbuf >= TFC_STORE_METRIC_BATCH || now - st->mbuf_since >= TFC_STORE_METRIC_SECONDS)
+        job = tfc_store_take_metrics_locked(st);
+    pthread_mutex_unlock(&st->q_mu);
+    if (job) tfc_store_enqueue(st, job);
+    return TFC_OK;
+}
+
+tfc_status tfc_store_write_metrics(tfc_store *st, sqlite3 *db, int n,
+                                   const struct store_metric *m, char *msg)
+{
+    sqlite3_stmt *ins = NULL;
+    int rc = tfc_store_write_begin(st, db);
+    if (rc) return tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", n);
+    rc = sqlite3_prepare_v2(db, "INSERT INTO metrics(step, name, value, time) VALUES (?,?,?,?)",
+                            -1, &ins, NULL);
+    for (int i = 0; i < n && rc == SQLITE_OK; i++) {
+        sqlite3_reset(ins);
+        sqlite3_bind_int64(ins, 1, m[i].step);
+        sqlite3_bind_text(ins, 2, m[i].name, -1, SQLITE_STATIC);
+        if (isnan(m[i].value))
+            sqlite3_bind_null(ins, 3);
+        else
+            sqlite3_bind_double(ins, 3, m[i].value);
+        sqlite3_bind_double(ins, 4, m[i].time);
+        rc = sqlite3_step(ins);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    tfc_status status = TFC_OK;
+    if (rc) { /* the message first: finalizing a statement resets the connection's error */
+        status = tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", n);
+        tfc_store_write_rollback(st, db);
+    }
+    sqlite3_finalize(ins);
+    return status;
+}
+
+tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n, int64_t **steps,
+                                 double **values)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "read_metric: store is NULL");
+    if (!name || !n || !steps || !values)
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "read_metric: NULL argument");
+    *n = 0;
+    *steps = NULL;
+    *values = NULL;
+    tfc_store_drain(st); /* what was logged before is visible */
+    pthread_mutex_lock(&st->db_mu);
+    sqlite3_stmt *q = NULL;
+    int64_t count = 0;
+    int rc = sqlite3_prepare_v2(st->db, "SELECT count(*) FROM metrics WHERE name = ?1", -1, &q,
+                                NULL);
+    tfc_status status = TFC_OK;
+    if (rc == SQLITE_OK) {
+        /* one read transaction: the count and the rows agree */
+        rc = tfc_store_exec(st->db, "BEGIN");
+        sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK) rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            count = sqlite3_column_int64(q, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (rc == SQLITE_OK && count > INT32_MAX) {
+        status = tfc_fail(st->msg, TFC_ERR_OUT_OF_RANGE, "read_metric '%s': %lld values",
+                          name, (long long)count);
+        count = 0;
+    }
+    if (rc == SQLITE_OK && count && !status) {
+        *steps = malloc((size_t)count * sizeof **steps);
+        *values = malloc((size_t)count * sizeof **values);
+        if (!*steps || !*values)
+            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "read_metric: no memory");
+        else
+            rc = sqlite3_prepare_v2(st->db, "SELECT step, value FROM metrics WHERE name = ?1 "
+                                            "ORDER BY step, id", -1, &q, NULL);
+        if (q) sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+        int i = 0;
+        while (!status && rc == SQLITE_OK && i < count) {
+            rc = sqlite3_step(q);
+            if (rc != SQLITE_ROW) break;
+            rc = SQLITE_OK;
+            (*steps)[i] = sqlite3_column_int64(q, 0);
+            (*values)[i] = sqlite3_column_type(q, 1) == SQLITE_NULL ? NAN
+                                                                   : sqlite3_column_double(q, 1);
+            i++;
+        }
+        if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        *n = i;
+    }
+    if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "reading metric '%s'", name);
+    sqlite3_finalize(q);
+    if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
+    pthread_mutex_unlock(&st->db_mu);
+    if (status) {
+        free(*steps);
+        free(*values);
+        *steps = NULL;
+        *values = NULL;
+        *n = 0;
+    }
+    return status;
+}

@@ -1,0 +1,465 @@
+/* store.c: opening and closing a model store (one SQLite file in WAL mode), translating
+ * SQLite's result codes into TFC_ERR_STORE messages that name the file and the cause, and
+ * finding the process that holds a lock on the store. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include "store_internal.h"
+
+static int default_busy_ms = TFC_STORE_BUSY_TIMEOUT_MS; /* tfc_store_set_busy_timeout */
+
+double tfc_store_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+int tfc_store_exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* ---- who holds the lock ---------------------------------------------------------------------- */
+
+/* A POSIX lock in /proc/locks on (dev, ino) that covers byte `at` (any byte when at < 0). */
+static int proc_locks_holder(dev_t dev, ino_t ino, long long at, int want_write, int exclude)
+{
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f) return 0;
+    char line[256];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char kind[16], mode[16], type[16], end[32];
+        unsigned maj, min;
+        unsigned long long inode;
+        long long start;
+        int pid;
+        if (strstr(line, "->")) continue; /* a waiter, not a holder */
+        if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%llu %lld %31s", kind, mode, type, &pid,
+                   &maj, &min, &inode, &start, end) != 9)
+            continue;
+        if (maj != major(dev) || min != minor(dev) || inode != (unsigned long long)ino) continue;
+        if (pid <= 0 || pid == exclude) continue; /* OFD locks show -1 */
+        if (want_write && strcmp(type, "WRITE")) continue;
+        long long last = strcmp(end, "EOF") ? atoll(end) : -1;
+        if (at >= 0 && (at < start || (last >= 0 && at > last))) continue;
+        found = pid;
+    }
+    fclose(f);
+    return found;
+}
+
+int tfc_store_lock_holder(const char *path, int exclude_pid)
+{
+    struct stat sd, ss;
+    size_t len = strlen(path);
+    char *shm = malloc(len + 5);
+    int pid = 0;
+    if (!shm) return 0;
+    memcpy(shm, path, len);
+    memcpy(shm + len, "-shm", 5);
+    /* WAL mode: the write lock is byte 120 of the -shm file (SQLite's WAL_WRITE_LOCK) */
+    if (stat(shm, &ss) == 0) pid = proc_locks_holder(ss.st_dev, ss.st_ino, 120, 1, exclude_pid);
+    /* exclusive locking mode, or a rollback journal: a write lock on the database file */
+    if (!pid && stat(path, &sd) == 0)
+        pid = proc_locks_holder(sd.st_dev, sd.st_ino, -1, 1, exclude_pid);
+    /* anyone writing the -shm file (recovery, checkpoint) */
+    if (!pid && stat(shm, &ss) == 0)
+        pid = proc_locks_holder(ss.st_dev, ss.st_ino, -1, 1, exclude_pid);
+    free(shm);
+    return pid;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+tfc_status tfc_store_sqlfail(const tfc_store *st, sqlite3 *db, int rc, char *msg,
+                             const char *fmt, ...)
+{
+    char what[256], cause[TFC_MSG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    int prim = rc & 0xff, err = db ? sqlite3_system_errno(db) : 0;
+    const char *sqlmsg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    const char *path = st && st->path ? st->path : "?";
+    int io = prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN;
+    if (prim == SQLITE_NOTADB)
+        snprintf(cause, sizeof cause, "not an SQLite database (%s)", sqlmsg);
+    else if (prim == SQLITE_CORRUPT)
+        snprintf(cause, sizeof cause, "the file is corrupted or truncated (%s)", sqlmsg);
+    else if (prim == SQLITE_FULL || (io && (err == ENOSPC || err == EFBIG || err == EDQUOT)))
+        snprintf(cause, sizeof cause, "disk full or file size limit reached (%s%s%s)", sqlmsg,
+                 err ? ": " : "", err ? strerror(err) : "");
+    else if (prim == SQLITE_READONLY || (io && (err == EROFS || err == EACCES || err == EPERM)))
+        snprintf(cause, sizeof cause,
+                 "read-only: the file or its file system cannot be written (%s%s%s)", sqlmsg,
+                 err ? ": " : "", err ? strerror(err) : "");
+    else if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
+        int pid = tfc_store_lock_holder(path, (int)getpid());
+        if (pid)
+            snprintf(cause, sizeof cause, "locked by process %d (%s, after waiting %d ms)", pid,
+                     sqlmsg, st ? st->busy_ms : 0);
+        else
+            snprintf(cause, sizeof cause,
+                     "locked by another process, whose pid could not be found (on another host?) "
+                     "(%s, after waiting %d ms)", sqlmsg, st ? st->busy_ms : 0);
+    } else if (prim == SQLITE_CANTOPEN)
+        snprintf(cause, sizeof cause, "cannot open the file (%s%s%s)", sqlmsg, err ? ": " : "",
+                 err ? strerror(err) : "");
+    else if (prim == SQLITE_IOERR)
+        snprintf(cause, sizeof cause, "I/O error (%s%s%s)", sqlmsg, err ? ": " : "",
+                 err ? strerror(err) : "");
+    else if (prim == SQLITE_NOMEM)
+        snprintf(cause, sizeof cause, "out of memory (%s)", sqlmsg);
+    else
+        snprintf(cause, sizeof cause, "%s", sqlmsg);
+    return tfc_fail(msg, TFC_ERR_STORE, "store '%s': %s: %s", path, what, cause);
+}
+
+tfc_status tfc_store_check_writable(tfc_store *st, const char *what)
+{
+    if (st->readonly)
+        return tfc_fail(st->msg, TFC_ERR_STORE,
+                        "store '%s': %s: the store was opened read-only (TFC_STORE_READONLY)",
+                        st->path, what);
+    return TFC_OK;
+}
+
+/* ---- write transactions ---------------------------------------------------------------------- */
+
+int tfc_store_write_begin(tfc_store *st, sqlite3 *db)
+{
+    pthread_mutex_lock(&st->write_mu);
+    if (db == st->db) pthread_mutex_lock(&st->db_mu);
+    int rc = tfc_store_exec(db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK) {
+        if (db == st->db) pthread_mutex_unlock(&st->db_mu);
+        pthread_mutex_unlock(&st->write_mu);
+    }
+    return rc;
+}
+
+int tfc_store_write_commit(tfc_store *st, sqlite3 *db)
+{
+    int rc = tfc_store_exec(db, "COMMIT");
+    if (rc != SQLITE_OK) return rc; /* still in the transaction: the caller rolls back */
+    __atomic_add_fetch(&st->write_txns, 1, __ATOMIC_RELAXED);
+    if (db == st->db) pthread_mutex_unlock(&st->db_mu);
+    pthread_mutex_unlock(&st->write_mu);
+    return rc;
+}
+
+void tfc_store_write_rollback(tfc_store *st, sqlite3 *db)
+{
+    if (!sqlite3_get_autocommit(db)) tfc_store_exec(db, "ROLLBACK");
+    if (db == st->db) pthread_mutex_unlock(&st->db_mu);
+    pthread_mutex_unlock(&st->write_mu);
+}
+
+/* ---- shapes as text -------------------------------------------------------------------------- */
+
+void tfc_store_shape_text(const tfc_shape *s, char *buf, size_t len)
+{
+    size_t pos = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < s->rank && pos < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, i ? ",%lld" : "%lld", (long long)s->dims[i]);
+    if (pos < len) snprintf(buf + pos, len - pos, "]");
+}
+
+int tfc_store_shape_parse(const char *text, tfc_shape *s)
+{
+    const char *p = text;
+    memset(s, 0, sizeof *s);
+    if (!p || *p++ != '[') return -1;
+    while (*p == ' ') p++;
+    if (*p == ']') return p[1] ? -1 : 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long d = strtoll(p, &end, 10);
+        if (end == p || errno || s->rank >= TFC_MAX_RANK || d < -1) return -1;
+        s->dims[s->rank++] = d;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ']') return p[1] ? -1 : 0;
+        if (*p++ != ',') return -1;
+    }
+}
+
+/* ---- the session's graph --------------------------------------------------------------------- */
+
+/* The session keeps its graph as the first member of struct tfc_session (sched/session_priv.h),
+ * which store/ cannot include (it pulls in <starpu.h>). C guarantees that a pointer to a struct
+ * points to its first member. To be replaced by an accessor exported from sched/. */
+
+/* ---- open and close -------------------------------------------------------------------------- */
+
+/* "file:<path>?immutable=1" with the path percent-encoded where URIs need it. */
+static char *immutable_uri(const char *path)
+{
+    size_t len = strlen(path);
+    char *uri = malloc(3 * len + 32), *q = uri;
+    if (!uri) return NULL;
+    q += sprintf(q, "file:");
+    for (const char *p = path; *p; p++) {
+        if (*p == '%' || *p == '?' || *p == '#')
+            q += sprintf(q, "%%%02X", (unsigned char)*p);
+        else
+            *q++ = *p;
+    }
+    strcpy(q, "?immutable=1");
+    return uri;
+}
+
+static int open_connection(tfc_store *st, const char *name, int flags, sqlite3 **out)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(name, &db, flags, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_extended_result_codes(db, 1);
+        sqlite3_busy_timeout(db, st->busy_ms);
+        if (st->flags & TFC_STORE_EXCLUSIVE)
+            rc = tfc_store_exec(db, "PRAGMA locking_mode=EXCLUSIVE");
+    }
+    if (rc != SQLITE_OK) {
+        tfc_store_sqlfail(st, db, rc, st->msg, "cannot open");
+        sqlite3_close(db);
+        return rc;
+    }
+    *out = db;
+    return SQLITE_OK;
+}
+
+/* Settings of every read-write connection: WAL journal (exclusive locking mode keeps the
+ * WAL index in heap memory: no shared memory, fit for NFS and Lustre), full fsync at commit,
+ * foreign keys (deleting a checkpoint deletes its variables and chunks), a bounded WAL. */
+static int configure_rw(tfc_store *st, sqlite3 *db)
+{
+    sqlite3_stmt *q;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            const char *mode = (const char *)sqlite3_column_text(q, 0);
+            rc = mode && !strcmp(mode, "wal") ? SQLITE_OK : SQLITE_ERROR;
+            if (rc) tfc_fail(st->msg, TFC_ERR_STORE,
+                             "store '%s': cannot switch to WAL mode (journal mode stays '%s')",
+                             st->path, mode ? mode : "?");
+        } else
+            tfc_store_sqlfail(st, db, rc, st->msg, "cannot switch to WAL mode");
+        sqlite3_finalize(q);
+        if (rc) return rc;
+    } else
+        return tfc_store_sqlfail(st, db, rc, st->msg, "cannot switch to WAL mode"), rc;
+    rc = tfc_store_exec(db, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; "
+                            "PRAGMA journal_size_limit=67108864");
+    if (rc) tfc_store_sqlfail(st, db, rc, st->msg, "cannot configure the connection");
+    return rc;
+}
+
+static int file_exists(const char *path, off_t *size)
+{
+    struct stat sb;
+    if (stat(path, &sb)) return 0;
+    if (size) *size = sb.st_size;
+    return S_ISDIR(sb.st_mode) ? -1 : 1;
+}
+
+static void store_free(tfc_store *st)
+{
+    if (!st) return;
+    if (st->wdb && st->wdb != st->db) sqlite3_close(st->wdb);
+    if (st->db) sqlite3_close(st->db);
+    pthread_mutex_destroy(&st->db_mu);
+    pthread_mutex_destroy(&st->write_mu);
+    pthread_mutex_destroy(&st->q_mu);
+    pthread_cond_destroy(&st->q_cv);
+    free(st->mbuf);
+    free(st->path);
+    free(st);
+}
+
+/* Opens the caller's connection and reads the schema version (the first read: a file that is
+ * not a database or is truncated fails here, before anything is written). */
+static tfc_status open_main(tfc_store *st)
+{
+    int create = (st->flags & TFC_STORE_CREATE) && !st->readonly;
+    int flags = st->readonly ? SQLITE_OPEN_READONLY
+                             : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    if (open_connection(st, st->path, flags, &st->db)) return TFC_ERR_STORE;
+    if (!st->readonly && sqlite3_db_readonly(st->db, "main") == 1)
+        return tfc_fail(st->msg, TFC_ERR_STORE,
+                        "store '%s': the file or its file system is read-only (no write "
+                        "permission, or a read-only mount): open it with TFC_STORE_READONLY",
+                        st->path);
+    int rc = tfc_store_exec(st->db, "SELECT count(*) FROM sqlite_schema");
+    if (rc != SQLITE_OK && st->readonly && ((rc & 0xff) == SQLITE_CANTOPEN ||
+                                            (rc & 0xff) == SQLITE_READONLY)) {
+        /* A WAL database on read-only media without its -shm file: SQLite cannot create
+         * the index. With no -wal file either, nobody is writing it: read it as immutable. */
+        size_t len = strlen(st->path);
+        char *wal = malloc(len + 5);
+        off_t wsize = 0;
+        int has_wal = 1;
+        if (wal) {
+            memcpy(wal, st->path, len);
+            memcpy(wal + len, "-wal", 5);
+            has_wal = file_exists(wal, &wsize) && wsize > 0;
+            free(wal);
+        }
+        char *uri = has_wal ? NULL : immutable_uri(st->path);
+        if (uri) {
+            sqlite3 *db;
+            if (!open_connection(st, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, &db)) {
+                sqlite3_close(st->db);
+                st->db = db;
+                rc = tfc_store_exec(st->db, "SELECT count(*) FROM sqlite_schema");
+            }
+            free(uri);
+        }
+    }
+    if (rc != SQLITE_OK) return tfc_store_sqlfail(st, st->db, rc, st->msg, "cannot read");
+    return TFC_OK;
+}
+
+tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
+    *out = NULL;
+    if (!path || !*path)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: path is NULL or empty");
+    if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE))
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': unknown flags 0x%x",
+                               path, flags);
+    if ((flags & TFC_STORE_READONLY) && (flags & TFC_STORE_CREATE))
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
+                               "store_open '%s': TFC_STORE_READONLY and TFC_STORE_CREATE "
+                               "together", path);
+    int exists = file_exists(path, NULL);
+    if (exists < 0)
+        return tfc_fail_global(TFC_ERR_STORE, "store '%s': is a directory", path);
+    if (!exists && !(flags & TFC_STORE_CREATE))
+        return tfc_fail_global(TFC_ERR_NOT_FOUND,
+                               "store '%s' does not exist (TFC_STORE_CREATE creates it)", path);
+    if (sqlite3_threadsafe() == 0)
+        return tfc_fail_global(TFC_ERR_STORE, "store '%s': SQLite was built without threads",
+                               path);
+
+    tfc_store *st = calloc(1, sizeof *st);
+    if (!st || !(st->path = strdup(path))) {
+        free(st);
+        return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "store '%s': no memory", path);
+    }
+    st->flags = flags;
+    st->readonly = (flags & TFC_STORE_READONLY) != 0;
+    st->busy_ms = __atomic_load_n(&default_busy_ms, __ATOMIC_RELAXED);
+    pthread_mutex_init(&st->db_mu, NULL);
+    pthread_mutex_init(&st->write_mu, NULL);
+    pthread_mutex_init(&st->q_mu, NULL);
+    pthread_cond_init(&st->q_cv, NULL);
+
+    /* read and check first: nothing is written to a file that is not ours or too new */
+    int version = 0;
+    tfc_status status = open_main(st);
+    if (!status) status = tfc_store_schema_inspect(st, &version);
+    if (!status && !st->readonly && configure_rw(st, st->db)) status = TFC_ERR_STORE;
+    if (!status && !st->readonly) status = tfc_store_schema_upgrade(st, version);
+    if (!status && !st->readonly) {
+        if (flags & TFC_STORE_EXCLUSIVE) {
+            /* take the exclusive lock now, and keep it until close: one process at a time */
+            int rc = tfc_store_exec(st->db, "BEGIN IMMEDIATE; COMMIT");
+            if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "cannot lock");
+            st->wdb = st->db; /* a second connection would be locked out by the first */
+        } else if (open_connection(st, st->path, SQLITE_OPEN_READWRITE, &st->wdb) ||
+                   configure_rw(st, st->wdb))
+            status = TFC_ERR_STORE;
+    }
+    if (!status && !st->readonly) status = tfc_store_writer_start(st);
+    if (status) {
+        tfc_fail_global(status, "%s", st->msg);
+        store_free(st);
+        return status;
+    }
+    *out = st;
+    return TFC_OK;
+}
+
+void tfc_store_close(tfc_store *st)
+{
+    if (!st) return;
+    if (!st->readonly) {
+        tfc_store_writer_stop(st);
+        if (st->wdb != st->db) sqlite3_close(st->wdb);
+        st->wdb = NULL;
+        /* a closed model is one file: move the WAL into it and truncate it (SQLite removes
+         * the -wal and -shm files when the last connection closes) */
+        sqlite3_busy_timeout(st->db, st->busy_ms < 1000 ? st->busy_ms : 1000); /* readers */
+        tfc_store_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    store_free(st);
+}
+
+const char *tfc_store_errmsg(const tfc_store *st)
+{
+    return st ? st->msg : tfc_errmsg();
+}
+
+/* ---- hooks ----------------------------------------------------------------------------------- */
+
+void tfc_store_set_busy_timeout(tfc_store *st, int ms)
+{
+    if (!st) {
+        __atomic_store_n(&default_busy_ms, ms > 0 ? ms : TFC_STORE_BUSY_TIMEOUT_MS,
+                         __ATOMIC_RELAXED);
+        return;
+    }
+    st->busy_ms = ms < 0 ? 0 : ms;
+    pthread_mutex_lock(&st->db_mu);
+    sqlite3_busy_timeout(st->db, st->busy_ms);
+    pthread_mutex_unlock(&st->db_mu);
+    /* the writer's connection: only the writer thread uses it, between jobs it is idle */
+    pthread_mutex_lock(&st->write_mu);
+    if (st->wdb && st->wdb != st->db) sqlite3_busy_timeout(st->wdb, st->busy_ms);
+    pthread_mutex_unlock(&st->write_mu);
+}
+
+tfc_status tfc_store_exec_sql(tfc_store *st, const char *sql)
+{
+    if (!st || !sql) return TFC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&st->db_mu);
+    int rc = tfc_store_exec(st->db, sql);
+    tfc_status status = rc ? tfc_store_sqlfail(st, st->db, rc, st->msg, "%s", sql) : TFC_OK;
+    pthread_mutex_unlock(&st->db_mu);
+    return status;
+}
+
+tfc_status tfc_store_query_int(tfc_store *st, const char *sql, int64_t *out)
+{
+    if (!st || !sql || !out) return TFC_ERR_INVALID_ARGUMENT;
+    tfc_store_drain(st);
+    pthread_mutex_lock(&st->db_mu);
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(q);
+    tfc_status status = TFC_OK;
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(q, 0);
+    else if (rc == SQLITE_DONE)
+        status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND, "store '%s': %s: no row", st->path, sql);
+    else
+        status = tfc_store_sqlfail(st, st->db, rc, st->msg, "%s", sql);
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&st->db_mu);
+    return status;
+}
+
+uint64_t tfc_store_write_transactions(tfc_store *st)
+{
+    return st ? __atomic_load_n(&st->write_txns, __ATOMIC_RELAXED) : 0;
+}

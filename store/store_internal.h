@@ -1,0 +1,144 @@
+/* store_internal.h: what the store's files share (never installed). The store object, its
+ * writer thread and queue, SQLite error translation, tensor data in chunks, and the hooks the
+ * tests use. Only store/ includes <sqlite3.h>. */
+#ifndef TFC_STORE_INTERNAL_H
+#define TFC_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include "store_api.h"
+#include "store_testing.h"
+#include "../src/internal.h"
+#include "../graph/graph.h"
+
+/* Tensor data is stored in rows of at most this many bytes (SQLite caps one value at 1e9
+ * bytes). A test lowers it with tfc_store_set_chunk_bytes. */
+#ifndef TFC_STORE_CHUNK_BYTES
+#define TFC_STORE_CHUNK_BYTES ((size_t)64 << 20)
+#endif
+#define TFC_STORE_METRIC_BATCH 1024     /* metrics handed to the writer per transaction */
+#define TFC_STORE_METRIC_SECONDS 10.0   /* ... or when the oldest buffered one is this old */
+#define TFC_STORE_BUSY_TIMEOUT_MS 5000  /* how long a write waits for another process */
+#define TFC_STORE_MAX_PENDING_CKPT 2    /* snapshots queued or being written at once */
+
+struct store_metric {
+    int64_t step;
+    double value, time; /* time: seconds since the epoch */
+    char *name;
+};
+
+struct store_ckpt {
+    int64_t step;
+    double time;
+    tfc_input_position pos;
+    int n;
+    char **names;
+    tfc_value **values;
+};
+
+enum store_job_kind { JOB_CHECKPOINT, JOB_METRICS, JOB_PRUNE };
+
+struct store_job {
+    struct store_job *next;
+    enum store_job_kind kind;
+    struct store_ckpt ckpt;         /* JOB_CHECKPOINT */
+    int n_metrics;                  /* JOB_METRICS */
+    struct store_metric *metrics;
+};
+
+struct tfc_store {
+    char *path;
+    unsigned flags;
+    int readonly;
+    sqlite3 *db;                /* the caller's connection */
+    sqlite3 *wdb;               /* the writer thread's own connection (db in exclusive mode) */
+    pthread_mutex_t db_mu;      /* one thread at a time on db */
+    pthread_mutex_t write_mu;   /* one write transaction at a time in this process */
+    int busy_ms;
+    /* the writer thread and its queue, under q_mu */
+    pthread_mutex_t q_mu;
+    pthread_cond_t q_cv;
+    pthread_t thread;
+    int has_thread, stop, busy, n_ckpt_pending;
+    struct store_job *head, *tail;
+    struct store_metric *mbuf;  /* metrics not yet handed to the writer */
+    int n_mbuf, cap_mbuf;
+    double mbuf_since;          /* when the oldest buffered metric was logged (s) */
+    int keep_last;
+    int64_t keep_every;
+    tfc_status werr;            /* the first write error since the last flush */
+    char wmsg[TFC_MSG_LEN];
+    uint64_t write_txns;        /* write transactions committed (tests check batching) */
+    char msg[TFC_MSG_LEN];
+};
+
+/* ---- store.c ---------------------------------------------------------------------------- */
+
+/* Formats "store '<path>': <what>: <cause> (<sqlite3_errmsg>)" into msg, naming the cause (not
+ * a database, corrupted, disk full, read-only, locked by process N) and returns
+ * TFC_ERR_STORE. Call it right after the failing SQLite call, before any other on db. */
+tfc_status tfc_store_sqlfail(const tfc_store *st, sqlite3 *db, int rc, char *msg,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The process holding a lock on the store's database or its -shm file (from /proc/locks,
+ * which opens no descriptor: closing one would drop SQLite's POSIX locks), 0 when unknown. */
+int tfc_store_lock_holder(const char *path, int exclude_pid);
+/* Runs sql (no results); SQLite's result code. */
+int tfc_store_exec(sqlite3 *db, const char *sql);
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK with the in-process write lock (write_mu, and db_mu
+ * when db is the caller's connection). */
+int tfc_store_write_begin(tfc_store *st, sqlite3 *db);
+int tfc_store_write_commit(tfc_store *st, sqlite3 *db);
+void tfc_store_write_rollback(tfc_store *st, sqlite3 *db);
+/* TFC_ERR_STORE with a message when st was opened read-only. */
+tfc_status tfc_store_check_writable(tfc_store *st, const char *what);
+double tfc_store_now(void);
+/* "[2,3]" for a shape; parsing gives -1 on a malformed text. */
+void tfc_store_shape_text(const tfc_shape *s, char *buf, size_t len);
+int tfc_store_shape_parse(const char *text, tfc_shape *s);
+
+/* ---- schema.c ----------------------------------------------------------------------------- */
+
+/* Reads the schema version of an open store without writing anything: a newer version, a
+ * foreign database, and a read-only store that would need a migration are errors
+ * (TFC_ERR_STORE, message in st->msg). */
+tfc_status tfc_store_schema_inspect(tfc_store *st, int *version);
+/* Migrates a read-write store forward from version to the current one, in one transaction. */
+tfc_status tfc_store_schema_upgrade(tfc_store *st, int version);
+
+/* ---- chunks.c ------------------------------------------------------------------------------ */
+
+size_t tfc_store_chunk_bytes(void);
+/* Inserts data (little-endian) as rows of ins = "INSERT ... VALUES (owner, seq, crc32, data)"
+ * of at most tfc_store_chunk_bytes() each. */
+int tfc_store_put_chunks(sqlite3 *db, sqlite3_stmt *ins, int64_t owner, const void *data,
+                         size_t nbytes, size_t elem_size);
+/* Reads the rows of sel (bound to the owner; columns seq, crc32, data in seq order) into
+ * dst (nbytes), checking order, lengths and CRCs. An SQLite code, or -1 for a mismatch (what
+ * is described in why). */
+int tfc_store_get_chunks(sqlite3_stmt *sel, void *dst, size_t nbytes, size_t elem_size,
+                         char *why, size_t why_len);
+
+/* ---- writer.c ------------------------------------------------------------------------------ */
+
+tfc_status tfc_store_writer_start(tfc_store *st);
+/* Hands buffered metrics to the writer, stops it after the queue is done, joins it. */
+void tfc_store_writer_stop(tfc_store *st);
+/* Queues a job (owned by the queue from now on). */
+void tfc_store_enqueue(tfc_store *st, struct store_job *job);
+/* Hands buffered metrics to the writer and waits until the queue is empty and idle. */
+void tfc_store_drain(tfc_store *st);
+void tfc_store_job_free(struct store_job *job);
+/* Metrics batch out of the buffer (under q_mu); NULL when empty. */
+struct store_job *tfc_store_take_metrics_locked(tfc_store *st);
+
+/* Job bodies, run on the writer thread with its connection: an SQLite failure becomes
+ * TFC_ERR_STORE with the message in msg. */
+tfc_status tfc_store_write_checkpoint(tfc_store *st, sqlite3 *db, struct store_ckpt *c,
+                                      char *msg);
+tfc_status tfc_store_write_metrics(tfc_store *st, sqlite3 *db, int n,
+                                   const struct store_metric *m, char *msg);
+tfc_status tfc_store_prune(tfc_store *st, sqlite3 *db, char *msg);
+/* The retention DELETE, inside a write transaction. */
+int tfc_store_prune_locked(tfc_store *st, sqlite3 *db);
+
+#endif

@@ -1,0 +1,27 @@
+/* store_testing.h: hooks for the test programs (they link the convenience library, so they
+ * see hidden symbols). Not part of the public API; free of <sqlite3.h>, which only store/
+ * includes. */
+#ifndef TFC_STORE_TESTING_H
+#define TFC_STORE_TESTING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "store_api.h"
+
+/* Chunk size in bytes for the tensors written from now on (0: back to TFC_STORE_CHUNK_BYTES,
+ * 64 MiB); rounded down to a multiple of 8 so that no element straddles two chunks. */
+void tfc_store_set_chunk_bytes(size_t bytes);
+/* How long a write waits for another process's lock (ms); st NULL sets the default of the
+ * stores opened from now on (0: back to TFC_STORE_BUSY_TIMEOUT_MS). */
+void tfc_store_set_busy_timeout(tfc_store *st, int ms);
+/* Runs SQL on the caller's connection (tests: hold a write transaction, bump user_version). */
+tfc_status tfc_store_exec_sql(tfc_store *st, const char *sql);
+/* The first column of the first row of a query, as an integer (after pending writes). */
+tfc_status tfc_store_query_int(tfc_store *st, const char *sql, int64_t *out);
+/* Adds one migration after the built-in ones (tfc_store_schema_version grows by one), to test
+ * the migration path; NULL removes it. */
+void tfc_store_set_test_migration(const char *sql);
+/* Write transactions committed through this store so far (metrics come in batches). */
+uint64_t tfc_store_write_transactions(tfc_store *st);
+
+#endif
