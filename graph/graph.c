@@ -87,6 +87,7 @@ void tfc_graph_destroy(tfc_graph *g)
     for (int i = 0; i < g->n_nodes; i++) node_free(g->nodes[i]);
     free(g->nodes);
     free(g->names);
+    free(g->dev_scope);
     free(g);
 }
 
@@ -463,6 +464,7 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
         return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
     }
     for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
+    if (g->n_dev_scope) n->device = g->dev_scope[g->n_dev_scope - 1];
     g->nodes[g->n_nodes++] = n;
     return n;
 }
@@ -511,4 +513,107 @@ const struct tfc_op *tfc_op_lookup(const char *name)
     for (int i = 0; i < tfc_op_table_size; i++)
         if (strcmp(tfc_op_table[i]->name, name) == 0) return tfc_op_table[i];
     return NULL;
+}
+
+/* ---- placement hints ------------------------------------------------------------------- */
+
+static const char *const device_kinds[] = {"", "cpu", "cuda", "opencl"};
+
+tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint *h, char *msg)
+{
+    *h = (struct tfc_device_hint){TFC_DEVICE_ANY, -1, 0};
+    if (!device || !*device) return TFC_OK;
+    const char *colon = strchr(device, ':');
+    size_t klen = colon ? (size_t)(colon - device) : strlen(device);
+    int kind = TFC_DEVICE_ANY;
+    for (int k = TFC_DEVICE_CPU; k <= TFC_DEVICE_OPENCL; k++)
+        if (strlen(device_kinds[k]) == klen && strncmp(device, device_kinds[k], klen) == 0)
+            kind = k;
+    if (kind == TFC_DEVICE_ANY)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                        "unknown device '%.64s' (expected cpu, cuda, cuda:N, opencl or opencl:N)",
+                        device);
+    int index = -1;
+    if (colon) {
+        const char *p = colon + 1;
+        long v = 0;
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9' && v <= 100000; p++, digits++) v = v * 10 + (*p - '0');
+        if (kind == TFC_DEVICE_CPU)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "device '%.64s': cpu takes no index (all CPU workers are one device)",
+                            device);
+        if (!digits || *p || v > 100000)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "device '%.64s': the index after ':' must be a number >= 0", device);
+        index = (int)v;
+    }
+    *h = (struct tfc_device_hint){kind, index, hard != 0};
+    return TFC_OK;
+}
+
+const char *tfc_device_str(const struct tfc_device_hint *h, char *buf, size_t len)
+{
+    if (h->kind <= TFC_DEVICE_ANY || h->kind > TFC_DEVICE_OPENCL)
+        snprintf(buf, len, "any");
+    else if (h->index >= 0)
+        snprintf(buf, len, "%s:%d", device_kinds[h->kind], h->index);
+    else
+        snprintf(buf, len, "%s", device_kinds[h->kind]);
+    return buf;
+}
+
+tfc_status tfc_tensor_set_device(tfc_tensor *t, const char *device, int hard)
+{
+    if (!t) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_device: tensor is NULL");
+    struct tfc_node *n = t->node;
+    tfc_graph *g = n->graph;
+    struct tfc_device_hint h;
+    char msg[TFC_MSG_LEN];
+    tfc_status st = tfc_device_parse(device, hard, &h, msg);
+    if (st) {
+        tfc_graph_fail(g, st, "node '%s': %s", n->name, msg);
+        return st;
+    }
+    if (memcmp(&h, &n->device, sizeof h) != 0) {
+        n->device = h;
+        g->version++; /* plans built before placed the node otherwise */
+    }
+    return TFC_OK;
+}
+
+tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "push_device: graph is NULL");
+    struct tfc_device_hint h;
+    char msg[TFC_MSG_LEN];
+    tfc_status st = tfc_device_parse(device, hard, &h, msg);
+    if (st) {
+        tfc_graph_fail(g, st, "push_device: %s", msg);
+        return st;
+    }
+    if (g->n_dev_scope == g->cap_dev_scope) {
+        int cap = g->cap_dev_scope ? g->cap_dev_scope * 2 : 4;
+        struct tfc_device_hint *d = realloc(g->dev_scope, sizeof *d * (size_t)cap);
+        if (!d) {
+            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "push_device: no memory");
+            return TFC_ERR_OUT_OF_MEMORY;
+        }
+        g->dev_scope = d;
+        g->cap_dev_scope = cap;
+    }
+    g->dev_scope[g->n_dev_scope++] = h;
+    return TFC_OK;
+}
+
+tfc_status tfc_graph_pop_device(tfc_graph *g)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "pop_device: graph is NULL");
+    if (!g->n_dev_scope) {
+        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                       "pop_device: no device scope is open (more pops than pushes)");
+        return TFC_ERR_INVALID_ARGUMENT;
+    }
+    g->n_dev_scope--;
+    return TFC_OK;
 }

@@ -97,6 +97,23 @@ struct tfc_tensor {
     char *name;              /* "node" or "node:k" */
 };
 
+/* A placement hint (tfc_tensor_set_device, tfc_graph_push_device): a kind of device, optionally
+ * one device of that kind, and whether it must hold (hard) or may fall back (soft). Plan time
+ * turns it into the tasks' worker mask and worker list (sched/placement.c). */
+enum tfc_device_kind { TFC_DEVICE_ANY = 0, TFC_DEVICE_CPU, TFC_DEVICE_CUDA, TFC_DEVICE_OPENCL };
+
+struct tfc_device_hint {
+    int kind;                /* enum tfc_device_kind; TFC_DEVICE_ANY: no hint */
+    int index;               /* the index-th device of the kind (0-based), -1: any of them */
+    int hard;                /* 1: unsatisfiable fails at plan time; 0: falls back to any worker */
+};
+
+/* Parses "cpu", "cuda", "cuda:N", "opencl", "opencl:N" (NULL or "" clear the hint) into h;
+ * on error writes a message naming the string into msg (TFC_MSG_LEN). */
+tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint *h, char *msg);
+/* The hint as the user wrote it ("cuda:1", "opencl", ...), into buf. */
+const char *tfc_device_str(const struct tfc_device_hint *h, char *buf, size_t len);
+
 struct tfc_node {
     int id;                  /* creation order, dense from 0 */
     char *name;
@@ -112,6 +129,7 @@ struct tfc_node {
     tfc_gradient_fn user_grad; /* a gradient set for this node (tfc_tensor_set_gradient) */
     void *user_grad_arg;
     tfc_init init;           /* variables: the initializer */
+    struct tfc_device_hint device; /* placement hint (kind TFC_DEVICE_ANY: none) */
     struct tfc_graph *graph;
 };
 
@@ -122,7 +140,10 @@ struct tfc_graph {
     struct tfc_node **names;
     int names_cap;
     uint64_t seed;
-    uint64_t version;        /* bumped when an existing node changes (control inputs) */
+    uint64_t version;        /* bumped when an existing node changes (control inputs,
+                              * placement hints) */
+    struct tfc_device_hint *dev_scope; /* tfc_graph_push_device stack; the top applies to */
+    int n_dev_scope, cap_dev_scope;    /* every node built while it is pushed */
     tfc_status status;
     char msg[TFC_MSG_LEN];
 };

@@ -2,7 +2,9 @@
  * (fed tensors cut the graph), orders the nodes topologically (creation order where free:
  * operations on one variable follow node creation order), infers concrete shapes from the
  * feeds, and emits one task step per node with its access modes; StarPU's sequential
- * consistency then derives every dependency edge from those modes. */
+ * consistency then derives every dependency edge from those modes. Each step is placed from its
+ * node's hint (sched/placement.c) and gets a priority from its critical-path rank
+ * (sched/priority.c), both once per plan. */
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
@@ -20,6 +22,7 @@ struct builder {
     char *var_seen;    /* per node id: 1 once a variable was accessed in this plan */
     struct plan *p;
     int cap_slots, cap_steps, cap_checks, cap_writes;
+    int last_warned;   /* node id of the last soft-fallback warning (one per node) */
     tfc_status status;
     char *msg;
 };
@@ -175,6 +178,26 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
     finish_args(a);
     p->n_steps++;
     return st;
+}
+
+/* Places a step of node n (sched/placement.c); hook is a test hook's worker mask (0: none). */
+static int place(struct builder *b, struct step *st, const struct tfc_node *n, uint32_t hook)
+{
+    char msg[TFC_MSG_LEN];
+    tfc_status status = tfc_placement_resolve(st, n, hook, msg);
+    if (status) {
+        if (!b->status) {
+            b->status = status;
+            snprintf(b->msg, TFC_MSG_LEN, "%s", msg);
+        }
+        return -1;
+    }
+    if (st->soft_fallback) {
+        b->p->n_soft_fallbacks++;
+        if (b->last_warned != n->id) tfc_placement_warn(b->p, msg);
+        b->last_warned = n->id;
+    }
+    return 0;
 }
 
 /* ---- pruning and ordering -------------------------------------------------------------- */
@@ -358,8 +381,7 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     if (any) {
         struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
                                    in_slots, modes, n->n_outputs, out_slot_ids);
-        if (!st) return -1;
-        if (b->opt) st->where = b->opt->where;
+        if (!st || place(b, st, n, b->opt ? b->opt->where : 0)) return -1;
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int s = out_slot_ids[k];
@@ -368,8 +390,7 @@ static int lower_node(struct builder *b, struct tfc_node *n)
             int h = add_slot(b, SLOT_TEMP, &d, n->id);
             if (h < 0) return -1;
             struct step *hs = add_step(b, &tfc_cl_hop, n->id, TFC_K_COPY, NULL, 1, &s, NULL, 1, &h);
-            if (!hs) return -1;
-            hs->where = b->opt->hop_where;
+            if (!hs || place(b, hs, n, b->opt->hop_where)) return -1;
             s = h;
         }
         b->out_slots[n->id][k] = s;
@@ -390,8 +411,9 @@ static int snapshot_fetches(struct builder *b, struct tfc_node *n, int *fetch_sl
         struct tfc_desc d = sl->desc; /* add_slot may move the slots */
         int c = add_slot(b, SLOT_TEMP, &d, n->id);
         if (c < 0) return -1;
-        if (!add_step(b, &tfc_cl_elementwise, n->id, TFC_K_IDENTITY, NULL, 1, &s, NULL, 1, &c))
-            return -1;
+        struct step *st = add_step(b, &tfc_cl_elementwise, n->id, TFC_K_IDENTITY, NULL, 1, &s,
+                                   NULL, 1, &c);
+        if (!st || place(b, st, n, 0)) return -1;
         fetch_slot[j] = c;
     }
     return 0;
@@ -443,7 +465,9 @@ void tfc_plan_free(struct plan *p)
         free(p->steps[i].args);
         free(p->steps[i].buf_slot);
         free(p->steps[i].modes);
+        free(p->steps[i].workerids);
     }
+    free(p->warning);
     free(p->steps);
     free(p->slots);
     free(p->fetch_slot);
@@ -489,7 +513,7 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
 {
     struct builder b = {.g = g, .opt = opt, .n_feeds = n_feeds, .n_fetches = n_fetches,
                         .n_targets = n_targets, .feeds = feeds, .feed_values = feed_values,
-                        .fetches = fetches, .targets = targets, .msg = msg};
+                        .fetches = fetches, .targets = targets, .last_warned = -1, .msg = msg};
     int N = g->n_nodes, *order = NULL, n_order = 0;
     b.p = calloc(1, sizeof *b.p);
     b.needed = calloc((size_t)N + 1, 1);
@@ -524,6 +548,8 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         b.p->fetch_slot[j] = consumer_slot(&b, fetches[j]);
         if (note_var_access(&b, b.p->fetch_slot[j], STARPU_R)) goto done;
     }
+    if (tfc_plan_priorities(b.p, opt))
+        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
 done:
     free(order);
     for (int i = 0; b.out_slots && i < N; i++) free(b.out_slots[i]);

@@ -33,6 +33,12 @@ struct step {
     struct tfc_kargs *args;/* template; instances copy it with their own error slot */
     size_t args_size;
     uint32_t where;        /* 0, or a STARPU_* worker mask the task is pinned to */
+    uint32_t *workerids;   /* NULL, or the bitmap of workers allowed (placement on one device) */
+    unsigned workerids_len;/* uint32_t words in workerids */
+    int soft_fallback;     /* 1: the node's soft placement hint could not be honoured */
+    double cost;           /* estimated time, us (calibrated history or analytic) */
+    double rank;           /* critical path to the end of the plan, us (cost included) */
+    int priority;          /* StarPU priority: rank mapped into the scheduler's range */
 };
 
 struct instance;
@@ -53,6 +59,8 @@ struct plan {
     int n_var_checks, n_var_writes;
     int *var_checks;       /* variables read before any write: must be initialized */
     int *var_writes;       /* variables the plan assigns (initialized once submitted) */
+    int n_soft_fallbacks;  /* steps whose soft placement hint fell back to any worker */
+    char *warning;         /* NULL, or what the runs of this plan report (soft fallbacks) */
     /* cache bookkeeping (under the session lock) */
     struct instance *free_instances;
     int running;           /* runs using an instance now */
@@ -73,7 +81,12 @@ struct instance {
 struct plan_options {
     int hop;               /* test hook: copy every produced value through the hop codelet */
     uint32_t hop_where;    /* worker mask for the hop tasks */
-    uint32_t where;        /* test hook: worker mask for every op task (0: any) */
+    uint32_t where;        /* test hook: worker mask for every op task (0: any; it overrides
+                            * placement hints, and so does hop_where for the hop tasks) */
+    int priorities;        /* map ranks into [prio_min, prio_max]; 0: every priority is 0 */
+    int prio_min, prio_max;/* the scheduler's range, read when the session is created */
+    int model_lookup;      /* the policy reads perfmodels (dm*, *heft*): use calibrated
+                            * history-based models for step costs where they are loaded */
 };
 
 /* Builds a plan for the key; on error returns NULL with status and message. The session's
@@ -87,6 +100,22 @@ void tfc_plan_free(struct plan *p);
 uint64_t tfc_plan_key_hash(int n_feeds, tfc_tensor *const *feeds, tfc_value *const *feed_values,
                            int n_fetches, tfc_tensor *const *fetches, int n_targets,
                            tfc_tensor *const *targets);
+/* sched/priority.c: the session's plan options: TFC_PRIORITIES (0/1, default 1; anything else
+ * is an error with a message), the scheduler's priority range, whether it reads perfmodels. */
+tfc_status tfc_sched_session_options(struct plan_options *opt, char *msg);
+/* sched/priority.c: sets every step's cost, rank and priority (plan build time). The data
+ * edges are those StarPU's sequential consistency derives from the steps' buffers: a reader
+ * after the last writer of its slot, a writer after the last writer and every reader since. */
+int tfc_plan_priorities(struct plan *p, const struct plan_options *opt);
+
+/* sched/placement.c: resolves the placement of one step from the node's hint (and the test
+ * hooks), setting where, workerids and soft_fallback; returns nonzero with status and message
+ * (naming the node and device) when a hard hint cannot be satisfied. */
+tfc_status tfc_placement_resolve(struct step *st, const struct tfc_node *n, uint32_t hook_where,
+                                 char *msg);
+/* Appends a soft-fallback message to the plan's warning (plan->warning). */
+void tfc_placement_warn(struct plan *p, const char *why);
+
 int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
                        tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,
                        tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets);

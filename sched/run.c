@@ -221,6 +221,11 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
     task->callback_arg = &run->cbs[i];
     task->name = run->s->g->nodes[st->node]->name;
     if (st->where) task->where = st->where;
+    if (st->workerids) { /* one device: the scheduler chooses among its workers */
+        task->workerids = st->workerids; /* owned by the plan, which outlives the run */
+        task->workerids_len = st->workerids_len;
+    }
+    task->priority = st->priority;
     run->cbs[i] = (struct task_cb){run, task, i};
     return task;
 }
@@ -288,6 +293,11 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
         }
     }
     s->stats.tasks += (uint64_t)p->n_steps;
+    s->stats.soft_fallbacks += (uint64_t)p->n_soft_fallbacks;
+    if (p->warning)
+        snprintf(s->warning, sizeof s->warning, "%s", p->warning);
+    else
+        s->warning[0] = 0;
     for (int i = 0; i < p->n_fetches; i++) {
         const struct slot *sl = &p->slots[p->fetch_slot[i]];
         tfc_value *v = run->fetch_values[i];
@@ -400,6 +410,11 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
     pthread_mutex_unlock(&s->lock);
     run_free(run);
     return st;
+}
+
+const char *tfc_session_last_warning(const tfc_session *s)
+{
+    return s ? s->warning : "session is NULL";
 }
 
 tfc_status tfc_session_run(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,

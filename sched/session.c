@@ -23,6 +23,12 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
                                tfc_graph_errmsg(g));
     tfc_session *s = calloc(1, sizeof *s);
     if (!s) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "session_create: no memory");
+    char msg[TFC_MSG_LEN];
+    tfc_status st = tfc_sched_session_options(&s->opt, msg); /* TFC_PRIORITIES, priority range */
+    if (st) {
+        free(s);
+        return tfc_fail_global(st, "session_create: %s", msg);
+    }
     s->g = g;
     s->ctx = ctx;
     s->max_plans = 32;

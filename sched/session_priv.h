@@ -25,6 +25,7 @@ struct tfc_session {
     int n_records;
     struct plan_options opt;
     char msg[TFC_MSG_LEN];
+    char warning[TFC_MSG_LEN]; /* of the last run submitted (tfc_session_last_warning) */
 };
 
 struct task_cb {            /* one per submitted task of a run */

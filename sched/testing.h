@@ -1,6 +1,8 @@
 /* testing.h: hooks for the test programs (they link the convenience library, so they see
  * hidden symbols). Not part of the public API. `where` is a StarPU worker mask (STARPU_CPU,
- * STARPU_CUDA, STARPU_OPENCL). Both drop the session's cached plans. */
+ * STARPU_CUDA, STARPU_OPENCL). Each drops the session's cached plans. The where and hop masks
+ * override placement hints for the tasks they pin; with hop on and where 0, a node's hop copies
+ * follow the node's placement hint. */
 #ifndef TFC_TESTING_H
 #define TFC_TESTING_H
 
@@ -12,5 +14,8 @@
 void tfc_session_set_hop(tfc_session *s, int on, uint32_t where);
 /* Pins every op task to `where` workers (0: no pinning), e.g. to run every CUDA codelet. */
 void tfc_session_set_where(tfc_session *s, uint32_t where);
+/* Task priorities from critical-path ranks on (the default, unless TFC_PRIORITIES=0) or off
+ * (every task at priority 0), for comparisons such as bench/priority. */
+void tfc_session_set_priorities(tfc_session *s, int on);
 
 #endif

@@ -391,6 +391,35 @@ TFC_API tfc_tensor *tfc_lr_exponential(tfc_graph *g, double base, tfc_tensor *st
 TFC_API tfc_tensor *tfc_lr_cosine(tfc_graph *g, double base, tfc_tensor *step, double period,
                                   double floor);
 
+/* ---- Scheduling hints ------------------------------------------------------------------ */
+
+/* Placement hints. device is "cpu", "cuda", "cuda:N", "opencl" or "opencl:N" (N: the N-th
+ * device of that kind StarPU uses, from 0; with several workers per device, all of them);
+ * NULL or "" means no hint. At plan time a hint becomes the tasks' worker mask, and for one
+ * device also their worker list, so StarPU's scheduler still chooses among the allowed
+ * workers. It covers every task of the node (its op, and the copy of a fetched variable);
+ * sources (placeholders, constants, variables) otherwise run no task.
+ * hard = 1: a hint no worker can satisfy (no worker of that kind or index, or the op has no
+ * implementation for that kind) fails the run at plan time with TFC_ERR_NO_DEVICE and a
+ * message naming the node and the device. hard = 0 (soft): such a task may run on any worker;
+ * the run still succeeds, tfc_session_stats.soft_fallbacks counts the tasks, and
+ * tfc_session_last_warning names the nodes. A bad device string is TFC_ERR_INVALID_ARGUMENT,
+ * recorded on the graph like a build error. Hints are not saved in model stores. */
+/* Sets (replaces) the hint of the node producing t; plans built before are rebuilt. */
+TFC_API tfc_status tfc_tensor_set_device(tfc_tensor *t, const char *device, int hard);
+/* Opens a scope: every node built until the matching pop gets this hint (NULL: none). Scopes
+ * nest; the innermost applies. A pop without a push is TFC_ERR_INVALID_ARGUMENT. */
+TFC_API tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard);
+TFC_API tfc_status tfc_graph_pop_device(tfc_graph *g);
+
+/* Task priorities: each run's tasks get StarPU priorities from their critical-path rank in
+ * the plan (the longest estimated time from the task to the end of the run), mapped into the
+ * scheduler's [starpu_sched_get_min_priority(), starpu_sched_get_max_priority()] (all 0 when
+ * that range is [0, 0], as for eager, dmda and heteroprio). They are computed when the plan
+ * is built, so cached runs pay nothing. The environment variable TFC_PRIORITIES (read at
+ * tfc_session_create) turns them off with 0 (on with 1, the default); any other value fails
+ * session creation with TFC_ERR_INVALID_ARGUMENT. */
+
 /* ---- Sessions and runs ----------------------------------------------------------------- */
 
 typedef struct tfc_session tfc_session;
@@ -443,9 +472,15 @@ typedef struct tfc_session_stats {
     uint64_t plan_hits;     /* runs that found their plan in the cache */
     uint64_t tasks;         /* StarPU tasks submitted */
     int cached_plans;       /* plans in the cache now */
+    uint64_t soft_fallbacks; /* tasks submitted whose soft placement hint could not be honoured
+                              * (tfc_session_last_warning names them) */
 } tfc_session_stats;
 
 TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);
+/* The warnings of the last run submitted on s, "" when it had none: today the soft placement
+ * hints that could not be honoured ("node 'x' (op): soft device 'opencl' not satisfied (...);
+ * any worker may run it"). Borrowed until the next run on s. */
+TFC_API const char *tfc_session_last_warning(const tfc_session *s);
 /* Bound on cached plans (LRU; default 32). */
 TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
 

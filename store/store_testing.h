@@ -24,4 +24,18 @@ void tfc_store_set_test_migration(const char *sql);
 /* Write transactions committed through this store so far (metrics come in batches). */
 uint64_t tfc_store_write_transactions(tfc_store *st);
 
+/* Fault-tolerance tests (tests/test_killnine): fn is called on the store's writer thread at
+ * three moments of each checkpoint transaction, with the checkpoint's step:
+ *   TFC_STORE_TXN_BEGUN       the transaction is open (BEGIN IMMEDIATE done, the checkpoint's
+ *                             row inserted; its variables not written yet);
+ *   TFC_STORE_TXN_COMMITTING  every row written and old checkpoints pruned, COMMIT starting;
+ *   TFC_STORE_TXN_COMMITTED   COMMIT returned: the checkpoint is durable.
+ * A process killed after BEGUN and before COMMITTED's call may or may not hold the checkpoint
+ * (the commit may have completed); one killed before BEGUN does not. fn must not call the
+ * store; it may block (holding the transaction open). One store per process at a time: set it
+ * before the first checkpoint; NULL removes it, and so does closing the store. */
+enum { TFC_STORE_TXN_BEGUN, TFC_STORE_TXN_COMMITTING, TFC_STORE_TXN_COMMITTED };
+typedef void (*tfc_store_txn_hook)(void *arg, int64_t step, int phase);
+void tfc_store_set_txn_hook(tfc_store *st, tfc_store_txn_hook fn, void *arg);
+
 #endif

@@ -52,6 +52,65 @@ void tfc_store_enqueue(tfc_store *st, struct store_job *job)
     pthread_mutex_unlock(&st->q_mu);
 }
 
+/* ---- the test hook around checkpoint transactions (store_testing.h) ------------------------ */
+
+/* One hooked store per process (a test hook). The writer thread marks the checkpoint it is
+ * writing in thread-local state, so that SQLite's update and commit hooks on its connection
+ * (which also sees metrics and prune transactions, and in exclusive mode the caller's) fire
+ * for that checkpoint only: 1 writing, 2 its row inserted (BEGUN), 3 COMMIT started. */
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static tfc_store *hook_store;
+static tfc_store_txn_hook hook_fn;
+static void *hook_arg;
+static __thread int hook_state;
+static __thread int64_t hook_step;
+
+static void hook_call(int phase)
+{
+    pthread_mutex_lock(&hook_mu);
+    tfc_store_txn_hook fn = hook_fn;
+    void *arg = hook_arg;
+    pthread_mutex_unlock(&hook_mu);
+    if (fn) fn(arg, hook_step, phase);
+}
+
+static void on_update(void *unused, int op, const char *db, const char *table, sqlite3_int64 row)
+{
+    if (hook_state == 1 && op == SQLITE_INSERT && !strcmp(table, "checkpoints")) {
+        hook_state = 2;
+        hook_call(TFC_STORE_TXN_BEGUN);
+    }
+}
+
+static int on_commit(void *unused)
+{
+    if (hook_state == 2) {
+        hook_state = 3;
+        hook_call(TFC_STORE_TXN_COMMITTING);
+    }
+    return 0; /* go on with the commit */
+}
+
+void tfc_store_set_txn_hook(tfc_store *st, tfc_store_txn_hook fn, void *arg)
+{
+    if (!st || !st->wdb) return;
+    pthread_mutex_lock(&hook_mu);
+    hook_store = fn ? st : NULL;
+    hook_fn = fn;
+    hook_arg = arg;
+    pthread_mutex_unlock(&hook_mu);
+    sqlite3_update_hook(st->wdb, fn ? on_update : NULL, NULL);
+    sqlite3_commit_hook(st->wdb, fn ? on_commit : NULL, NULL);
+}
+
+static int hooked(tfc_store *st)
+{
+    pthread_mutex_lock(&hook_mu);
+    int yes = hook_store == st;
+    pthread_mutex_unlock(&hook_mu);
+    return yes;
+}
+
 static void *writer_main(void *arg)
 {
     tfc_store *st = arg;
@@ -69,7 +128,13 @@ static void *writer_main(void *arg)
         tfc_status status = TFC_OK;
         switch (job->kind) {
         case JOB_CHECKPOINT:
+            if (hooked(st)) {
+                hook_state = 1;
+                hook_step = job->ckpt.step;
+            }
             status = tfc_store_write_checkpoint(st, st->wdb, &job->ckpt, msg);
+            if (hook_state == 3 && !status) hook_call(TFC_STORE_TXN_COMMITTED);
+            hook_state = 0;
             break;
         case JOB_METRICS:
             status = tfc_store_write_metrics(st, st->wdb, job->n_metrics, job->metrics, msg);
@@ -112,6 +177,7 @@ void tfc_store_writer_stop(tfc_store *st)
     pthread_mutex_unlock(&st->q_mu);
     pthread_join(st->thread, NULL);
     st->has_thread = 0;
+    if (hooked(st)) tfc_store_set_txn_hook(st, NULL, NULL);
     for (int i = 0; i < st->n_mbuf; i++) free(st->mbuf[i].name); /* a failed hand-over */
     st->n_mbuf = 0;
 }

@@ -40,17 +40,19 @@
 #include "../src/tfc.h"
 #include "../graph/graph.h"
 #include "../sched/testing.h"
+#include "host_tensor.h"
 
-#define F32 TFC_FLOAT32
-#define F64 TFC_FLOAT64
-#define I32 TFC_INT32
-#define I64 TFC_INT64
-#define BOOL TFC_BOOL
+/* A condition that takes both branches: first element true, last false. */
+static ht both_values(ht h)
+{
+    if (h.n >= 2) {
+        h.d[0] = 1;
+        h.d[h.n - 1] = 0;
+    }
+    return h;
+}
 
-#define NARGS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define S(...) tfc_shape_of(NARGS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define S0 tfc_shape_of(0, NULL)
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 
 #define GC_EPS 1e-6 /* float64 */
 #define GC_RTOL 1e-6
@@ -115,7 +117,6 @@ static const struct {
 
 static tfc_ctx *g_ctx;
 static int g_cuda;
-static uint64_t g_rng;
 static int g_cases, g_runs;
 static unsigned char g_verified[512];
 static double g_t0, g_worst; /* worst |got - want| / (atol + rtol |want|) seen */
@@ -153,95 +154,19 @@ static void mark_verified(const char *op)
 
 /* ---- deterministic random numbers (splitmix64) ----------------------------------------- */
 
-static void rng_seed(uint64_t s) { g_rng = s * 0x9E3779B97F4A7C15ull + 12345; }
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
-static double rng_unit(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
 
-static int64_t rng_int(int64_t lo, int64_t hi)
-{
-    return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
-}
 
 /* ---- host tensors: every element held as a double ------------------------------------- */
 
-typedef struct ht {
-    enum tfc_dtype dt;
-    tfc_shape sh;
-    int64_t n;
-    double *d;
-} ht;
 
-static int64_t numel(tfc_shape s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s.rank; i++) n *= s.dims[i];
-    return n;
-}
 
-static double as_dtype(enum tfc_dtype dt, double x)
-{
-    switch (dt) {
-    case F32: return (double)(float)x;
-    case I32: return (double)(int32_t)x;
-    case I64: return (double)(int64_t)x;
-    case BOOL: return x != 0;
-    default: return x;
-    }
-}
 
-static ht ht_new(enum tfc_dtype dt, tfc_shape sh)
-{
-    ht h = {dt, sh, numel(sh), NULL};
-    h.d = calloc((size_t)(h.n ? h.n : 1), sizeof(double));
-    return h;
-}
 
-static void ht_free(ht *h)
-{
-    free(h->d);
-    h->d = NULL;
-}
 
-static ht ht_copy(const ht *x)
-{
-    ht o = ht_new(x->dt, x->sh);
-    memcpy(o.d, x->d, sizeof(double) * (size_t)x->n);
-    return o;
-}
 
-/* Floats uniform in [lo, hi) with |x| >= gap (never zero when gap > 0); bools 0/1 with both
- * values present when there are two elements or more. */
-static ht ht_rand(enum tfc_dtype dt, tfc_shape sh, double lo, double hi, double gap)
-{
-    ht h = ht_new(dt, sh);
-    for (int64_t i = 0; i < h.n; i++) {
-        double x;
-        do {
-            x = dt == BOOL ? (double)(rng_next() >> 63) : lo + (hi - lo) * rng_unit();
-        } while (dt != BOOL && fabs(x) < gap);
-        h.d[i] = as_dtype(dt, x);
-    }
-    if (dt == BOOL && h.n >= 2) {
-        h.d[0] = 1;
-        h.d[h.n - 1] = 0;
-    }
-    return h;
-}
 
-static ht ht_vals(enum tfc_dtype dt, tfc_shape sh, const double *v)
-{
-    ht h = ht_new(dt, sh);
-    for (int64_t i = 0; i < h.n; i++) h.d[i] = as_dtype(dt, v[i]);
-    return h;
-}
 
 /* Distinct values, at least 0.7 step apart, in random order (for reduce_max/min). */
 static ht ht_distinct(tfc_shape sh, double lo, double step)
@@ -266,40 +191,8 @@ static ht ht_grid(tfc_shape sh, double off)
     return h;
 }
 
-static void store_el(void *p, enum tfc_dtype dt, int64_t i, double x)
-{
-    switch (dt) {
-    case F32: ((float *)p)[i] = (float)x; break;
-    case F64: ((double *)p)[i] = x; break;
-    case I32: ((int32_t *)p)[i] = (int32_t)x; break;
-    case I64: ((int64_t *)p)[i] = (int64_t)x; break;
-    default: ((uint8_t *)p)[i] = x != 0; break;
-    }
-}
 
-static tfc_value *ht_value(const ht *h)
-{
-    tfc_value *v = NULL;
-    if (tfc_value_create(h->dt, h->sh, &v)) {
-        REPORT("tfc_value_create: %s", tfc_errmsg());
-        return NULL;
-    }
-    void *p = tfc_value_data(v);
-    for (int64_t i = 0; i < h->n; i++) store_el(p, h->dt, i, h->d[i]);
-    return v;
-}
 
-static const char *shape_str(tfc_shape s, char *buf, size_t size)
-{
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, size - k, "[");
-    for (int i = 0; i < s.rank && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, i ? ",%lld" : "%lld", (long long)s.dims[i]);
-    if (k < size) snprintf(buf + k, size - k, "]");
-    return buf;
-}
-#define SHP(s) shape_str((s), (char[64]){0}, 64)
-#define DT(d) tfc_dtype_name(d)
 
 static int same_shape(tfc_shape a, tfc_shape b)
 {
@@ -747,7 +640,7 @@ static void test_select(void)
     for (int q = 0; q < COUNT(sh); q++) {
         struct gc c;
         gc_begin(&c, "select", "cond %s, a %s, b %s", SHP(sh[q][0]), SHP(sh[q][1]), SHP(sh[q][2]));
-        tfc_tensor *cond = gc_fixed(&c, ht_rand(BOOL, sh[q][0], 0, 1, 0));
+        tfc_tensor *cond = gc_fixed(&c, both_values(ht_rand(BOOL, sh[q][0], 0, 1, 0)));
         tfc_tensor *a = gc_x(&c, ht_rand(F64, sh[q][1], -2, 2, 0));
         tfc_tensor *b = gc_x(&c, ht_rand(F64, sh[q][2], -2, 2, 0));
         gc_use(&c, tfc_select(c.g, cond, a, b));

@@ -1,0 +1,190 @@
+/* priority.c: task priorities from the graph. When a plan is built, every step gets a cost
+ * (the expected time of its task: a calibrated history-based perfmodel where one is loaded and
+ * the scheduler reads models, else the analytic cost of codelets/perfmodel.c from the flops and
+ * bytes of its kernel arguments), a rank (the longest path of costs from the step to the end of
+ * the plan, its own cost included: HEFT's upward rank) and a StarPU priority (the rank mapped
+ * linearly into the scheduler's [min, max] priority range, the highest rank to max). The edges
+ * are those StarPU's sequential consistency derives from the buffers, so the ranks see exactly
+ * the dependencies the run will have. Cached runs reuse the priorities: they cost nothing. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "session_priv.h"
+#include "testing.h"
+
+/* Nominal host copy rate of a fetch (the acquire that ends a run), bytes per us. */
+#define FETCH_BYTES_PER_US 1e4
+
+static int policy_reads_models(const char *name)
+{
+    return name && (strncmp(name, "dm", 2) == 0 || strstr(name, "heft") != NULL);
+}
+
+tfc_status tfc_sched_session_options(struct plan_options *opt, char *msg)
+{
+    const char *env = getenv("TFC_PRIORITIES");
+    opt->priorities = 1;
+    if (env) {
+        if (strcmp(env, "0") == 0)
+            opt->priorities = 0;
+        else if (strcmp(env, "1") != 0)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "TFC_PRIORITIES must be 0 (task priorities off) or 1 (on), got "
+                            "'%.64s'", env);
+    }
+    opt->prio_min = opt->prio_max = 0;
+    opt->model_lookup = 0;
+    if (starpu_is_initialized()) {
+        opt->prio_min = starpu_sched_get_min_priority();
+        opt->prio_max = starpu_sched_get_max_priority();
+        struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
+        opt->model_lookup = pol && policy_reads_models(pol->policy_name);
+    }
+    return TFC_OK;
+}
+
+void tfc_session_set_priorities(tfc_session *s, int on)
+{
+    pthread_mutex_lock(&s->lock);
+    s->opt.priorities = on != 0;
+    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with the other setting are stale */
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- costs ------------------------------------------------------------------------------ */
+
+static const enum starpu_worker_archtype archs[] = {STARPU_CPU_WORKER, STARPU_CUDA_WORKER,
+                                                    STARPU_OPENCL_WORKER};
+static const uint32_t arch_masks[] = {STARPU_CPU, STARPU_CUDA, STARPU_OPENCL};
+
+static int codelet_runs_on(const struct starpu_codelet *cl, int a)
+{
+    if (cl->where && !(cl->where & arch_masks[a])) return 0;
+    return a == 0 ? cl->cpu_funcs[0] != NULL : a == 1 ? cl->cuda_funcs[0] != NULL
+                                                      : cl->opencl_funcs[0] != NULL;
+}
+
+/* The mean over the kinds of worker that may run the step of the calibrated history of its
+ * footprint there; NAN when none is calibrated. Only for loaded history-based models under a
+ * policy that reads models: StarPU's own lookup (locked, public) is what the scheduler calls
+ * for the same task at submission, so it changes nothing the run would not change anyway
+ * (an uncalibrated entry makes StarPU force calibration, as the scheduler does). */
+static double history_cost(const struct step *st)
+{
+    struct starpu_perfmodel *m = st->cl->model;
+    if (!m || m->type != STARPU_HISTORY_BASED || !m->is_loaded || !starpu_is_initialized())
+        return NAN;
+    double sum = 0;
+    int n = 0;
+    unsigned nw = starpu_worker_get_count();
+    for (int a = 0; a < 3; a++) {
+        if ((st->where && !(st->where & arch_masks[a])) || !codelet_runs_on(st->cl, a)) continue;
+        int worker = -1;
+        for (unsigned w = 0; w < nw && worker < 0; w++)
+            if (starpu_worker_get_type((int)w) == archs[a] &&
+                (!st->workerids || (st->workerids[w / 32] >> (w % 32) & 1u)))
+                worker = (int)w;
+        if (worker < 0) continue;
+        struct starpu_perfmodel_arch *arch =
+            starpu_worker_get_perf_archtype(worker, STARPU_NMAX_SCHED_CTXS);
+        double v = arch ? starpu_perfmodel_history_based_expected_perf(m, arch, st->args->footprint)
+                        : NAN;
+        if (!isnan(v) && v >= 0) {
+            sum += v;
+            n++;
+        }
+    }
+    return n ? sum / n : NAN;
+}
+
+static double step_cost(const struct step *st, const struct plan_options *opt)
+{
+    if (opt && opt->model_lookup) {
+        double h = history_cost(st);
+        if (!isnan(h)) return h;
+    }
+    struct starpu_task t; /* tfc_model_analytic_cost reads the kernel arguments only */
+    memset(&t, 0, sizeof t);
+    t.cl = st->cl;
+    t.cl_arg = st->args;
+    return tfc_model_analytic_cost(&t, 0);
+}
+
+/* ---- ranks ------------------------------------------------------------------------------ */
+
+struct edge {
+    int from, to;
+};
+
+int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
+{
+    int S = p->n_slots, N = p->n_steps, A = 0;
+    for (int i = 0; i < N; i++) A += p->steps[i].n_buf;
+    int *last_writer = malloc(sizeof(int) * (size_t)(S + 1));
+    int *reader_head = malloc(sizeof(int) * (size_t)(S + 1));
+    int *reader_step = malloc(sizeof(int) * (size_t)(A + 1));
+    int *reader_next = malloc(sizeof(int) * (size_t)(A + 1));
+    /* each access adds at most one edge from the last writer, and each reader entry is
+     * consumed by at most one later writer */
+    struct edge *edges = malloc(sizeof *edges * (size_t)(2 * A + 1));
+    double *best = calloc((size_t)N + 1, sizeof *best);
+    if (!last_writer || !reader_head || !reader_step || !reader_next || !edges || !best) {
+        free(last_writer); free(reader_head); free(reader_step); free(reader_next);
+        free(edges); free(best);
+        return -1;
+    }
+    for (int s = 0; s < S; s++) last_writer[s] = reader_head[s] = -1;
+    int E = 0, R = 0;
+    for (int i = 0; i < N; i++) {
+        const struct step *st = &p->steps[i];
+        for (int j = 0; j < st->n_buf; j++) {
+            int s = st->buf_slot[j];
+            enum starpu_data_access_mode m = st->modes[j];
+            if (last_writer[s] >= 0 && last_writer[s] != i)
+                edges[E++] = (struct edge){last_writer[s], i}; /* RAW, WAW */
+            if (m & STARPU_W) {
+                for (int r = reader_head[s]; r >= 0; r = reader_next[r]) /* WAR */
+                    if (reader_step[r] != i) edges[E++] = (struct edge){reader_step[r], i};
+                reader_head[s] = -1;
+                last_writer[s] = i;
+            } else {
+                reader_step[R] = i;
+                reader_next[R] = reader_head[s];
+                reader_head[s] = R++;
+            }
+        }
+    }
+    /* the end of the run: fetched values are copied to the host after their last writer */
+    for (int f = 0; f < p->n_fetches; f++) {
+        int s = p->fetch_slot[f], w = s >= 0 ? last_writer[s] : -1;
+        if (w < 0) continue;
+        double copy = (double)p->slots[s].numel * (double)tfc_dtype_size(p->slots[s].desc.dtype) /
+                      FETCH_BYTES_PER_US;
+        if (copy > best[w]) best[w] = copy;
+    }
+    /* steps are in a topological order (edges go forward), and edges are sorted by `to` */
+    double max_rank = 0;
+    for (int i = N - 1, e = E - 1; i >= 0; i--) {
+        struct step *st = &p->steps[i];
+        st->cost = step_cost(st, opt);
+        st->rank = st->cost + best[i];
+        if (st->rank > max_rank) max_rank = st->rank;
+        for (; e >= 0 && edges[e].to == i; e--)
+            if (st->rank > best[edges[e].from]) best[edges[e].from] = st->rank;
+    }
+    int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0;
+    for (int i = 0; i < N; i++) {
+        struct step *st = &p->steps[i];
+        if (!on) {
+            st->priority = 0;
+            continue;
+        }
+        double lo = opt->prio_min, hi = opt->prio_max;
+        double v = nearbyint(lo + st->rank / max_rank * (hi - lo));
+        st->priority = v <= lo ? opt->prio_min : v >= hi ? opt->prio_max : (int)v;
+    }
+    free(last_writer); free(reader_head); free(reader_step); free(reader_next);
+    free(edges); free(best);
+    return 0;
+}
