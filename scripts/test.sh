@@ -30,14 +30,31 @@ make -C build check || { cat build/test-suite.log; exit 1; }
 tally build/test-suite.log
 
 step "flagship: 10 epochs of the MLP on Fashion-MNIST must reach 0.883 test accuracy"
-acc=$(build/examples/mnist_mlp --epochs 10 --seed 1 --quiet | tee /dev/stderr |
-      sed -n 's/^test_accuracy=//p')
+rm -f build/flagship.db
+acc=$(build/examples/mnist_mlp --epochs 10 --seed 1 --quiet --save build/flagship.db |
+      tee /dev/stderr | sed -n 's/^test_accuracy=//p')
 if awk -v a="$acc" 'BEGIN { exit !(a >= 0.883) }'; then
     passed=$((passed + 1))
 else
     echo "FAIL: test accuracy ${acc:-none} is below 0.883"
     exit 1
 fi
+
+step "the saved flagship, without its C code: tfc info, train one more epoch, eval, run, dot"
+D=/usr/share/datasets/fashion-mnist
+train_data="--data images=$D/train-images-idx3-ubyte.gz --data labels=$D/train-labels-idx1-ubyte.gz"
+test_data="--data images=$D/t10k-images-idx3-ubyte.gz --data labels=$D/t10k-labels-idx1-ubyte.gz"
+# (outputs are captured first: grep -q or head closing a pipe early would fail it)
+out=$(build/src/tfc info build/flagship.db); grep "parameters: 235146" <<<"$out"
+out=$(build/src/tfc train build/flagship.db $train_data --epochs 11 --batch 128 --quiet)
+grep "trained to epoch 11" <<<"$out"
+out=$(build/src/tfc eval build/flagship.db $test_data); grep "^accuracy" <<<"$out"
+rm -rf build/flagship-out
+build/src/tfc run build/flagship.db --data images=$D/t10k-images-idx3-ubyte.gz \
+    --out build/flagship-out
+test -s build/flagship-out/probabilities.npy
+out=$(build/src/tfc dot build/flagship.db); grep -c "^digraph" <<<"$out"
+passed=$((passed + 1))
 
 step "make distcheck"
 make -C build distcheck
