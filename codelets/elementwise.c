@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -336,6 +337,10 @@ struct starpu_codelet tfc_cl_elementwise = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_elementwise_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_elementwise_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &elementwise_model,

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <string.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "../src/tfc.h"
 
 /* C[m,n] = op(A) op(B) for one matrix pair; A is [m,k] or [k,m] when ta, B [k,n] or [n,k]. */
@@ -77,6 +78,10 @@ struct starpu_codelet tfc_cl_matmul = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_matmul_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_matmul_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &matmul_model,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -108,6 +109,10 @@ struct starpu_codelet tfc_cl_reduce = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_reduce_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_reduce_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &reduce_model,

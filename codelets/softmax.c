@@ -3,6 +3,7 @@
  * maximum, accumulate in double. */
 #include <math.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -96,6 +97,10 @@ struct starpu_codelet tfc_cl_softmax = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_softmax_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_softmax_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &softmax_model,

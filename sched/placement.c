@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
+#include "../codelets/opencl_common.h"
 
 static enum starpu_worker_archtype arch_of(int kind)
 {
@@ -83,7 +84,8 @@ tfc_status tfc_placement_resolve(struct step *st, const struct tfc_node *n, uint
     else if (h->index >= n_dev)
         snprintf(why, sizeof why, "no %s device %d: StarPU uses %d %s device%s",
                  kind_name(h->kind), h->index, n_dev, kind_name(h->kind), n_dev == 1 ? "" : "s");
-    else if (!has_impl(st->cl, h->kind))
+    else if (!has_impl(st->cl, h->kind) ||
+             (h->kind == TFC_DEVICE_OPENCL && !tfc_opencl_supports(st->cl, st->args)))
         snprintf(why, sizeof why, "its codelet '%s' has no %s implementation",
                  st->cl->name ? st->cl->name : "?", kind_name(h->kind));
     if (why[0]) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
+#include "../codelets/opencl_common.h"
 
 struct builder {
     tfc_graph *g;
@@ -23,6 +24,7 @@ struct builder {
     struct plan *p;
     int cap_slots, cap_steps, cap_checks, cap_writes;
     int last_warned;   /* node id of the last soft-fallback warning (one per node) */
+    int n_alternated;  /* OpenCL-capable op steps seen by the alternate test hook */
     tfc_status status;
     char *msg;
 };
@@ -198,6 +200,26 @@ static int place(struct builder *b, struct step *st, const struct tfc_node *n, u
         b->last_warned = n->id;
     }
     return 0;
+}
+
+/* Test hook (sched/testing.h): with where = STARPU_OPENCL, alternate the OpenCL-capable op
+ * steps between OpenCL and the CPU. Set once by a test program before it builds plans. */
+static int g_where_alternate;
+
+void tfc_testing_set_where_alternate(int on)
+{
+    g_where_alternate = on;
+}
+
+/* The where hook of an op step. Pinned to OpenCL, a step whose codelet has no OpenCL
+ * implementation for its kind and dtypes stays unpinned (StarPU picks the CPU codelet). */
+static uint32_t op_hook(struct builder *b, const struct step *st)
+{
+    uint32_t w = b->opt ? b->opt->where : 0;
+    if (w != STARPU_OPENCL) return w;
+    if (!tfc_opencl_supports(st->cl, st->args)) return 0;
+    if (g_where_alternate && (b->n_alternated++ & 1)) return STARPU_CPU;
+    return w;
 }
 
 /* ---- pruning and ordering -------------------------------------------------------------- */
@@ -381,7 +403,7 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     if (any) {
         struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
                                    in_slots, modes, n->n_outputs, out_slot_ids);
-        if (!st || place(b, st, n, b->opt ? b->opt->where : 0)) return -1;
+        if (!st || place(b, st, n, op_hook(b, st))) return -1;
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int s = out_slot_ids[k];

@@ -1,6 +1,7 @@
 /* run.c: one run of a session: checking the caller's feeds and fetches, finding or building
  * the plan, submitting its tasks and fetch copy-outs under the session lock, and waiting for
  * exactly those. Kernel failures come back through the instance's error slot. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
@@ -149,6 +150,15 @@ static void task_done(void *arg)
         starpu_worker_get_name(info->workerid, r->worker_name, sizeof r->worker_name);
         r->start_us = starpu_timing_timespec_to_us(&info->start_time);
         r->end_us = starpu_timing_timespec_to_us(&info->end_time);
+        struct starpu_task *t = cb->task;
+        double pred = t->predicted; /* dm* schedulers fill it; others leave NaN */
+        if (!(pred > 0) && t->cl && t->cl->model) {
+            struct starpu_perfmodel_arch *arch =
+                starpu_worker_get_perf_archtype(info->workerid, t->sched_ctx);
+            pred = arch ? starpu_task_expected_length(t, arch, starpu_task_get_implementation(t))
+                        : NAN;
+        }
+        r->predicted_us = pred > 0 && isfinite(pred) ? pred : NAN;
     }
     finish_one(run);
 }
@@ -172,6 +182,7 @@ static void run_free(struct tfc_run *run)
     free(run->cbs);
     free(run->fcbs);
     free(run->records);
+    tfc_snap_free(run->snap0);
     pthread_mutex_destroy(&run->m);
     pthread_cond_destroy(&run->c);
     free(run);
@@ -274,6 +285,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
         enum slot_kind k = p->slots[p->fetch_slot[i]].kind;
         n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
     }
+    if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
     run->pending = p->n_steps + n_acquire;
     p->running++;
     run->submitted = 1;
@@ -369,6 +381,7 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
     while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0)
         pthread_cond_wait(&run->c, &run->m);
     pthread_mutex_unlock(&run->m);
+    struct tfc_snap *snap1 = run->records ? tfc_snap_take() : NULL; /* and after */
     for (int i = 0; i < p->n_feeds; i++)
         if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
     tfc_status st = run->status;
@@ -402,7 +415,9 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
         s->records = run->records;
         s->n_records = p->n_steps;
         run->records = NULL;
+        tfc_report_run_done(&s->rep, run->snap0, snap1, s->records, s->n_records);
     }
+    tfc_snap_free(snap1);
     if (p->evicted && !p->running) {
         tfc_plan_release_instances(p);
         tfc_plan_free(p);

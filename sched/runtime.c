@@ -5,6 +5,7 @@
 #include <starpu.h>
 #include "sched.h"
 #include "../codelets/kernel.h"
+#include "../codelets/opencl_common.h"
 
 tfc_status tfc_runtime_start(int *joined, char *msg)
 {
@@ -25,7 +26,11 @@ void tfc_runtime_stop(int joined)
 {
 #ifdef STARPU_USE_CUDA
     if (!joined) tfc_cuda_libs_shutdown(); /* a joined runtime keeps what its owner set up */
-#else
+#endif
+#ifdef STARPU_USE_OPENCL
+    if (!joined) tfc_opencl_shutdown(); /* programs belong to this StarPU lifetime */
+#endif
+#if !defined(STARPU_USE_CUDA) && !defined(STARPU_USE_OPENCL)
     (void)joined;
 #endif
     starpu_shutdown(); /* drops our reference; the application's keeps StarPU up */

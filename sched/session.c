@@ -29,10 +29,16 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
     }
+    st = tfc_report_init(&s->rep, msg); /* TFC_REPORT, TFC_TRACE */
+    if (st) {
+        free(s);
+        return tfc_fail_global(st, "session_create: %s", msg);
+    }
     s->g = g;
     s->ctx = ctx;
     s->max_plans = 32;
     pthread_mutex_init(&s->lock, NULL);
+    if (s->rep.on_stderr || s->rep.trace) tfc_session_set_profiling(s, 1);
     *out = s;
     return TFC_OK;
 }
@@ -89,6 +95,7 @@ void tfc_session_destroy(tfc_session *s)
     }
     free(s->pers);
     free(s->records);
+    tfc_report_fini(&s->rep);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -126,7 +133,9 @@ tfc_status tfc_session_set_profiling(tfc_session *s, int on)
     if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_profiling: session is NULL");
     pthread_mutex_lock(&s->lock);
     s->profiling = on != 0;
-    if (on) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+    /* enabling resets StarPU's counters: only when it is off (sched/report.c accumulates) */
+    if (on && starpu_profiling_status_get() != STARPU_PROFILING_ENABLE)
+        starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
     pthread_mutex_unlock(&s->lock);
     return TFC_OK;
 }

@@ -5,6 +5,30 @@
 
 #include "plan.h"
 
+/* sched/report.c: what profiled runs report (bus bytes, worker times, tables, traces). */
+struct tfc_snap;            /* StarPU's bus and worker counters, accumulated, at one time */
+
+struct tfc_report {
+    int on_stderr;          /* TFC_REPORT=1 */
+    FILE *trace;            /* TFC_TRACE: open while the session lives */
+    char *trace_path;
+    int have;               /* a profiled run has completed */
+    tfc_run_summary sum;    /* tasks = the session's records */
+    tfc_link_record *links;
+    tfc_worker_record *workers;
+};
+
+/* Reads the environment (TFC_REPORT, TFC_TRACE) and opens the trace; nonzero with msg. */
+tfc_status tfc_report_init(struct tfc_report *r, char *msg);
+void tfc_report_fini(struct tfc_report *r);
+/* Counters now (NULL when out of memory). */
+struct tfc_snap *tfc_snap_take(void);
+void tfc_snap_free(struct tfc_snap *sn);
+/* Completes a run's summary from the snapshots around it and the task records, then prints
+ * and traces it as the environment asked. Under the session lock. */
+void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const struct tfc_snap *b,
+                         const tfc_task_record *tasks, int n_tasks);
+
 struct persist {        /* a variable's or constant's data, living across runs */
     starpu_data_handle_t h;
     void *ptr;          /* starpu_malloc'd host buffer (home of the handle) */
@@ -23,6 +47,7 @@ struct tfc_session {
     int profiling;
     tfc_task_record *records;
     int n_records;
+    struct tfc_report rep;  /* the last profiled run's summary; TFC_REPORT / TFC_TRACE */
     struct plan_options opt;
     char msg[TFC_MSG_LEN];
     char warning[TFC_MSG_LEN]; /* of the last run submitted (tfc_session_last_warning) */
@@ -50,6 +75,7 @@ struct tfc_run {
     struct task_cb *cbs;
     struct fetch_cb *fcbs;
     tfc_task_record *records; /* when profiling */
+    struct tfc_snap *snap0;   /* when profiling: counters at submission */
     int pending;              /* tasks and fetch copies not finished */
     pthread_mutex_t m;
     pthread_cond_t c;

@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -492,12 +493,63 @@ typedef struct tfc_task_record {
     const char *op;
     int worker;             /* StarPU worker id */
     char worker_name[48];
-    double start_us, end_us; /* StarPU's clock, microseconds */
+    double start_us, end_us; /* StarPU's clock, microseconds (measured: end_us - start_us) */
+    double predicted_us;     /* the perfmodel's time for the worker it ran on: StarPU's own
+                              * prediction under dm* schedulers (task->predicted), else
+                              * starpu_task_expected_length at completion; NaN when the
+                              * codelet has no model or the model is not calibrated */
 } tfc_task_record;
 
 /* The records of the last run that completed with profiling on (borrowed until the next run
  * completes on this session). */
 TFC_API int tfc_session_last_records(tfc_session *s, const tfc_task_record **out);
+
+/* Where things ran: the summary of the last run that completed with profiling on. Bus and
+ * worker figures are differences of StarPU's profiling counters taken when the run was
+ * submitted and when it completed, so they include whatever else ran in that interval
+ * (concurrent runs, other sessions). StarPU's getters reset its counters: the library
+ * accumulates them process-wide, so STARPU_BUS_STATS / STARPU_WORKER_STATS at shutdown only
+ * show what happened after the library's last read. */
+typedef struct tfc_link_record {
+    int src_node, dst_node;  /* StarPU memory nodes */
+    char src[32], dst[32];   /* their names ("NUMA 0", "OpenCL 0") */
+    uint64_t bytes;          /* bytes moved from src to dst during the run */
+    uint64_t transfers;
+} tfc_link_record;
+
+typedef struct tfc_worker_record {
+    int worker;              /* StarPU worker id */
+    char name[48];
+    double total_us;         /* the run's interval as the worker measured it */
+    double executing_us, sleeping_us;
+    double idle_us;          /* total_us - executing_us (sleeping and scheduling included) */
+    int tasks;               /* tasks it executed in the interval (any session's) */
+} tfc_worker_record;
+
+typedef struct tfc_run_summary {
+    double start_us, end_us; /* submission and completion, StarPU's clock */
+    int n_tasks;
+    const tfc_task_record *tasks;
+    int n_links;             /* only links that moved bytes */
+    const tfc_link_record *links;
+    int n_workers;
+    const tfc_worker_record *workers;
+} tfc_run_summary;
+
+/* Fills *out with the last profiled run's summary (arrays borrowed until the next profiled
+ * run completes on s); TFC_ERR_INVALID_ARGUMENT when no profiled run has completed. */
+TFC_API tfc_status tfc_session_last_summary(tfc_session *s, tfc_run_summary *out);
+/* Writes the last profiled run's report (a table per task, per link, per worker) to out. */
+TFC_API tfc_status tfc_session_write_report(tfc_session *s, FILE *out);
+/* Writes the last profiled run as a Chrome trace (chrome://tracing, ui.perfetto.dev): one
+ * complete event per task, tid = worker id, ts/dur in microseconds. */
+TFC_API tfc_status tfc_session_write_trace(tfc_session *s, const char *path);
+/* Environment (read at tfc_session_create; either one turns profiling on for the session):
+ * TFC_REPORT=1 prints every run's report on stderr (0: off, the default); TFC_TRACE=path
+ * creates path at tfc_session_create and appends each run's events to it as the run
+ * completes; the JSON is closed at tfc_session_destroy. Any other TFC_REPORT value, an empty
+ * TFC_TRACE or a path that cannot be created fails tfc_session_create with
+ * TFC_ERR_INVALID_ARGUMENT and a message. */
 
 /* ---- Input pipeline -------------------------------------------------------------------- */
 

@@ -16,6 +16,12 @@
  *                    worker (device coherence); exits 77 when StarPU has no OpenCL worker.
  *   TFC_TEST_WHERE=cuda  every op task is pinned to the CUDA worker, so every CUDA kernel is
  *                    checked against the float64 reference; exits 77 without a CUDA worker.
+ *   TFC_TEST_WHERE=opencl  every op task whose codelet has an OpenCL implementation for its
+ *                    kind and dtypes is pinned to the OpenCL worker (the rest run unpinned, on
+ *                    the CPU); exits 77 without an OpenCL worker (STARPU_OPENCL_ON_CPUS=1 with
+ *                    PoCL).
+ *   TFC_TEST_WHERE=alternate  as opencl, but every other such task is pinned to the CPU, so
+ *                    values cross memory nodes in both directions.
  */
 #include <CUnit/Basic.h>
 #include <math.h>
@@ -118,6 +124,7 @@ static const struct {
 static tfc_ctx *g_ctx;
 static const char *g_sched = "";
 static int g_hop, g_cuda;
+static int g_ocl; /* TFC_TEST_WHERE: 1 opencl, 2 alternate */
 static char *g_scheds[16];
 static int g_nscheds, g_suite_next;
 static unsigned char g_executed[512];
@@ -318,16 +325,17 @@ static tfc_status open_session(tfc_graph *g, tfc_session **s)
     if (st) return st;
     if (g_hop) tfc_session_set_hop(*s, 1, STARPU_OPENCL);
     if (g_cuda) tfc_session_set_where(*s, STARPU_CUDA);
-    if (g_hop || g_cuda) tfc_session_set_profiling(*s, 1); /* to check where tasks ran */
+    if (g_ocl) tfc_session_set_where(*s, STARPU_OPENCL);
+    if (g_hop || g_cuda || g_ocl) tfc_session_set_profiling(*s, 1); /* to check where tasks ran */
     return TFC_OK;
 }
 
 /* In the device modes, checks from the last run's task records that the hop copies ran on
  * the OpenCL worker and (where=cuda) that every op task ran on the CUDA worker. */
-static int g_hops_seen, g_pinned_seen;
+static int g_hops_seen, g_pinned_seen, g_ocl_seen, g_ocl_cpu_seen;
 static void check_placement(tfc_session *s, const char *label)
 {
-    if (!g_hop && !g_cuda) return;
+    if (!g_hop && !g_cuda && !g_ocl) return;
     const tfc_task_record *r = NULL;
     int n = tfc_session_last_records(s, &r);
     for (int i = 0; i < n; i++) {
@@ -338,6 +346,11 @@ static void check_placement(tfc_session *s, const char *label)
             if (type != STARPU_OPENCL_WORKER)
                 REPORT("%s: the hop of node '%s' ran on %s, not on the OpenCL worker", label,
                        r[i].node, r[i].worker_name);
+        } else if (!hop && g_ocl) {
+            if (type == STARPU_OPENCL_WORKER)
+                g_ocl_seen++;
+            else
+                g_ocl_cpu_seen++;
         } else if (!hop && g_cuda) {
             g_pinned_seen++;
             if (type != STARPU_CUDA_WORKER)
@@ -2068,6 +2081,11 @@ static void test_all_ops_executed(void)
 {
     if (g_hop && g_hops_seen == 0) REPORT("TFC_TEST_HOP=opencl: no hop task was recorded");
     if (g_cuda && g_pinned_seen == 0) REPORT("TFC_TEST_WHERE=cuda: no op task was recorded");
+    if (g_ocl && g_ocl_seen == 0)
+        REPORT("TFC_TEST_WHERE=%s: no op task ran on the OpenCL worker",
+               g_ocl == 2 ? "alternate" : "opencl");
+    if (g_ocl == 2 && g_ocl_cpu_seen == 0)
+        REPORT("TFC_TEST_WHERE=alternate: no op task ran on the CPU");
     for (int i = 0; i < tfc_op_count() && i < (int)sizeof g_executed; i++) {
         if (!g_executed[i])
             REPORT("op '%s' was not run and verified under STARPU_SCHED=%s", tfc_op_name(i),
@@ -2084,7 +2102,7 @@ static int suite_init(void)
     if (g_suite_next >= g_nscheds) return 1;
     g_sched = g_scheds[g_suite_next++];
     memset(g_executed, 0, sizeof g_executed);
-    g_cases = g_hops_seen = g_pinned_seen = 0;
+    g_cases = g_hops_seen = g_pinned_seen = g_ocl_seen = g_ocl_cpu_seen = 0;
     setenv("STARPU_SCHED", g_sched, 1);
     g_suite_t0 = now_s();
     if (tfc_ctx_create(&g_ctx)) {
@@ -2095,6 +2113,12 @@ static int suite_init(void)
     if (tfc_ctx_info_get(g_ctx, &info)) return 1;
     if (g_hop && info.n_opencl_workers == 0) {
         fprintf(stderr, "TFC_TEST_HOP=opencl but StarPU has no OpenCL worker: skipped\n");
+        tfc_ctx_destroy(g_ctx);
+        exit(77);
+    }
+    if (g_ocl && info.n_opencl_workers == 0) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s but StarPU has no OpenCL worker: skipped\n",
+                g_ocl == 2 ? "alternate" : "opencl");
         tfc_ctx_destroy(g_ctx);
         exit(77);
     }
@@ -2119,6 +2143,9 @@ static int suite_clean(void)
     fprintf(stderr, "\nsched=%s: %d cases in %.2f s", g_sched, g_cases, now_s() - g_suite_t0);
     if (g_hop) fprintf(stderr, ", %d hop copies on the OpenCL worker", g_hops_seen);
     if (g_cuda) fprintf(stderr, ", %d op tasks on the CUDA worker", g_pinned_seen);
+    if (g_ocl)
+        fprintf(stderr, ", %d op tasks on the OpenCL worker, %d elsewhere", g_ocl_seen,
+                g_ocl_cpu_seen);
     fprintf(stderr, "\n");
     return 0;
 }
@@ -2162,12 +2189,16 @@ int main(void)
     const char *hop = getenv("TFC_TEST_HOP"), *where = getenv("TFC_TEST_WHERE");
     g_hop = hop && strcmp(hop, "opencl") == 0;
     g_cuda = where && strcmp(where, "cuda") == 0;
+    g_ocl = !where ? 0 : strcmp(where, "opencl") == 0 ? 1 : strcmp(where, "alternate") == 0 ? 2
+                                                                                        : 0;
+    tfc_testing_set_where_alternate(g_ocl == 2);
     if (hop && *hop && !g_hop) {
         fprintf(stderr, "TFC_TEST_HOP=%s: only 'opencl' is known\n", hop);
         return 1;
     }
-    if (where && *where && !g_cuda) {
-        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'cuda' is known\n", where);
+    if (where && *where && !g_cuda && !g_ocl) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'cuda', 'opencl' and 'alternate' are known\n",
+                where);
         return 1;
     }
     const char *env = getenv("TFC_TEST_SCHEDS");
@@ -2187,7 +2218,9 @@ int main(void)
     for (int k = 0; k < g_nscheds; k++) {
         static char names[16][64];
         snprintf(names[k], sizeof names[k], "STARPU_SCHED=%s%s%s", g_scheds[k],
-                 g_hop ? " hop=opencl" : "", g_cuda ? " where=cuda" : "");
+                 g_hop ? " hop=opencl" : "",
+                 g_cuda ? " where=cuda"
+                 : g_ocl == 1 ? " where=opencl" : g_ocl == 2 ? " where=alternate" : "");
         CU_pSuite s = CU_add_suite(names[k], suite_init, suite_clean);
         if (!s) return 1;
         for (int i = 0; i < COUNT(sweep); i++)

@@ -1,0 +1,152 @@
+/* opencl_common.c: program loading, kernel lookup, argument and error helpers and the support
+ * predicate of the OpenCL codelets (see opencl_common.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "opencl_common.h"
+#include "../src/tfc.h"
+
+int tfc_opencl_supports(const struct starpu_codelet *cl, const struct tfc_kargs *a)
+{
+#ifdef STARPU_USE_OPENCL
+    if (!cl || !a || !cl->opencl_funcs[0]) return 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++)
+        if (a->d[i].buf < 0) return 0; /* empty operands stay on the CPU path */
+    if (cl == &tfc_cl_elementwise) return tfc_opencl_elementwise_ok(a);
+    if (cl == &tfc_cl_matmul) return tfc_opencl_matmul_ok(a);
+    if (cl == &tfc_cl_reduce) return tfc_opencl_reduce_ok(a);
+    if (cl == &tfc_cl_softmax) return tfc_opencl_softmax_ok(a);
+    return 1; /* other codelets (hop) implement every step */
+#else
+    (void)cl;
+    (void)a;
+    return 0;
+#endif
+}
+
+int tfc_opencl_can_execute(unsigned workerid, struct starpu_task *task, unsigned nimpl)
+{
+    (void)nimpl;
+    if (starpu_worker_get_type((int)workerid) != STARPU_OPENCL_WORKER) return 1;
+    return tfc_opencl_supports(task->cl, task->cl_arg);
+}
+
+#ifdef STARPU_USE_OPENCL
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfc_ocl_prog *g_loaded; /* programs built in this StarPU lifetime */
+
+#define KIND(k) "#define K_" #k " %d\n"
+static const char *const header_fmt =
+    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    KIND(NEG) KIND(ABS) KIND(SQUARE) KIND(SQRT) KIND(RSQRT) KIND(EXP) KIND(LOG) KIND(RELU)
+    KIND(SIGMOID) KIND(TANH) KIND(SOFTPLUS) KIND(ADD) KIND(SUB) KIND(MUL) KIND(DIV)
+    KIND(MAXIMUM) KIND(MINIMUM) KIND(POW) KIND(EQUAL) KIND(NOT_EQUAL) KIND(LESS) KIND(GREATER)
+    KIND(LOGICAL_AND) KIND(LOGICAL_OR) KIND(BROADCAST) KIND(RELU_GRAD) KIND(REDUCE_SUM)
+    KIND(REDUCE_MEAN) KIND(REDUCE_MAX) KIND(REDUCE_MIN) KIND(SUM_TO) KIND(LOG_SOFTMAX)
+    KIND(SPARSE_XENT)
+    "#define MAXR 8\n"
+    "typedef struct { long rank, n; long dims[MAXR]; long st[3][MAXR]; } bcast_t;\n"
+    "typedef struct { long nk, nr; long kd[MAXR], ks[MAXR], rd[MAXR], rs[MAXR]; } red_t;\n"
+    "#define AT(p, off) ((global void *)((global char *)(p) + (off)))\n";
+
+static char *build_source(const struct tfc_ocl_prog *p)
+{
+    char head[4096];
+    snprintf(head, sizeof head, header_fmt, TFC_K_NEG, TFC_K_ABS, TFC_K_SQUARE, TFC_K_SQRT,
+             TFC_K_RSQRT, TFC_K_EXP, TFC_K_LOG, TFC_K_RELU, TFC_K_SIGMOID, TFC_K_TANH,
+             TFC_K_SOFTPLUS, TFC_K_ADD, TFC_K_SUB, TFC_K_MUL, TFC_K_DIV, TFC_K_MAXIMUM,
+             TFC_K_MINIMUM, TFC_K_POW, TFC_K_EQUAL, TFC_K_NOT_EQUAL, TFC_K_LESS, TFC_K_GREATER,
+             TFC_K_LOGICAL_AND, TFC_K_LOGICAL_OR, TFC_K_BROADCAST, TFC_K_RELU_GRAD,
+             TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN,
+             TFC_K_SUM_TO, TFC_K_LOG_SOFTMAX, TFC_K_SPARSE_XENT);
+    static const char f32[] = "#define T float\n#define TS(n) n##_f32\n";
+    static const char f64[] = "#undef T\n#undef TS\n#define T double\n#define TS(n) n##_f64\n";
+    size_t len = strlen(head) + sizeof f32 + sizeof f64 + 2 * strlen(p->body) +
+                 (p->plain ? strlen(p->plain) : 0) + 8;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    snprintf(s, len, "%s%s%s\n%s%s\n%s\n", head, f32, p->body, f64, p->body,
+             p->plain ? p->plain : "");
+    return s;
+}
+
+void tfc_opencl_shutdown(void)
+{
+    pthread_mutex_lock(&g_lock);
+    while (g_loaded) {
+        struct tfc_ocl_prog *p = g_loaded;
+        g_loaded = p->next;
+        starpu_opencl_unload_opencl(&p->prog);
+        p->loaded = 0;
+        p->next = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+int tfc_ocl_fail(const struct tfc_kargs *a, const char *what, cl_int err)
+{
+    tfc_kernel_fail(a, TFC_ERR_RUNTIME, "OpenCL %s failed (error %d)", what, (int)err);
+    return -1;
+}
+
+cl_kernel tfc_ocl_kernel(struct tfc_ocl_prog *p, const char *name, int dtype,
+                         const struct tfc_kargs *a, cl_command_queue *queue)
+{
+    char full[96];
+    snprintf(full, sizeof full, "%s%s", name, dtype == 0 ? "_f32" : dtype == 1 ? "_f64" : "");
+    cl_kernel k = NULL;
+    int devid = starpu_worker_get_devid(starpu_worker_get_id());
+    pthread_mutex_lock(&g_lock);
+    if (!p->loaded) {
+        char *src = build_source(p);
+        int ret = src ? starpu_opencl_load_opencl_from_string(src, &p->prog, "") : -1;
+        free(src);
+        if (ret) {
+            pthread_mutex_unlock(&g_lock);
+            tfc_kernel_fail(a, TFC_ERR_RUNTIME, "OpenCL: building the %s kernels failed (%d)",
+                            p->family, ret);
+            return NULL;
+        }
+        p->loaded = 1;
+        p->next = g_loaded;
+        g_loaded = p;
+    }
+    cl_int err = starpu_opencl_load_kernel(&k, queue, &p->prog, full, devid);
+    pthread_mutex_unlock(&g_lock);
+    if (err != CL_SUCCESS) {
+        tfc_kernel_fail(a, TFC_ERR_RUNTIME, "OpenCL: kernel %s not found (error %d)", full,
+                        (int)err);
+        return NULL;
+    }
+    return k;
+}
+
+void tfc_ocl_buf(void *buffers[], int b, cl_mem *mem, cl_ulong *off)
+{
+    void *iface = buffers[b];
+    if (*(enum starpu_data_interface_id *)iface == STARPU_MATRIX_INTERFACE_ID) {
+        *mem = (cl_mem)STARPU_MATRIX_GET_DEV_HANDLE(iface);
+        *off = STARPU_MATRIX_GET_OFFSET(iface);
+    } else {
+        *mem = (cl_mem)STARPU_VECTOR_GET_DEV_HANDLE(iface);
+        *off = STARPU_VECTOR_GET_OFFSET(iface);
+    }
+}
+
+int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size_t gws0,
+                size_t gws1, int nargs, const size_t *sizes, const void *const *vals)
+{
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < nargs && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, (cl_uint)i, sizes[i], vals[i]);
+    if (err != CL_SUCCESS) return tfc_ocl_fail(a, "clSetKernelArg", err);
+    size_t gws[2] = {gws0, gws1};
+    err = clEnqueueNDRangeKernel(q, k, gws1 ? 2 : 1, NULL, gws, NULL, 0, NULL, NULL);
+    if (err == CL_SUCCESS) err = clFinish(q);
+    if (err != CL_SUCCESS) return tfc_ocl_fail(a, "kernel launch", err);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,284 @@
+/* opencl_elementwise.c: OpenCL kernels of the element-wise family for float32 and float64:
+ * unary math, binary ops with NumPy broadcasting (strides passed by value), comparisons (bool
+ * output), select, add_n, fill, cast between the float types, identity (any dtype). Integer
+ * and bool arithmetic stay on the CPU (tfc_opencl_elementwise_ok refuses them). */
+#include <string.h>
+#include "opencl_common.h"
+#include "../src/tfc.h"
+
+static int is_float(int dt) { return dt == TFC_FLOAT32 || dt == TFC_FLOAT64; }
+
+int tfc_opencl_elementwise_ok(const struct tfc_kargs *a)
+{
+    const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
+    int dt = a->d[0].dtype;
+    switch (a->kind) {
+    case TFC_K_IDENTITY: return 1;
+    case TFC_K_CAST: return is_float(dt) && is_float(o->dtype);
+    case TFC_K_FILL: return is_float(o->dtype);
+    case TFC_K_ADD_N:
+        for (int i = 0; i < a->n_in; i++)
+            if (a->d[i].dtype != o->dtype) return 0;
+        return is_float(o->dtype);
+    case TFC_K_SELECT:
+        return a->d[0].dtype == TFC_BOOL && is_float(a->d[1].dtype) &&
+               a->d[2].dtype == a->d[1].dtype && o->dtype == a->d[1].dtype;
+    case TFC_K_LOGICAL_NOT: return 0;
+    default:
+        if (!is_float(dt)) return 0;
+        if (a->kind >= TFC_K_EQUAL && a->kind <= TFC_K_LOGICAL_OR)
+            return a->d[1].dtype == dt && o->dtype == TFC_BOOL;
+        if (a->kind == TFC_K_BROADCAST) return o->dtype == dt;
+        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD)
+            return a->d[1].dtype == dt && o->dtype == dt;
+        return a->kind >= TFC_K_NEG && a->kind <= TFC_K_SOFTPLUS && o->dtype == dt;
+    }
+}
+
+#ifdef STARPU_USE_OPENCL
+#define CL_SRC(...) #__VA_ARGS__
+
+static const char body[] = CL_SRC(
+kernel void TS(unary)(int kind, global T *x0, ulong xo, global T *y0, ulong yo, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    global T *px = AT(x0, xo), *py = AT(y0, yo);
+    T x = px[i], y;
+    switch (kind) {
+    case K_NEG: y = -x; break;
+    case K_ABS: y = fabs(x); break;
+    case K_SQUARE: y = x * x; break;
+    case K_SQRT: y = sqrt(x); break;
+    case K_RSQRT: y = (T)1 / sqrt(x); break;
+    case K_EXP: y = exp(x); break;
+    case K_LOG: y = log(x); break;
+    case K_RELU: y = x > 0 ? x : (T)0; break;
+    case K_SIGMOID: y = x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x)); break;
+    case K_TANH: y = tanh(x); break;
+    case K_SOFTPLUS: y = x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
+    default: y = x;
+    }
+    py[i] = y;
+}
+
+kernel void TS(binary)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
+                       global void *o0, ulong oo, bcast_t b, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long rem = i, ox = 0, oy = 0;
+    for (int d = (int)b.rank - 1; d >= 0; d--) {
+        long idx = rem % b.dims[d];
+        rem /= b.dims[d];
+        ox += idx * b.st[0][d];
+        oy += idx * b.st[1][d];
+    }
+    global T *px = AT(x0, xo), *py = AT(y0, yo);
+    T x = px[ox], y = kind == K_BROADCAST ? (T)0 : py[oy];
+    if (kind >= K_EQUAL && kind <= K_LOGICAL_OR) {
+        uchar r;
+        switch (kind) {
+        case K_EQUAL: r = x == y; break;
+        case K_NOT_EQUAL: r = x != y; break;
+        case K_LESS: r = x < y; break;
+        case K_GREATER: r = x > y; break;
+        case K_LOGICAL_AND: r = x != 0 && y != 0; break;
+        default: r = x != 0 || y != 0;
+        }
+        ((global uchar *)AT(o0, oo))[i] = r;
+        return;
+    }
+    T r;
+    switch (kind) {
+    case K_ADD: r = x + y; break;
+    case K_SUB: r = x - y; break;
+    case K_MUL: r = x * y; break;
+    case K_DIV: r = x / y; break;
+    case K_MAXIMUM: r = (x > y || x != x) ? x : y; break;
+    case K_MINIMUM: r = (x < y || x != x) ? x : y; break;
+    case K_POW: r = pow(x, y); break;
+    case K_RELU_GRAD: r = y > 0 ? x : (T)0; break;
+    default: r = x;
+    }
+    ((global T *)AT(o0, oo))[i] = r;
+}
+
+kernel void TS(select)(global uchar *c0, ulong co, global T *x0, ulong xo, global T *y0,
+                       ulong yo, global T *o0, ulong oo, bcast_t b, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long rem = i, oc = 0, ox = 0, oy = 0;
+    for (int d = (int)b.rank - 1; d >= 0; d--) {
+        long idx = rem % b.dims[d];
+        rem /= b.dims[d];
+        oc += idx * b.st[0][d];
+        ox += idx * b.st[1][d];
+        oy += idx * b.st[2][d];
+    }
+    global uchar *pc = AT(c0, co);
+    global T *px = AT(x0, xo), *py = AT(y0, yo), *po = AT(o0, oo);
+    po[i] = pc[oc] ? px[ox] : py[oy];
+}
+
+kernel void TS(acc)(global T *o0, ulong oo, global T *x0, ulong xo, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    global T *po = AT(o0, oo), *px = AT(x0, xo);
+    po[i] += px[i];
+}
+
+kernel void TS(fill)(global T *o0, ulong oo, T v, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    ((global T *)AT(o0, oo))[i] = v;
+}
+);
+
+static const char plain[] = CL_SRC(
+kernel void cast_f32_f64(global float *x0, ulong xo, global double *y0, ulong yo, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    global float *px = AT(x0, xo);
+    global double *py = AT(y0, yo);
+    py[i] = (double)px[i];
+}
+
+kernel void cast_f64_f32(global double *x0, ulong xo, global float *y0, ulong yo, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    global double *px = AT(x0, xo);
+    global float *py = AT(y0, yo);
+    py[i] = (float)px[i];
+}
+);
+
+static struct tfc_ocl_prog prog = {.family = "element-wise", .body = body, .plain = plain};
+
+/* Mirrors the kernels' bcast_t. */
+struct bcast_cl {
+    cl_long rank, n;
+    cl_long dims[TFC_K_MAX_RANK];
+    cl_long st[3][TFC_K_MAX_RANK];
+};
+
+static void bcast_fill(struct bcast_cl *b, const struct tfc_kdesc *out, int n,
+                       const struct tfc_kdesc *const *in)
+{
+    memset(b, 0, sizeof *b);
+    b->rank = out->rank > 0 ? out->rank : 1;
+    b->n = n;
+    for (int d = 0; d < b->rank; d++) b->dims[d] = out->rank > 0 ? out->dims[d] : 1;
+    for (int k = 0; k < n; k++) {
+        int64_t stride = 1;
+        for (int d = (int)b->rank - 1; d >= 0; d--) {
+            int id = in[k]->rank - ((int)b->rank - d);
+            int64_t dim = id >= 0 ? in[k]->dims[id] : 1;
+            b->st[k][d] = dim == 1 ? 0 : stride;
+            stride *= dim;
+        }
+    }
+}
+
+static int copy_buf(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes)
+{
+    cl_mem src, dst;
+    cl_ulong so, doff;
+    tfc_ocl_buf(buffers, from, &src, &so);
+    tfc_ocl_buf(buffers, to, &dst, &doff);
+    cl_command_queue q;
+    starpu_opencl_get_current_queue(&q);
+    cl_int err = clEnqueueCopyBuffer(q, src, dst, so, doff, bytes, 0, NULL, NULL);
+    if (err == CL_SUCCESS) err = clFinish(q);
+    return err == CL_SUCCESS ? 0 : tfc_ocl_fail(a, "copy", err);
+}
+
+void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    int ob = od->buf, dt = a->d[0].dtype;
+    cl_long n = od->numel;
+    cl_mem m[4];
+    cl_ulong off[4];
+    cl_command_queue q;
+    cl_kernel k = NULL;
+    if (a->kind == TFC_K_IDENTITY || (a->kind == TFC_K_CAST && dt == od->dtype)) {
+        copy_buf(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype));
+        return;
+    }
+    tfc_ocl_buf(buffers, ob, &m[3], &off[3]);
+    if (a->kind == TFC_K_ADD_N) {
+        if (copy_buf(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype))) return;
+        if (!(k = tfc_ocl_kernel(&prog, "acc", od->dtype, a, &q))) return;
+        for (int i = 1; i < a->n_in; i++) {
+            tfc_ocl_buf(buffers, a->d[i].buf, &m[0], &off[0]);
+            if (tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
+                            (size_t[]){sizeof m[3], sizeof off[3], sizeof m[0], sizeof off[0],
+                                       sizeof n},
+                            (const void *[]){&m[3], &off[3], &m[0], &off[0], &n}))
+                break;
+        }
+        clReleaseKernel(k);
+        return;
+    }
+    if (a->kind == TFC_K_FILL) {
+        if (!(k = tfc_ocl_kernel(&prog, "fill", od->dtype, a, &q))) return;
+        float f = (float)a->attrs[0].f;
+        double v = a->attrs[0].f;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 4,
+                    (size_t[]){sizeof m[3], sizeof off[3],
+                               od->dtype == TFC_FLOAT32 ? sizeof f : sizeof v, sizeof n},
+                    (const void *[]){&m[3], &off[3],
+                                     od->dtype == TFC_FLOAT32 ? (void *)&f : (void *)&v, &n});
+        clReleaseKernel(k);
+        return;
+    }
+    for (int i = 0; i < a->n_in && i < 3; i++) tfc_ocl_buf(buffers, a->d[i].buf, &m[i], &off[i]);
+    if (a->kind == TFC_K_CAST) {
+        if (!(k = tfc_ocl_kernel(&prog, dt == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32", -1,
+                                 a, &q)))
+            return;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
+                    (size_t[]){sizeof m[0], sizeof off[0], sizeof m[3], sizeof off[3], sizeof n},
+                    (const void *[]){&m[0], &off[0], &m[3], &off[3], &n});
+    } else if (a->kind == TFC_K_SELECT) {
+        struct bcast_cl b;
+        bcast_fill(&b, od, 3, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1], &a->d[2]});
+        if (!(k = tfc_ocl_kernel(&prog, "select", od->dtype, a, &q))) return;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
+                    (size_t[]){sizeof m[0], sizeof off[0], sizeof m[1], sizeof off[1],
+                               sizeof m[2], sizeof off[2], sizeof m[3], sizeof off[3],
+                               sizeof b, sizeof n},
+                    (const void *[]){&m[0], &off[0], &m[1], &off[1], &m[2], &off[2], &m[3],
+                                     &off[3], &b, &n});
+    } else if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD) {
+        struct bcast_cl b;
+        bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
+        if (a->kind == TFC_K_BROADCAST) { /* y gives only the shape: bind x twice */
+            m[1] = m[0];
+            off[1] = off[0];
+        }
+        cl_int kind = a->kind;
+        if (!(k = tfc_ocl_kernel(&prog, "binary", dt, a, &q))) return;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
+                    (size_t[]){sizeof kind, sizeof m[0], sizeof off[0], sizeof m[1],
+                               sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
+                    (const void *[]){&kind, &m[0], &off[0], &m[1], &off[1], &m[3], &off[3], &b,
+                                     &n});
+    } else {
+        cl_int kind = a->kind;
+        if (!(k = tfc_ocl_kernel(&prog, "unary", dt, a, &q))) return;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 6,
+                    (size_t[]){sizeof kind, sizeof m[0], sizeof off[0], sizeof m[3],
+                               sizeof off[3], sizeof n},
+                    (const void *[]){&kind, &m[0], &off[0], &m[3], &off[3], &n});
+    }
+    clReleaseKernel(k);
+}
+#endif

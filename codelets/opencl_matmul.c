@@ -1,0 +1,77 @@
+/* opencl_matmul.c: OpenCL matmul and batched matmul (float32, float64): a naive kernel, one
+ * work-item per output element; batches (with broadcast batch dims, as in matmul.c) are
+ * enqueued one by one with buffer offsets. */
+#include "opencl_common.h"
+#include "../src/tfc.h"
+
+int tfc_opencl_matmul_ok(const struct tfc_kargs *a)
+{
+    int dt = a->d[0].dtype;
+    return (dt == TFC_FLOAT32 || dt == TFC_FLOAT64) && a->d[1].dtype == dt &&
+           tfc_kout_desc(a, 0)->dtype == dt && tfc_kout_desc(a, 0)->rank >= 2;
+}
+
+#ifdef STARPU_USE_OPENCL
+#define CL_SRC(...) #__VA_ARGS__
+
+static const char body[] = CL_SRC(
+kernel void TS(matmul)(global T *a0, ulong ao, global T *b0, ulong bo, global T *c0, ulong co,
+                       int ta, int tb, long m, long n, long k)
+{
+    long j = get_global_id(0), i = get_global_id(1);
+    if (i >= m || j >= n) return;
+    global T *A = AT(a0, ao), *B = AT(b0, bo), *C = AT(c0, co);
+    T acc = 0;
+    for (long p = 0; p < k; p++)
+        acc += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
+    C[i * n + j] = acc;
+}
+);
+
+static struct tfc_ocl_prog prog = {.family = "matmul", .body = body};
+
+void tfc_matmul_opencl(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
+    cl_int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    int ra = da->rank, rb = db->rank, rc = dc->rank;
+    cl_long m = dc->dims[rc - 2], n = dc->dims[rc - 1];
+    cl_long k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
+    size_t es = tfc_kdtype_size(dc->dtype);
+    cl_mem A, B, C;
+    cl_ulong a0, b0, c0;
+    tfc_ocl_buf(buffers, da->buf, &A, &a0);
+    tfc_ocl_buf(buffers, db->buf, &B, &b0);
+    tfc_ocl_buf(buffers, dc->buf, &C, &c0);
+    cl_command_queue q;
+    cl_kernel kern = tfc_ocl_kernel(&prog, "matmul", dc->dtype, a, &q);
+    if (!kern) return;
+    int nb = a->kind == TFC_K_MATMUL ? 0 : rc - 2;
+    int64_t batches = 1;
+    for (int d = 0; d < nb; d++) batches *= dc->dims[d];
+    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
+    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, off_a = 0, off_b = 0, st_a = 1, st_b = 1;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = rem % dc->dims[d];
+            rem /= dc->dims[d];
+            int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
+            int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
+            if (dima != 1) off_a += idx * st_a;
+            if (dimb != 1) off_b += idx * st_b;
+            st_a *= dima;
+            st_b *= dimb;
+        }
+        cl_ulong ao = a0 + (cl_ulong)(off_a * mat_a) * es, bo = b0 + (cl_ulong)(off_b * mat_b) * es;
+        cl_ulong co = c0 + (cl_ulong)(bi * m * n) * es;
+        if (tfc_ocl_run(a, kern, q, (size_t)n, (size_t)m, 11,
+                        (size_t[]){sizeof A, sizeof ao, sizeof B, sizeof bo, sizeof C, sizeof co,
+                                   sizeof ta, sizeof tb, sizeof m, sizeof n, sizeof k},
+                        (const void *[]){&A, &ao, &B, &bo, &C, &co, &ta, &tb, &m, &n, &k}))
+            break;
+    }
+    clReleaseKernel(kern);
+}
+#endif

@@ -1,0 +1,340 @@
+/* report.c: seeing where things ran. For profiled runs: the bytes moved on each bus link and
+ * each worker's executing/sleeping/idle time (differences of StarPU's profiling counters
+ * around the run), a table on a FILE (TFC_REPORT=1: stderr, every run) and Chrome-trace JSON
+ * (TFC_TRACE=path: every run of the session; tfc_session_write_trace: the last run).
+ *
+ * StarPU 1.3's starpu_bus_get_profiling_info and starpu_profiling_worker_get_info return the
+ * counters since the last call and reset them, so every read goes through tfc_snap_take,
+ * which adds them into process-wide totals under one mutex; a run's figures are the
+ * difference of two snapshots of those totals. Nothing here runs unless profiling is on. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "session_priv.h"
+
+struct tfc_snap {
+    double t_us;
+    int n_bus, n_workers;
+    long long *bytes, *count;       /* per bus id */
+    double *total, *exec, *sleep;   /* per worker, us */
+    long long *tasks;
+};
+
+static pthread_mutex_t acc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tfc_snap acc;         /* the process-wide totals */
+
+void tfc_snap_free(struct tfc_snap *sn)
+{
+    if (!sn) return;
+    free(sn->bytes);
+    free(sn->count);
+    free(sn->total);
+    free(sn->exec);
+    free(sn->sleep);
+    free(sn->tasks);
+    if (sn != &acc) free(sn);
+}
+
+static int snap_alloc(struct tfc_snap *sn, int n_bus, int n_workers)
+{
+    size_t b = (size_t)n_bus + 1, w = (size_t)n_workers + 1;
+    sn->n_bus = n_bus;
+    sn->n_workers = n_workers;
+    sn->bytes = calloc(b, sizeof *sn->bytes);
+    sn->count = calloc(b, sizeof *sn->count);
+    sn->total = calloc(w, sizeof *sn->total);
+    sn->exec = calloc(w, sizeof *sn->exec);
+    sn->sleep = calloc(w, sizeof *sn->sleep);
+    sn->tasks = calloc(w, sizeof *sn->tasks);
+    return sn->bytes && sn->count && sn->total && sn->exec && sn->sleep && sn->tasks;
+}
+
+static double ts_us(struct timespec *t) { return starpu_timing_timespec_to_us(t); }
+
+struct tfc_snap *tfc_snap_take(void)
+{
+    struct tfc_snap *sn = calloc(1, sizeof *sn);
+    if (!sn) return NULL;
+    pthread_mutex_lock(&acc_lock);
+    int n_bus = starpu_bus_get_count(), n_workers = (int)starpu_worker_get_count();
+    if (!acc.bytes && !snap_alloc(&acc, n_bus, n_workers)) {
+        tfc_snap_free(&acc);
+        memset(&acc, 0, sizeof acc);
+        pthread_mutex_unlock(&acc_lock);
+        free(sn);
+        return NULL;
+    }
+    if (!snap_alloc(sn, acc.n_bus, acc.n_workers)) {
+        pthread_mutex_unlock(&acc_lock);
+        tfc_snap_free(sn);
+        return NULL;
+    }
+    if (starpu_profiling_status_get() == STARPU_PROFILING_ENABLE) {
+        for (int b = 0; b < acc.n_bus; b++) {
+            struct starpu_profiling_bus_info bi;
+            if (starpu_bus_get_profiling_info(b, &bi)) continue;
+            acc.bytes[b] += bi.transferred_bytes;
+            acc.count[b] += bi.transfer_count;
+        }
+        for (int w = 0; w < acc.n_workers; w++) {
+            struct starpu_profiling_worker_info wi;
+            if (starpu_profiling_worker_get_info(w, &wi)) continue;
+            acc.total[w] += ts_us(&wi.total_time);
+            acc.exec[w] += ts_us(&wi.executing_time);
+            acc.sleep[w] += ts_us(&wi.sleeping_time);
+            acc.tasks[w] += wi.executed_tasks;
+        }
+    }
+    sn->t_us = starpu_timing_now();
+    size_t b = (size_t)acc.n_bus, w = (size_t)acc.n_workers;
+    memcpy(sn->bytes, acc.bytes, b * sizeof *sn->bytes);
+    memcpy(sn->count, acc.count, b * sizeof *sn->count);
+    memcpy(sn->total, acc.total, w * sizeof *sn->total);
+    memcpy(sn->exec, acc.exec, w * sizeof *sn->exec);
+    memcpy(sn->sleep, acc.sleep, w * sizeof *sn->sleep);
+    memcpy(sn->tasks, acc.tasks, w * sizeof *sn->tasks);
+    pthread_mutex_unlock(&acc_lock);
+    return sn;
+}
+
+/* ---- environment ----------------------------------------------------------------------- */
+
+tfc_status tfc_report_init(struct tfc_report *r, char *msg)
+{
+    memset(r, 0, sizeof *r);
+    const char *rep = getenv("TFC_REPORT"), *tr = getenv("TFC_TRACE");
+    if (rep) {
+        if (!strcmp(rep, "0") || !strcmp(rep, "1"))
+            r->on_stderr = rep[0] == '1';
+        else
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "TFC_REPORT must be 0 or 1 (1: print each run's report on stderr), "
+                            "not '%s'", rep);
+    }
+    if (tr) {
+        if (!*tr)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "TFC_TRACE is empty: set it to the path of a JSON file to write "
+                            "(or unset it)");
+        r->trace = fopen(tr, "w");
+        if (!r->trace)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "TFC_TRACE: cannot create '%s': %s",
+                            tr, strerror(errno));
+        r->trace_path = strdup(tr);
+    }
+    return TFC_OK;
+}
+
+/* ---- Chrome trace ---------------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void trace_open(FILE *f)
+{
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+          "\"args\":{\"name\":\"tfc-starpu\"}}", f);
+    int n = (int)starpu_worker_get_count();
+    for (int w = 0; w < n; w++) {
+        char name[64];
+        starpu_worker_get_name(w, name, sizeof name);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":"
+                   "{\"name\":", w);
+        json_str(f, name);
+        fputs("}}", f);
+    }
+}
+
+static void trace_events(FILE *f, const tfc_run_summary *sm)
+{
+    for (int i = 0; i < sm->n_tasks; i++) {
+        const tfc_task_record *t = &sm->tasks[i];
+        fputs(",\n{\"name\":", f);
+        json_str(f, t->node);
+        fprintf(f, ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,"
+                   "\"dur\":%.3f,\"args\":{\"op\":", t->worker, t->start_us,
+                t->end_us - t->start_us);
+        json_str(f, t->op);
+        if (isfinite(t->predicted_us))
+            fprintf(f, ",\"predicted_us\":%.3f}}", t->predicted_us);
+        else
+            fputs(",\"predicted_us\":null}}", f);
+    }
+}
+
+static void trace_close(FILE *f) { fputs("\n]}\n", f); }
+
+void tfc_report_fini(struct tfc_report *r)
+{
+    if (r->trace) {
+        trace_close(r->trace);
+        fclose(r->trace);
+    }
+    free(r->trace_path);
+    free(r->links);
+    free(r->workers);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the run's summary ---------------------------------------------------------------- */
+
+static void print_report(FILE *f, const tfc_run_summary *sm)
+{
+    fprintf(f, "tfc run report: %d tasks, %.1f us from submission to completion\n",
+            sm->n_tasks, sm->end_us - sm->start_us);
+    fprintf(f, "  %-28s %-16s %-20s %12s %12s %12s\n", "node", "op", "worker", "start us",
+            "measured us", "predicted us");
+    for (int i = 0; i < sm->n_tasks; i++) {
+        const tfc_task_record *t = &sm->tasks[i];
+        char pred[32];
+        if (isfinite(t->predicted_us))
+            snprintf(pred, sizeof pred, "%.1f", t->predicted_us);
+        else
+            snprintf(pred, sizeof pred, "-");
+        fprintf(f, "  %-28s %-16s %-20s %12.1f %12.1f %12s\n", t->node, t->op, t->worker_name,
+                t->start_us - sm->start_us, t->end_us - t->start_us, pred);
+    }
+    fprintf(f, "  %-28s %16s %12s\n", "link", "bytes", "transfers");
+    if (!sm->n_links) fprintf(f, "  (no transfers)\n");
+    for (int i = 0; i < sm->n_links; i++) {
+        const tfc_link_record *l = &sm->links[i];
+        char name[80];
+        snprintf(name, sizeof name, "%s -> %s", l->src, l->dst);
+        fprintf(f, "  %-28s %16llu %12llu\n", name, (unsigned long long)l->bytes,
+                (unsigned long long)l->transfers);
+    }
+    fprintf(f, "  %-28s %12s %12s %12s %12s %6s\n", "worker", "total us", "executing us",
+            "sleeping us", "idle us", "tasks");
+    for (int i = 0; i < sm->n_workers; i++) {
+        const tfc_worker_record *w = &sm->workers[i];
+        fprintf(f, "  %-28s %12.1f %12.1f %12.1f %12.1f %6d\n", w->name, w->total_us,
+                w->executing_us, w->sleeping_us, w->idle_us, w->tasks);
+    }
+}
+
+static double pos(double x) { return x > 0 ? x : 0; }
+
+void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const struct tfc_snap *b,
+                         const tfc_task_record *tasks, int n_tasks)
+{
+    tfc_run_summary *sm = &r->sum;
+    memset(sm, 0, sizeof *sm);
+    sm->tasks = tasks;
+    sm->n_tasks = n_tasks;
+    free(r->links);
+    free(r->workers);
+    r->links = NULL;
+    r->workers = NULL;
+    r->have = 1;
+    if (a && b) {
+        sm->start_us = a->t_us;
+        sm->end_us = b->t_us;
+        r->links = calloc((size_t)b->n_bus + 1, sizeof *r->links);
+        r->workers = calloc((size_t)b->n_workers + 1, sizeof *r->workers);
+    }
+    if (r->links)
+        for (int i = 0; i < b->n_bus; i++) {
+            long long bytes = b->bytes[i] - a->bytes[i], n = b->count[i] - a->count[i];
+            if (bytes <= 0) continue; /* (a reset by someone else also reads as nothing) */
+            tfc_link_record *l = &r->links[sm->n_links++];
+            l->src_node = starpu_bus_get_src(i);
+            l->dst_node = starpu_bus_get_dst(i);
+            starpu_memory_node_get_name((unsigned)l->src_node, l->src, sizeof l->src);
+            starpu_memory_node_get_name((unsigned)l->dst_node, l->dst, sizeof l->dst);
+            l->bytes = (uint64_t)bytes;
+            l->transfers = n > 0 ? (uint64_t)n : 0;
+        }
+    if (r->workers)
+        for (int i = 0; i < b->n_workers; i++) {
+            tfc_worker_record *w = &r->workers[sm->n_workers++];
+            w->worker = i;
+            starpu_worker_get_name(i, w->name, sizeof w->name);
+            w->total_us = pos(b->total[i] - a->total[i]);
+            w->executing_us = pos(b->exec[i] - a->exec[i]);
+            w->sleeping_us = pos(b->sleep[i] - a->sleep[i]);
+            w->idle_us = pos(w->total_us - w->executing_us);
+            w->tasks = (int)pos((double)(b->tasks[i] - a->tasks[i]));
+        }
+    sm->links = r->links;
+    sm->workers = r->workers;
+    if (r->on_stderr) print_report(stderr, sm);
+    if (r->trace) {
+        if (ftell(r->trace) == 0) trace_open(r->trace);
+        trace_events(r->trace, sm);
+        fflush(r->trace);
+    }
+}
+
+/* ---- the public getters ------------------------------------------------------------- */
+
+tfc_status tfc_session_last_summary(tfc_session *s, tfc_run_summary *out)
+{
+    if (!s || !out)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "last_summary: %s is NULL",
+                               !s ? "session" : "out");
+    pthread_mutex_lock(&s->lock);
+    tfc_status st = TFC_OK;
+    if (s->rep.have)
+        *out = s->rep.sum;
+    else
+        st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
+                      "no profiled run has completed (tfc_session_set_profiling(s, 1))");
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+tfc_status tfc_session_write_report(tfc_session *s, FILE *out)
+{
+    if (!s || !out)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "write_report: %s is NULL",
+                               !s ? "session" : "out");
+    pthread_mutex_lock(&s->lock);
+    tfc_status st = TFC_OK;
+    if (s->rep.have)
+        print_report(out, &s->rep.sum);
+    else
+        st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
+                      "write_report: no profiled run has completed");
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+tfc_status tfc_session_write_trace(tfc_session *s, const char *path)
+{
+    if (!s || !path)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "write_trace: %s is NULL",
+                               !s ? "session" : "path");
+    pthread_mutex_lock(&s->lock);
+    tfc_status st = TFC_OK;
+    FILE *f = NULL;
+    if (!s->rep.have)
+        st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
+                      "write_trace: no profiled run has completed");
+    else if (!(f = fopen(path, "w")))
+        st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "write_trace: cannot create '%s': %s", path,
+                      strerror(errno));
+    if (f) {
+        trace_open(f);
+        trace_events(f, &s->rep.sum);
+        trace_close(f);
+        if (fclose(f))
+            st = tfc_fail(s->msg, TFC_ERR_RUNTIME, "write_trace: writing '%s': %s", path,
+                          strerror(errno));
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}

@@ -1,0 +1,329 @@
+/* test_report.c: seeing where things ran. A profiled run records each task's worker, measured
+ * and predicted time; its summary has the bytes moved per bus link and each worker's times;
+ * the report prints, the Chrome trace (API and TFC_TRACE) is valid JSON with one complete
+ * event per task; TFC_REPORT / TFC_TRACE values are checked at tfc_session_create; with the
+ * hop hook on the OpenCL worker (PoCL), bytes move between RAM and the OpenCL node. */
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include <starpu.h>
+#include "testutil.h"
+#include "../sched/testing.h"
+
+/* ---- a small JSON syntax checker ------------------------------------------------------- */
+
+static const char *js_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    return p;
+}
+
+static const char *js_value(const char *p, int depth);
+
+static const char *js_string(const char *p)
+{
+    if (*p++ != '"') return NULL;
+    for (; *p && *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20) return NULL;
+        if (*p == '\\') {
+            p++;
+            if (*p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL;
+                p += 4;
+            } else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+                return NULL;
+            }
+        }
+    }
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *js_number(const char *p)
+{
+    const char *q = p;
+    if (*q == '-') q++;
+    if (*q < '0' || *q > '9') return NULL;
+    while ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' ||
+           *q == '-')
+        q++;
+    return q;
+}
+
+static const char *js_value(const char *p, int depth)
+{
+    if (depth > 64) return NULL;
+    p = js_ws(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        int obj = *p == '{';
+        p = js_ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (obj) {
+                if (!(p = js_string(js_ws(p)))) return NULL;
+                p = js_ws(p);
+                if (*p++ != ':') return NULL;
+            }
+            if (!(p = js_value(p, depth + 1))) return NULL;
+            p = js_ws(p);
+            if (*p == close) return p + 1;
+            if (*p++ != ',') return NULL;
+        }
+    }
+    if (*p == '"') return js_string(p);
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    if (!strncmp(p, "null", 4)) return p + 4;
+    return js_number(p);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* Checks that path holds one valid JSON document with n_events complete ("X") events. */
+static void check_trace(const char *path, int n_events)
+{
+    char *j = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    const char *end = js_value(j, 0);
+    CU_ASSERT_PTR_NOT_NULL(end);
+    if (end) CU_ASSERT_EQUAL(*js_ws(end), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"traceEvents\""));
+    CU_ASSERT_EQUAL(count(j, "\"ph\":\"X\""), n_events);
+    CU_ASSERT_EQUAL(count(j, "\"name\":\"thread_name\""), (int)starpu_worker_get_count());
+    free(j);
+    if (access("/usr/bin/python3", X_OK) == 0) { /* a second opinion, where there is one */
+        char cmd[512];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s", path);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
+/* ---- the graph ------------------------------------------------------------------------- */
+
+struct small {
+    tfc_graph *g;
+    tfc_tensor *x, *y;
+    tfc_value *xv;
+};
+
+/* y = exp(relu(x @ w)) * 0.5 with a "back\\slash" node, to check the JSON escaping */
+static void small_build(struct small *m)
+{
+    static float xd[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) xd[i] = (float)(i % 5) * 0.01f;
+    tfc_graph_create(&m->g);
+    tfc_shape sh = tfc_shape_of(2, (int64_t[]){64, 64});
+    m->x = tfc_placeholder(m->g, "x", TFC_FLOAT32, sh);
+    tfc_tensor *w = tfc_constant(m->g, "w", m->xv = test_f32(2, (int64_t[]){64, 64}, xd));
+    tfc_tensor *h = tfc_relu(m->g, tfc_matmul(m->g, m->x, w, 0, 0));
+    m->y = tfc_exp(m->g, h);
+    tfc_tensor_set_name(m->y, "back\\slash");
+}
+
+static void small_free(struct small *m)
+{
+    tfc_graph_destroy(m->g);
+    tfc_value_destroy(m->xv);
+}
+
+static tfc_status small_run(tfc_session *s, struct small *m)
+{
+    tfc_value *out = NULL;
+    tfc_status st = tfc_session_run(s, 1, &m->x, &m->xv, 1, &m->y, &out, 0, NULL);
+    tfc_value_destroy(out);
+    return st;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_records_summary_trace(void)
+{
+    struct small m;
+    small_build(&m);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(m.g), TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, m.g, &s), TFC_OK);
+    tfc_session_set_where(s, STARPU_CPU); /* the ops' CPU codelets: this is not an op test */
+    tfc_run_summary sm;
+    /* profiling off: nothing is recorded, no summary */
+    CU_ASSERT_EQUAL(small_run(s, &m), TFC_OK);
+    const tfc_task_record *r;
+    CU_ASSERT_EQUAL(tfc_session_last_records(s, &r), 0);
+    CU_ASSERT_EQUAL(tfc_session_last_summary(s, &sm), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_session_write_report(s, stderr), TFC_ERR_INVALID_ARGUMENT);
+    tfc_session_set_profiling(s, 1);
+    for (int run = 0; run < 3; run++) CU_ASSERT_EQUAL_FATAL(small_run(s, &m), TFC_OK);
+    int n = tfc_session_last_records(s, &r);
+    CU_ASSERT_EQUAL(n, 3); /* matmul, relu, exp */
+    CU_ASSERT_EQUAL_FATAL(tfc_session_last_summary(s, &sm), TFC_OK);
+    CU_ASSERT_EQUAL(sm.n_tasks, n);
+    CU_ASSERT_PTR_EQUAL(sm.tasks, r);
+    CU_ASSERT(sm.end_us >= sm.start_us);
+    int n_workers = (int)starpu_worker_get_count();
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT(r[i].worker >= 0 && r[i].worker < n_workers);
+        CU_ASSERT(r[i].worker_name[0] != 0);
+        CU_ASSERT(r[i].end_us - r[i].start_us >= 0);
+        CU_ASSERT(r[i].start_us >= sm.start_us && r[i].end_us <= sm.end_us);
+        CU_ASSERT(isnan(r[i].predicted_us) || r[i].predicted_us > 0);
+    }
+    CU_ASSERT_EQUAL(sm.n_workers, n_workers);
+    int tasks = 0;
+    for (int i = 0; i < sm.n_workers; i++) {
+        const tfc_worker_record *w = &sm.workers[i];
+        CU_ASSERT_EQUAL(w->worker, i);
+        CU_ASSERT(w->total_us > 0 && w->executing_us >= 0 && w->sleeping_us >= 0);
+        CU_ASSERT(w->executing_us <= w->total_us * 1.01 + 10);
+        CU_ASSERT_DOUBLE_EQUAL(w->idle_us, fmax(w->total_us - w->executing_us, 0), 1e-6);
+        tasks += w->tasks;
+    }
+    CU_ASSERT(tasks >= n); /* the run's tasks (and whatever else ran meanwhile) */
+    for (int i = 0; i < sm.n_links; i++) CU_ASSERT(sm.links[i].bytes > 0);
+    /* the report */
+    FILE *f = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(tfc_session_write_report(s, f), TFC_OK);
+    long len = ftell(f);
+    rewind(f);
+    char *txt = calloc(1, (size_t)len + 1);
+    CU_ASSERT_EQUAL(fread(txt, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "tfc run report: 3 tasks"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "matmul"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "back\\slash"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "idle us"));
+    free(txt);
+    /* the trace of the last run */
+    char path[] = "/tmp/tfc-report-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    CU_ASSERT_EQUAL(tfc_session_write_trace(s, path), TFC_OK);
+    check_trace(path, n);
+    CU_ASSERT_EQUAL(tfc_session_write_trace(s, "/nonexistent-dir/t.json"),
+                    TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "/nonexistent-dir/t.json"));
+    unlink(path);
+    tfc_session_destroy(s);
+    small_free(&m);
+}
+
+static void test_environment(void)
+{
+    struct small m;
+    small_build(&m);
+    tfc_session *s = NULL;
+    setenv("TFC_REPORT", "bad", 1);
+    CU_ASSERT_EQUAL(tfc_session_create(test_ctx, m.g, &s), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "TFC_REPORT"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "'bad'"));
+    setenv("TFC_REPORT", "0", 1);
+    setenv("TFC_TRACE", "", 1);
+    CU_ASSERT_EQUAL(tfc_session_create(test_ctx, m.g, &s), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "TFC_TRACE"));
+    setenv("TFC_TRACE", "/nonexistent-dir/t.json", 1);
+    CU_ASSERT_EQUAL(tfc_session_create(test_ctx, m.g, &s), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "/nonexistent-dir/t.json"));
+    /* TFC_REPORT=1 and TFC_TRACE=path: profiling on, every run reported and traced */
+    char path[] = "/tmp/tfc-trace-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    setenv("TFC_REPORT", "1", 1);
+    setenv("TFC_TRACE", path, 1);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, m.g, &s), TFC_OK);
+    unsetenv("TFC_REPORT");
+    unsetenv("TFC_TRACE");
+    tfc_session_set_where(s, STARPU_CPU);
+    for (int run = 0; run < 2; run++) CU_ASSERT_EQUAL(small_run(s, &m), TFC_OK);
+    const tfc_task_record *r;
+    CU_ASSERT_EQUAL(tfc_session_last_records(s, &r), 3);
+    tfc_session_destroy(s); /* closes the JSON */
+    check_trace(path, 2 * 3);
+    unlink(path);
+    small_free(&m);
+}
+
+/* Every value hops through a copy task on the OpenCL worker: bytes cross RAM <-> OpenCL. */
+static void test_bus_bytes_opencl(void)
+{
+    if (!starpu_worker_get_count_by_type(STARPU_OPENCL_WORKER)) {
+        fprintf(stderr, "(no OpenCL worker: skipped) ");
+        return;
+    }
+    struct small m;
+    small_build(&m);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, m.g, &s), TFC_OK);
+    tfc_session_set_where(s, STARPU_CPU);
+    tfc_session_set_hop(s, 1, STARPU_OPENCL);
+    tfc_session_set_profiling(s, 1);
+    CU_ASSERT_EQUAL_FATAL(small_run(s, &m), TFC_OK);
+    tfc_run_summary sm;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_last_summary(s, &sm), TFC_OK);
+    CU_ASSERT_EQUAL(sm.n_tasks, 6); /* 3 ops, 3 hops */
+    int ocl_tasks = 0;
+    for (int i = 0; i < sm.n_tasks; i++)
+        if (!strcmp(sm.tasks[i].op, "hop")) {
+            CU_ASSERT_EQUAL(starpu_worker_get_type(sm.tasks[i].worker), STARPU_OPENCL_WORKER);
+            ocl_tasks++;
+        }
+    CU_ASSERT_EQUAL(ocl_tasks, 3);
+    uint64_t to_ocl = 0, from_ocl = 0;
+    for (int i = 0; i < sm.n_links; i++) {
+        const tfc_link_record *l = &sm.links[i];
+        enum starpu_node_kind sk = starpu_node_get_kind((unsigned)l->src_node),
+                              dk = starpu_node_get_kind((unsigned)l->dst_node);
+        if (sk == STARPU_CPU_RAM && dk == STARPU_OPENCL_RAM) to_ocl += l->bytes;
+        if (sk == STARPU_OPENCL_RAM && dk == STARPU_CPU_RAM) from_ocl += l->bytes;
+    }
+    /* each op's output (64x64 float32) goes to the OpenCL node and its copy comes back */
+    CU_ASSERT(to_ocl >= 64 * 64 * 4);
+    CU_ASSERT(from_ocl >= 64 * 64 * 4);
+    tfc_session_write_report(s, stderr);
+    tfc_session_destroy(s);
+    small_free(&m);
+}
+
+static int open_with_opencl(void)
+{
+    setenv("STARPU_OPENCL_ON_CPUS", "1", 0); /* PoCL's CPU device, unless the caller chose */
+    unsetenv("TFC_REPORT");
+    unsetenv("TFC_TRACE");
+    return test_ctx_open();
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    TEST_SUITE("report", open_with_opencl, test_ctx_close);
+    TEST_ADD(test_records_summary_trace);
+    TEST_ADD(test_environment);
+    TEST_ADD(test_bus_bytes_opencl);
+    return test_main();
+}
