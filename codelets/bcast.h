@@ -54,6 +54,50 @@ static inline void tfc_bcast_next(struct tfc_bcast *it)
     }
 }
 
+/* Which axes of input 0 a reduction kernel sums over: its "axes" attribute (empty: all), or
+ * for sum_to the axes that broadcasting added or stretched from 1 to reach input 0. One rule
+ * for the CPU, CUDA and OpenCL hosts. */
+static inline void tfc_reduced_axes(const struct tfc_kargs *a, int reduced[TFC_K_MAX_RANK])
+{
+    const struct tfc_kdesc *d = &a->d[0], *o = &a->d[a->n_in];
+    const struct tfc_kattr *axes = &a->attrs[0];
+    for (int i = 0; i < TFC_K_MAX_RANK; i++) reduced[i] = 0;
+    if (a->kind == TFC_K_SUM_TO) {
+        int lead = d->rank - o->rank;
+        for (int i = 0; i < d->rank; i++)
+            reduced[i] = i < lead || (o->dims[i - lead] == 1 && d->dims[i] != 1);
+    } else if (axes->n == 0) {
+        for (int i = 0; i < d->rank; i++) reduced[i] = 1;
+    } else {
+        for (int i = 0; i < axes->n; i++) {
+            int64_t ax = axes->v[i] < 0 ? axes->v[i] + d->rank : axes->v[i];
+            if (ax >= 0 && ax < d->rank) reduced[ax] = 1;
+        }
+    }
+}
+
+/* Batched matmul: the element offsets of batch bi's matrices in A and B, whose batch dims
+ * (all but the last two) broadcast to those of C (nb = C's rank - 2). */
+static inline void tfc_batch_offsets(const struct tfc_kdesc *da, const struct tfc_kdesc *db,
+                                     const struct tfc_kdesc *dc, int64_t bi, int64_t *off_a,
+                                     int64_t *off_b)
+{
+    int ra = da->rank, rb = db->rank, nb = dc->rank - 2;
+    int64_t rem = bi, oa = 0, ob = 0, st_a = 1, st_b = 1;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t idx = rem % dc->dims[d];
+        rem /= dc->dims[d];
+        int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
+        int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
+        if (dima != 1) oa += idx * st_a;
+        if (dimb != 1) ob += idx * st_b;
+        st_a *= dima;
+        st_b *= dimb;
+    }
+    *off_a = oa * da->dims[ra - 2] * da->dims[ra - 1];
+    *off_b = ob * db->dims[rb - 2] * db->dims[rb - 1];
+}
+
 /* dtype codes follow enum tfc_dtype: f32, f64, i32, i64, u8, bool */
 static inline double tfc_load_f64(const void *p, int dtype, int64_t i)
 {

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <string.h>
 #include "kernel.h"
+#include "bcast.h"
 #include "opencl_common.h"
 #include "../src/tfc.h"
 
@@ -35,7 +36,7 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
         return;
     const char *A = tfc_kin(buffers, a, 0), *B = tfc_kin(buffers, a, 1);
     int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
-    int ra = da->rank, rb = db->rank, rc = dc->rank;
+    int ra = da->rank, rc = dc->rank;
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
@@ -47,22 +48,11 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     int nb = rc - 2;
     int64_t batches = 1;
     for (int d = 0; d < nb; d++) batches *= dc->dims[d];
-    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
-    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
     for (int64_t bi = 0; bi < batches; bi++) {
-        int64_t rem = bi, off_a = 0, off_b = 0, st_a = 1, st_b = 1;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t idx = rem % dc->dims[d];
-            rem /= dc->dims[d];
-            int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
-            int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
-            if (dima != 1) off_a += idx * st_a;
-            if (dimb != 1) off_b += idx * st_b;
-            st_a *= dima;
-            st_b *= dimb;
-        }
-        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)(off_a * mat_a) * es,
-             B + (size_t)(off_b * mat_b) * es, (char *)C + (size_t)(bi * m * n) * es);
+        int64_t off_a = 0, off_b = 0;
+        if (nb) tfc_batch_offsets(da, db, dc, bi, &off_a, &off_b);
+        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es,
+             B + (size_t)off_b * es, (char *)C + (size_t)(bi * m * n) * es);
     }
 }
 

@@ -2,6 +2,7 @@
  * work-item per output element; batches (with broadcast batch dims, as in matmul.c) are
  * enqueued one by one with buffer offsets. */
 #include "opencl_common.h"
+#include "bcast.h"
 #include "../src/tfc.h"
 
 int tfc_opencl_matmul_ok(const struct tfc_kargs *a)
@@ -35,7 +36,7 @@ void tfc_matmul_opencl(void *buffers[], void *cl_arg)
     const struct tfc_kargs *a = cl_arg;
     const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
     cl_int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
-    int ra = da->rank, rb = db->rank, rc = dc->rank;
+    int ra = da->rank, rc = dc->rank;
     cl_long m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     cl_long k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = tfc_kdtype_size(dc->dtype);
@@ -50,21 +51,10 @@ void tfc_matmul_opencl(void *buffers[], void *cl_arg)
     int nb = a->kind == TFC_K_MATMUL ? 0 : rc - 2;
     int64_t batches = 1;
     for (int d = 0; d < nb; d++) batches *= dc->dims[d];
-    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
-    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
     for (int64_t bi = 0; bi < batches; bi++) {
-        int64_t rem = bi, off_a = 0, off_b = 0, st_a = 1, st_b = 1;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t idx = rem % dc->dims[d];
-            rem /= dc->dims[d];
-            int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
-            int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
-            if (dima != 1) off_a += idx * st_a;
-            if (dimb != 1) off_b += idx * st_b;
-            st_a *= dima;
-            st_b *= dimb;
-        }
-        cl_ulong ao = a0 + (cl_ulong)(off_a * mat_a) * es, bo = b0 + (cl_ulong)(off_b * mat_b) * es;
+        int64_t off_a = 0, off_b = 0;
+        if (nb) tfc_batch_offsets(da, db, dc, bi, &off_a, &off_b);
+        cl_ulong ao = a0 + (cl_ulong)off_a * es, bo = b0 + (cl_ulong)off_b * es;
         cl_ulong co = c0 + (cl_ulong)(bi * m * n) * es;
         if (tfc_ocl_run(a, kern, q, (size_t)n, (size_t)m, 11,
                         (size_t[]){sizeof A, sizeof ao, sizeof B, sizeof bo, sizeof C, sizeof co,

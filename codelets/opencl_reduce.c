@@ -3,6 +3,7 @@
  * work-item per output element. */
 #include <string.h>
 #include "opencl_common.h"
+#include "bcast.h"
 #include "../src/tfc.h"
 
 int tfc_opencl_reduce_ok(const struct tfc_kargs *a)
@@ -94,20 +95,8 @@ void tfc_reduce_opencl(void *buffers[], void *cl_arg)
         clReleaseKernel(k);
         return;
     }
-    int reduced[TFC_K_MAX_RANK] = {0};
-    const struct tfc_kattr *axes = &a->attrs[0];
-    if (a->kind == TFC_K_SUM_TO) {
-        int lead = d->rank - o->rank;
-        for (int i = 0; i < d->rank; i++)
-            reduced[i] = i < lead || (o->dims[i - lead] == 1 && d->dims[i] != 1);
-    } else if (axes->n == 0) {
-        for (int i = 0; i < d->rank; i++) reduced[i] = 1;
-    } else {
-        for (int i = 0; i < axes->n; i++) {
-            int64_t ax = axes->v[i] < 0 ? axes->v[i] + d->rank : axes->v[i];
-            reduced[ax] = 1;
-        }
-    }
+    int reduced[TFC_K_MAX_RANK];
+    tfc_reduced_axes(a, reduced);
     struct red_cl r;
     memset(&r, 0, sizeof r);
     int64_t stride = 1;

@@ -13,20 +13,8 @@
 static void reduce_run(const struct tfc_kargs *a, const void *x, void *y)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
-    int reduced[TFC_K_MAX_RANK] = {0};
-    const struct tfc_kattr *axes = &a->attrs[0];
-    if (a->kind == TFC_K_SUM_TO) { /* the axes broadcasting added or stretched from 1 */
-        int lead = d->rank - o->rank;
-        for (int i = 0; i < d->rank; i++)
-            reduced[i] = i < lead || (o->dims[i - lead] == 1 && d->dims[i] != 1);
-    } else if (axes->n == 0) {
-        for (int i = 0; i < d->rank; i++) reduced[i] = 1;
-    } else {
-        for (int i = 0; i < axes->n; i++) {
-            int64_t ax = axes->v[i] < 0 ? axes->v[i] + d->rank : axes->v[i];
-            reduced[ax] = 1;
-        }
-    }
+    int reduced[TFC_K_MAX_RANK];
+    tfc_reduced_axes(a, reduced);
     /* output strides over the input's axes (0 on reduced axes) */
     int64_t ost[TFC_K_MAX_RANK], stride = 1;
     for (int i = d->rank - 1; i >= 0; i--) {

@@ -5,6 +5,7 @@
  * Many outputs: one thread per output visiting its elements in the CPU's order. Few outputs
  * over many elements: one block (reduce) or one warp (argmax) per output. */
 #include "cuda_common.h"
+#include "bcast.h" /* tfc_reduced_axes, host side */
 
 /* Kept axes (output order) and reduced axes (input order) with their input strides, size-1
  * axes dropped and contiguous neighbours merged. */
@@ -161,20 +162,8 @@ static __global__ void argmax_warp_kernel(struct argmax_args p, const void *x, i
 static void reduce_args_init(const struct tfc_kargs *a, const void *x, struct reduce_args *pp)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
-    int reduced[TFC_K_MAX_RANK] = {0};
-    const struct tfc_kattr *axes = &a->attrs[0];
-    if (a->kind == TFC_K_SUM_TO) { /* the axes broadcasting added or stretched from 1 */
-        int lead = d->rank - o->rank;
-        for (int i = 0; i < d->rank; i++)
-            reduced[i] = i < lead || (o->dims[i - lead] == 1 && d->dims[i] != 1);
-    } else if (axes->n == 0) {
-        for (int i = 0; i < d->rank; i++) reduced[i] = 1;
-    } else {
-        for (int i = 0; i < axes->n; i++) {
-            int64_t ax = axes->v[i] < 0 ? axes->v[i] + d->rank : axes->v[i];
-            if (ax >= 0 && ax < TFC_K_MAX_RANK) reduced[ax] = 1;
-        }
-    }
+    int reduced[TFC_K_MAX_RANK];
+    tfc_reduced_axes(a, reduced);
     int64_t ist[TFC_K_MAX_RANK], stride = 1;
     for (int i = d->rank - 1; i >= 0; i--) {
         ist[i] = stride;
