@@ -12,7 +12,11 @@
  * The last line is machine-readable: tfc step_ms_median=... epoch_examples_per_s=... ...
  * Workers come from StarPU (STARPU_NCPU).
  *
+ * --device KIND puts the whole graph (training step included) under a soft placement hint
+ * ("cpu", "cuda", "opencl"); without it the scheduler places every task.
+ *
  *   mlp_step [--steps N] [--warmup N] [--profile N] [--batch B] [--seed S] [--data DIR]
+ *            [--device KIND]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,17 +93,18 @@ int main(int argc, char **argv)
     int steps = 200, warmup = 20, profile = 100;
     int64_t batch = 128;
     uint64_t seed = 1;
-    const char *data = DEFAULT_DATA;
+    const char *data = DEFAULT_DATA, *device = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) die("usage", "mlp_step [--steps N] [--warmup N] [--profile N] [--batch B] "
-                             "[--seed S] [--data DIR]");
+                             "[--seed S] [--data DIR] [--device KIND]");
         if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--profile")) profile = atoi(v);
         else if (!strcmp(a, "--batch")) batch = atoll(v);
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--device")) device = v;
         else die("unknown option", a);
         i++;
     }
@@ -122,6 +127,7 @@ int main(int argc, char **argv)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_graph_set_seed(g, seed);
+    if (device && tfc_graph_push_device(g, device, 0)) die("--device", tfc_graph_errmsg(g));
     tfc_tensor *x = tfc_placeholder(g, "images", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 784}));
     tfc_tensor *y = tfc_placeholder(g, "labels", TFC_UINT8, tfc_shape_of(1, (int64_t[]){-1}));
     tfc_tensor *h1 = dense(g, "dense1", x, 784, 256, 1, 1);
@@ -136,6 +142,7 @@ int main(int argc, char **argv)
     /* Adam, torch's defaults, constant lr 1e-3 (no schedule, so no global step either) */
     tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, 1e-3);
     tfc_tensor *train = tfc_minimize(g, loss, 6, vars, &adam, NULL);
+    if (device) tfc_graph_pop_device(g);
     tfc_session *s;
     if (tfc_graph_status(g)) die("graph", tfc_graph_errmsg(g));
     if (tfc_session_create(ctx, g, &s) || tfc_session_init_variables(s)) die("session", tfc_errmsg());
@@ -274,17 +281,18 @@ int main(int argc, char **argv)
                busy_us * 1e-3 * per, (double)n_tasks * per);
     }
 
-    printf("# %d CPU workers, scheduler %s; data loaded in %.2f s; loss %.4f -> %.4f; "
+    printf("# %d CPU workers, %d CUDA workers, placement %s, scheduler %s; data loaded in %.2f s; loss %.4f -> %.4f; "
            "epoch mean loss %.4f over %lld examples; step ms p10 %.3f p90 %.3f; in the epoch "
            "session_run took %.3f s (%.3f ms/step, slowest %.1f ms)\n",
-           info.n_cpu_workers, info.sched_policy, t_load, first_loss, last_loss,
+           info.n_cpu_workers, info.n_cuda_workers, device ? device : "(scheduler)",
+           info.sched_policy, t_load, first_loss, last_loss,
            epoch_loss / (double)epoch_steps, (long long)seen, p10, p90, epoch_run,
            epoch_run * 1e3 / (double)epoch_steps, epoch_max * 1e3);
-    printf("tfc ncpu=%d step_ms_median=%.4f step_ms_mean=%.4f step_nofetch_ms_median=%.4f "
+    printf("tfc ncpu=%d ncuda=%d step_ms_median=%.4f step_ms_mean=%.4f step_nofetch_ms_median=%.4f "
            "tasks_per_step=%.1f "
            "epoch_s=%.3f epoch_examples_per_s=%.1f wait_frac=%.5f peak_rss_mb=%.1f model_mb=%.3f "
            "data_mb=%.1f\n",
-           info.n_cpu_workers, med, mean, med_nf, tasks_per_step, t_epoch, (double)seen / t_epoch,
+           info.n_cpu_workers, info.n_cuda_workers, med, mean, med_nf, tasks_per_step, t_epoch, (double)seen / t_epoch,
            waited / t_epoch, peak_rss_mb, model_bytes / 1048576.0, data_bytes / 1048576.0);
 
     free(t_fetch);

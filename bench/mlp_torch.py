@@ -11,6 +11,8 @@ torch.optim.Adam(lr=1e-3), CrossEntropyLoss, Fashion-MNIST read from the same gz
   (c) the fraction of that epoch spent building batches (there is no loader thread: the
       batching time is all waiting);
   (d) peak RSS (resource.getrusage).
+--device cuda runs it on the GPU (for the GPU comparison on a device machine; steps are then
+timed to a torch.cuda.synchronize()).
 --threads N sets torch.set_num_threads(N) and OpenBLAS's thread count (torch's nn.Linear
 runs OpenBLAS's sgemm here, whose own pool torch.set_num_threads does not size).
 Run with Debian's /usr/bin/python3 (PyTorch 1.13). Last line: torch step_ms_median=...
@@ -60,6 +62,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     o = ap.parse_args()
 
     torch.set_num_threads(o.threads)
@@ -76,10 +79,13 @@ def main():
     x_all = torch.from_numpy(images.reshape(n, 784).astype(np.float32) / np.float32(255.0))
     y_all = torch.from_numpy(labels.astype(np.int64))
     del images
+    dev = torch.device(o.device)
+    x_all, y_all = x_all.to(dev), y_all.to(dev)
+    sync = torch.cuda.synchronize if o.device == "cuda" else (lambda: None)
     t_load = time.perf_counter() - t_load
 
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 10))
+                          nn.Linear(128, 10)).to(dev)
     for m in model:
         if isinstance(m, nn.Linear):
             nn.init.xavier_uniform_(m.weight)
@@ -90,7 +96,7 @@ def main():
 
     def batches(drop_last):
         while True:
-            perm = torch.randperm(n, generator=gen)
+            perm = torch.randperm(n, generator=gen).to(dev)
             stop = n - n % o.batch if drop_last else n
             for i in range(0, stop, o.batch):
                 idx = perm[i:i + o.batch]
@@ -101,7 +107,10 @@ def main():
         loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
-        return loss.item() if fetch else None
+        if fetch:
+            return loss.item()
+        sync()
+        return None
 
     # (a) step time: warm-up, then timed steps with the loss fetched, then without
     it = batches(True)
@@ -127,7 +136,7 @@ def main():
     # (b), (c): one full epoch end to end, its own batching, the last batch partial
     t_epoch = time.perf_counter()
     waited = 0.0
-    perm = torch.randperm(n, generator=gen)
+    perm = torch.randperm(n, generator=gen).to(dev)
     seen, loss_sum, steps = 0, 0.0, 0
     for i in range(0, n, o.batch):
         t0 = time.perf_counter()
@@ -145,7 +154,7 @@ def main():
           f"{blas_before} -> {blas.openblas_get_num_threads() if blas else -1}; data loaded in "
           f"{t_load:.2f} s; loss {first_loss:.4f} -> {last_loss:.4f}; epoch mean loss "
           f"{loss_sum / steps:.4f} over {seen} examples; step ms p10 {p10:.3f} p90 {p90:.3f}")
-    print(f"torch threads={o.threads} step_ms_median={med:.4f} "
+    print(f"torch device={o.device} threads={o.threads} step_ms_median={med:.4f} "
           f"step_ms_mean={statistics.mean(t_fetch) * 1e3:.4f} step_nofetch_ms_median={med_nf:.4f} "
           f"epoch_s={t_epoch:.3f} epoch_examples_per_s={seen / t_epoch:.1f} "
           f"wait_frac={waited / t_epoch:.5f} peak_rss_mb={peak_rss_mb:.1f} data_mb={data_mb:.1f}")

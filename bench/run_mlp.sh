@@ -82,7 +82,8 @@ for side in ("tfc", "torch"):
                 for line in open(f"{logdir}/{side}.{n}.{r}.log"):
                     if line.startswith(side + " "):
                         rows.append({k: float(v) for k, v in
-                                     (f.split("=") for f in line.split()[1:])})
+                                     (f.split("=") for f in line.split()[1:])
+                                     if k != "device"})
             except OSError:
                 pass
         if rows:

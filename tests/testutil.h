@@ -4,8 +4,10 @@
 #define TFC_TESTUTIL_H
 
 #include <CUnit/Basic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../src/tfc.h"
 
 static tfc_ctx *test_ctx;
@@ -31,6 +33,34 @@ static inline tfc_value *test_f32(int rank, const int64_t *dims, const float *da
     tfc_value *v = NULL;
     CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(rank, dims), data, &v) == TFC_OK);
     return v;
+}
+
+/* Results are bitwise repeatable while every task runs on one kind of worker; when StarPU also
+ * has CUDA or OpenCL workers the scheduler may run the same node on the CPU in one run and on
+ * the device in the next, whose kernels round differently (tanh, exp, summation order). */
+static inline int test_mixed_devices(void)
+{
+    tfc_ctx_info info;
+    if (!test_ctx || tfc_ctx_info_get(test_ctx, &info)) return 0;
+    return info.n_cpu_workers > 0 && info.n_cuda_workers + info.n_opencl_workers > 0;
+}
+
+/* 1 when two float32 arrays are equal: bitwise on one kind of worker, within rel_tol (relative
+ * to max(1, |a|)) across kinds. */
+static inline int test_same_f32(const float *a, const float *b, size_t n, double rel_tol)
+{
+    if (!test_mixed_devices()) return memcmp(a, b, n * sizeof *a) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)a[i] - b[i]) <= rel_tol * fmax(1.0, fabs((double)a[i])))) return 0;
+    return 1;
+}
+
+static inline int test_same_f64(const double *a, const double *b, size_t n, double rel_tol)
+{
+    if (!test_mixed_devices()) return memcmp(a, b, n * sizeof *a) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(a[i] - b[i]) <= rel_tol * fmax(1.0, fabs(a[i])))) return 0;
+    return 1;
 }
 
 /* Runs the registered suites; the exit status is the number of failures (0 = pass). */

@@ -1,0 +1,75 @@
+#!/bin/bash
+# device-check.sh [CARRY_DIR]: runs on a GPU device machine (CUDA, no StarPU, no network) from
+# the repository root, with CARRY_DIR (default .devcarry, made by scripts/device-pack.sh)
+# carried along. Logs go to $OUT (or /tmp/devout). Steps, each with its own time limit:
+#   1. the CUDA op sweep: every op task pinned to the CUDA worker (TFC_TEST_WHERE=cuda),
+#      compared with float64 references, and the gradient sweep the same way;
+#   2. the other test programs with the CUDA worker present under dmda (the scheduler places);
+#   3. the flagship MLP step (bench/mlp_step) with CPU workers only and with the GPU, beside
+#      PyTorch on the same GPU and CPU (bench/mlp_torch.py --device cuda|cpu), interleaved.
+# STEPS=... picks a subset (ops grad tests mlp; default all).
+set -uo pipefail
+carry=${1:-.devcarry}
+out=${OUT:-/tmp/devout}
+mkdir -p "$out" /tmp/dc
+tar -C /tmp/dc -xJf "$carry/payload.tar.xz" || exit 1
+cudalibs=
+for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcusparse.so.12 \
+         libnvJitLink.so.13; do
+    d=$(find /usr/local /usr/lib /opt -name "$n" 2>/dev/null | head -1 | xargs -r dirname)
+    [ -n "$d" ] && case ":$cudalibs:" in *":$d:"*) ;; *) cudalibs=$cudalibs:$d ;; esac
+    [ -n "$d" ] || echo "device-check: $n not found"
+done
+export LD_LIBRARY_PATH=/tmp/dc/lib$cudalibs
+export STARPU_HOME=/tmp/dc/starpu-home STARPU_SILENT=1 TFC_TEST_SRCDIR=$PWD/tests
+mkdir -p "$STARPU_HOME"
+bin=/tmp/dc/bin
+steps=${STEPS:-ops grad tests mlp}
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+deadline=${DEADLINE:-480} # seconds: later steps are cut short or skipped, so that the logs
+                          # come back inside the device call's limit
+run() { # name limit cmd...: runs with a limit, logs to $out/name.log, notes the result
+    local name=$1 limit=$2; shift 2
+    local t0=$SECONDS
+    (( limit > deadline - SECONDS )) && limit=$((deadline - SECONDS))
+    (( limit < 10 )) && { note "$name: skipped (deadline)"; return; }
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    note "$name: rc=$rc in $((SECONDS - t0)) s ($(grep -E 'passed|failed|Run Summary|asserts' "$out/$name.log" | tail -2 | tr -s ' \n' ' '))"
+}
+note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1); $(nproc) cores"
+ldd "$bin/test_ops" | grep -E "not found|cuda|cublas|starpu" | tee -a "$summary"
+# StarPU measures the bus once per STARPU_HOME: do it first, outside the tests' limits.
+t0=$SECONDS
+STARPU_NCUDA=1 timeout 150 "$bin/mlp_step" --data "$PWD/$carry/fashion-mnist" --steps 5 --warmup 5 \
+    --profile 0 --device cuda >"$out/first_start.log" 2>&1
+note "first start (bus calibration, one epoch on the GPU): rc=$? in $((SECONDS - t0)) s"
+
+case " $steps " in *" ops "*)
+    run ops_cuda 180 env TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS=dmdas "$bin/test_ops" ;; esac
+case " $steps " in *" grad "*)
+    run grad_cuda 150 env TFC_TEST_WHERE=cuda STARPU_SCHED=dmdas "$bin/test_grad" ;; esac
+case " $steps " in *" mlp "*)
+    data=$PWD/$carry/fashion-mnist
+    for r in 1 2 3; do
+        run "mlp_tfc_gpu.$r" 120 env STARPU_SCHED=dmda STARPU_NCPU=4 STARPU_NCUDA=1 \
+            "$bin/mlp_step" --data "$data" --steps 200 --warmup 60 --device cuda \
+            --profile "$([ $r = 1 ] && echo 100 || echo 0)"
+        run "mlp_tfc_gpu_dmda.$r" 120 env STARPU_SCHED=dmda STARPU_NCPU=4 STARPU_NCUDA=1 \
+            "$bin/mlp_step" --data "$data" --steps 200 --warmup 60 \
+            --profile "$([ $r = 1 ] && echo 100 || echo 0)"
+        run "mlp_torch_gpu.$r" 120 python3 bench/mlp_torch.py --device cuda --data "$data" \
+            --steps 200 --warmup 60
+        run "mlp_tfc_cpu.$r" 120 env STARPU_SCHED=lws STARPU_NCPU=2 STARPU_NCUDA=0 \
+            "$bin/mlp_step" --data "$data" --steps 200 --warmup 20 --profile 0
+        run "mlp_torch_cpu.$r" 120 python3 bench/mlp_torch.py --threads 2 --data "$data" \
+            --steps 200 --warmup 20
+    done
+    grep '^tfc \|^torch ' "$out"/mlp_*.log | tee -a "$summary" ;; esac
+case " $steps " in *" tests "*)
+    for t in test_value test_graph test_plan test_session test_sched test_report test_optim \
+             test_train test_errors test_env test_passes test_tiling; do
+        [ -x "$bin/$t" ] && run "$t" 60 env STARPU_SCHED=dmda "$bin/$t"
+    done ;; esac
+note "done"
