@@ -291,9 +291,10 @@ int main(int argc, char **argv)
     printf("tfc ncpu=%d ncuda=%d step_ms_median=%.4f step_ms_mean=%.4f step_nofetch_ms_median=%.4f "
            "tasks_per_step=%.1f "
            "epoch_s=%.3f epoch_examples_per_s=%.1f wait_frac=%.5f peak_rss_mb=%.1f model_mb=%.3f "
-           "data_mb=%.1f\n",
+           "data_mb=%.1f loss_last=%.9g epoch_loss=%.9g\n",
            info.n_cpu_workers, info.n_cuda_workers, med, mean, med_nf, tasks_per_step, t_epoch, (double)seen / t_epoch,
-           waited / t_epoch, peak_rss_mb, model_bytes / 1048576.0, data_bytes / 1048576.0);
+           waited / t_epoch, peak_rss_mb, model_bytes / 1048576.0, data_bytes / 1048576.0,
+           last_loss, epoch_loss / (double)epoch_steps);
 
     free(t_fetch);
     free(t_nofetch);
