@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
+#include "../src/env.h"
 #include "testing.h"
 
 /* Nominal host copy rate of a fetch (the acquire that ends a run), bytes per us. */
@@ -23,16 +24,8 @@ static int policy_reads_models(const char *name)
 
 tfc_status tfc_sched_session_options(struct plan_options *opt, char *msg)
 {
-    const char *env = getenv("TFC_PRIORITIES");
-    opt->priorities = 1;
-    if (env) {
-        if (strcmp(env, "0") == 0)
-            opt->priorities = 0;
-        else if (strcmp(env, "1") != 0)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "TFC_PRIORITIES must be 0 (task priorities off) or 1 (on), got "
-                            "'%.64s'", env);
-    }
+    tfc_status st = tfc_env_bool("TFC_PRIORITIES", 1, &opt->priorities, msg);
+    if (st) return st;
     opt->prio_min = opt->prio_max = 0;
     opt->model_lookup = 0;
     if (starpu_is_initialized()) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
+#include "../src/env.h"
 
 struct tfc_snap {
     double t_us;
@@ -103,15 +104,9 @@ struct tfc_snap *tfc_snap_take(void)
 tfc_status tfc_report_init(struct tfc_report *r, char *msg)
 {
     memset(r, 0, sizeof *r);
-    const char *rep = getenv("TFC_REPORT"), *tr = getenv("TFC_TRACE");
-    if (rep) {
-        if (!strcmp(rep, "0") || !strcmp(rep, "1"))
-            r->on_stderr = rep[0] == '1';
-        else
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "TFC_REPORT must be 0 or 1 (1: print each run's report on stderr), "
-                            "not '%s'", rep);
-    }
+    const char *tr = getenv("TFC_TRACE");
+    tfc_status st = tfc_env_bool("TFC_REPORT", 0, &r->on_stderr, msg);
+    if (st) return st;
     if (tr) {
         if (!*tr)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
+#include "../src/env.h"
 #include "testing.h"
 
 /* ---- sessions ------------------------------------------------------------------------- */
@@ -34,9 +35,16 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
     }
+    long long cache;
+    st = tfc_env_int("TFC_PLAN_CACHE", 32, &cache, msg);
+    if (st) {
+        tfc_report_fini(&s->rep);
+        free(s);
+        return tfc_fail_global(st, "session_create: %s", msg);
+    }
     s->g = g;
     s->ctx = ctx;
-    s->max_plans = 32;
+    s->max_plans = (int)cache;
     pthread_mutex_init(&s->lock, NULL);
     if (s->rep.on_stderr || s->rep.trace) tfc_session_set_profiling(s, 1);
     *out = s;

@@ -3,7 +3,7 @@
  * parallelism comes from StarPU's workers and threaded BLAS inside tasks oversubscribes. */
 #include <stdlib.h>
 #include <cblas.h>
-#include "internal.h"
+#include "env.h"
 #include "../sched/sched.h"
 
 struct tfc_ctx {
@@ -15,9 +15,11 @@ tfc_status tfc_ctx_create(tfc_ctx **out)
     char msg[TFC_MSG_LEN];
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: out is NULL");
     *out = NULL;
+    tfc_status st = tfc_env_check(msg); /* our TFC_ variables: bad values fail here */
+    if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
     tfc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
-    tfc_status st = tfc_runtime_start(&ctx->joined, msg);
+    st = tfc_runtime_start(&ctx->joined, msg);
     if (st) {
         free(ctx);
         return tfc_fail_global(st, "%s", msg);

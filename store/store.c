@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "store_internal.h"
+#include "../src/env.h"
 
 static int default_busy_ms = TFC_STORE_BUSY_TIMEOUT_MS; /* tfc_store_set_busy_timeout */
 
@@ -337,6 +338,11 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
     if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': unknown flags 0x%x",
                                path, flags);
+    int env_exclusive;
+    char emsg[TFC_MSG_LEN];
+    if (tfc_env_bool("TFC_STORE_EXCLUSIVE", 0, &env_exclusive, emsg))
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': %s", path, emsg);
+    if (env_exclusive) flags |= TFC_STORE_EXCLUSIVE;
     if ((flags & TFC_STORE_READONLY) && (flags & TFC_STORE_CREATE))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
                                "store_open '%s': TFC_STORE_READONLY and TFC_STORE_CREATE "

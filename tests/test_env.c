@@ -2,6 +2,7 @@
  * STARPU_SCHED=prio, read back through our own worker report), a StarPU the application
  * started is joined and left running, and StarPU failing to start (no worker) is a status. */
 #include <string.h>
+#include <unistd.h>
 #include <starpu.h>
 #include "testutil.h"
 
@@ -71,6 +72,76 @@ static void test_no_worker_is_a_status(void)
     tfc_ctx_destroy(ctx);
 }
 
+/* Our own variables: a bad value or an unknown TFC_ name fails tfc_ctx_create with a message
+ * naming it, before StarPU starts; good values take effect. */
+static void expect_ctx_error(const char *name, const char *value, const char *in_msg)
+{
+    setenv(name, value, 1);
+    tfc_ctx *ctx = (tfc_ctx *)1;
+    CU_ASSERT_EQUAL(tfc_ctx_create(&ctx), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(ctx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), in_msg));
+    if (!strstr(tfc_errmsg(), in_msg)) fprintf(stderr, "%s=%s: %s\n", name, value, tfc_errmsg());
+    CU_ASSERT_FALSE(starpu_is_initialized());
+    unsetenv(name);
+}
+
+static void test_knobs_checked_at_start(void)
+{
+    expect_ctx_error("TFC_PRIORITIES", "2", "TFC_PRIORITIES must be 0 or 1, not '2'");
+    expect_ctx_error("TFC_REPORT", "yes", "TFC_REPORT must be 0 or 1");
+    expect_ctx_error("TFC_TRACE", "", "TFC_TRACE is empty");
+    expect_ctx_error("TFC_PLAN_CACHE", "0", "TFC_PLAN_CACHE must be an integer in [1,");
+    expect_ctx_error("TFC_PLAN_CACHE", "12x", "not '12x'");
+    expect_ctx_error("TFC_STORE_EXCLUSIVE", "on", "TFC_STORE_EXCLUSIVE must be 0 or 1");
+    expect_ctx_error("TFC_PRIORITY", "1", "unknown environment variable TFC_PRIORITY ");
+    /* the test programs' own variables are known, whatever their values */
+    setenv("TFC_TEST_SCHEDS", "anything", 1);
+    tfc_ctx *ctx;
+    CU_ASSERT_EQUAL(tfc_ctx_create(&ctx), TFC_OK);
+    tfc_ctx_destroy(ctx);
+    unsetenv("TFC_TEST_SCHEDS");
+    /* the store checks its variable where it is read */
+    setenv("TFC_STORE_EXCLUSIVE", "2", 1);
+    tfc_store *st = (tfc_store *)1;
+    CU_ASSERT_EQUAL(tfc_store_open("/tmp/tfc-test-env-never.db", TFC_STORE_CREATE, &st),
+                    TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(st);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "TFC_STORE_EXCLUSIVE"));
+    CU_ASSERT_EQUAL(access("/tmp/tfc-test-env-never.db", F_OK), -1); /* nothing created */
+    unsetenv("TFC_STORE_EXCLUSIVE");
+}
+
+static void test_plan_cache_knob(void)
+{
+    setenv("TFC_PLAN_CACHE", "2", 1);
+    tfc_ctx *ctx;
+    CU_ASSERT_EQUAL_FATAL(tfc_ctx_create(&ctx), TFC_OK);
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(1, (int64_t[]){-1}));
+    tfc_tensor *y = tfc_neg(g, x);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(ctx, g, &s), TFC_OK);
+    for (int64_t n = 1; n <= 5; n++) { /* each feed shape is its own plan */
+        float d[5] = {1, 2, 3, 4, 5};
+        tfc_value *xv, *yv;
+        tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(1, &n), d, &xv);
+        CU_ASSERT_EQUAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL), TFC_OK);
+        tfc_value_destroy(xv);
+        tfc_value_destroy(yv);
+    }
+    tfc_session_stats st;
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.cached_plans, 2);
+    CU_ASSERT_EQUAL(st.lowerings, 5);
+    tfc_session_set_plan_cache_size(s, 4); /* the API overrides the variable */
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    tfc_ctx_destroy(ctx);
+    unsetenv("TFC_PLAN_CACHE");
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -78,5 +149,7 @@ int main(void)
     TEST_ADD(test_env_respected);
     TEST_ADD(test_join_application_runtime);
     TEST_ADD(test_no_worker_is_a_status);
+    TEST_ADD(test_knobs_checked_at_start);
+    TEST_ADD(test_plan_cache_knob);
     return test_main();
 }
