@@ -2,6 +2,7 @@
  * assign_sub (buffer 0 read and written). Buffer 0 is the variable's own StarPU handle. */
 #include <string.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -48,6 +49,10 @@ struct starpu_codelet tfc_cl_assign = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_assign_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_assign_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &assign_model,

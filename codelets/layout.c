@@ -3,6 +3,7 @@
  * dtype is handled by the element size alone. */
 #include <string.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -237,6 +238,10 @@ struct starpu_codelet tfc_cl_layout = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_layout_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_layout_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &layout_model,

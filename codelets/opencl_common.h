@@ -25,6 +25,9 @@ int tfc_opencl_elementwise_ok(const struct tfc_kargs *a);
 int tfc_opencl_matmul_ok(const struct tfc_kargs *a);
 int tfc_opencl_reduce_ok(const struct tfc_kargs *a);
 int tfc_opencl_softmax_ok(const struct tfc_kargs *a);
+int tfc_opencl_layout_ok(const struct tfc_kargs *a); /* checks empty and shape-only operands */
+int tfc_opencl_assign_ok(const struct tfc_kargs *a);
+int tfc_opencl_optimizer_ok(const struct tfc_kargs *a);
 
 #ifdef STARPU_USE_OPENCL
 #include <starpu_opencl.h>
@@ -33,6 +36,9 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg);
 void tfc_matmul_opencl(void *buffers[], void *cl_arg);
 void tfc_reduce_opencl(void *buffers[], void *cl_arg);
 void tfc_softmax_opencl(void *buffers[], void *cl_arg);
+void tfc_layout_opencl(void *buffers[], void *cl_arg);
+void tfc_assign_opencl(void *buffers[], void *cl_arg);
+void tfc_optimizer_opencl(void *buffers[], void *cl_arg);
 
 /* A family's program: `body` uses T (float or double) and TS(name) for kernel names;
  * `plain` (may be NULL) is compiled once, untemplated. */

@@ -239,7 +239,8 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
         clReleaseKernel(k);
         return;
     }
-    for (int i = 0; i < a->n_in && i < 3; i++) tfc_ocl_buf(buffers, a->d[i].buf, &m[i], &off[i]);
+    for (int i = 0; i < a->n_in && i < 3; i++) /* shape-only inputs have no buffer */
+        if (a->d[i].buf >= 0) tfc_ocl_buf(buffers, a->d[i].buf, &m[i], &off[i]);
     if (a->kind == TFC_K_CAST) {
         if (!(k = tfc_ocl_kernel(&prog, dt == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32", -1,
                                  a, &q)))

@@ -3,6 +3,7 @@
  * gradient, the learning rate (a scalar), and for Adam the number of completed steps. */
 #include <math.h>
 #include "kernel.h"
+#include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
@@ -147,6 +148,10 @@ struct starpu_codelet tfc_cl_optimizer = {
 #ifdef STARPU_USE_CUDA
     .cuda_funcs = {tfc_optimizer_cuda},
     .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_optimizer_opencl}, /* synchronous; kinds and dtypes it lacks: CPU */
+    .can_execute = tfc_opencl_can_execute,
 #endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &optimizer_model,

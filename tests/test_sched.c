@@ -403,19 +403,22 @@ static void test_hard_cpu(void)
     tfc_graph_destroy(g);
 }
 
-/* "opencl" on transpose, whose codelet (layout) has no OpenCL implementation: hard fails at
- * plan time naming the node and the device; soft runs on the CPU and reports the fallback. */
+/* "opencl" on an int32 neg, which the OpenCL codelet does not implement (integer arithmetic
+ * stays on the CPU): hard fails at plan time naming the node and the device; soft runs on the
+ * CPU and reports the fallback. */
 static void run_opencl_hint(int expect_workers)
 {
     int n_ocl = n_workers_of(STARPU_OPENCL_WORKER);
     if (expect_workers >= 0) CU_ASSERT_EQUAL(n_ocl > 0, expect_workers);
     tfc_graph *g;
     tfc_graph_create(&g);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){2, 4}));
-    tfc_tensor *y = tfc_transpose(g, x, NULL);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_INT32, tfc_shape_of(2, (int64_t[]){2, 4}));
+    tfc_tensor *y = tfc_neg(g, x);
     tfc_tensor_set_name(y, "flip");
-    float xd[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    tfc_value *xv = test_f32(2, (int64_t[]){2, 4}, xd), *yv = NULL;
+    int32_t xd[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    tfc_value *xv = NULL, *yv = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_value_from_data(TFC_INT32, tfc_shape_of(2, (int64_t[]){2, 4}), xd, &xv),
+                          TFC_OK);
     tfc_session *s;
     CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
 
@@ -423,7 +426,7 @@ static void run_opencl_hint(int expect_workers)
     CU_ASSERT_EQUAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL), TFC_ERR_NO_DEVICE);
     CU_ASSERT_PTR_NULL(yv);
     const char *m = tfc_session_errmsg(s);
-    CU_ASSERT(has_text(m, "node 'flip' (transpose)"));
+    CU_ASSERT(has_text(m, "node 'flip' (neg)"));
     CU_ASSERT(has_text(m, "hard device 'opencl'"));
     CU_ASSERT(has_text(m, n_ocl ? "has no OpenCL implementation" : "runs no OpenCL worker"));
     if (n_ocl) { /* a device index StarPU does not have */
@@ -432,7 +435,7 @@ static void run_opencl_hint(int expect_workers)
         CU_ASSERT(has_text(tfc_session_errmsg(s), "no OpenCL device 7"));
         CU_ASSERT(has_text(tfc_session_errmsg(s), "'opencl:7'"));
     }
-    /* CUDA: none here (or, on a CUDA build with a GPU, transpose has a CUDA codelet) */
+    /* CUDA: none here (or, on a CUDA build with a GPU, neg has a CUDA codelet) */
     if (!n_workers_of(STARPU_CUDA_WORKER)) {
         CU_ASSERT_EQUAL(tfc_tensor_set_device(y, "cuda:0", 1), TFC_OK);
         CU_ASSERT_EQUAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL), TFC_ERR_NO_DEVICE);
@@ -446,12 +449,12 @@ static void run_opencl_hint(int expect_workers)
     tfc_session_set_profiling(s, 1);
     for (int run = 1; run <= 2; run++) {
         CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL), TFC_OK);
-        CU_ASSERT_EQUAL(tfc_value_get(yv, 7), 8.0); /* [[1,5],[2,6],[3,7],[4,8]] */
+        CU_ASSERT_EQUAL(tfc_value_get(yv, 7), -8.0);
         tfc_value_destroy(yv);
         tfc_session_get_stats(s, &st);
         CU_ASSERT_EQUAL(st.soft_fallbacks, (uint64_t)run); /* one task per run */
         const char *w = tfc_session_last_warning(s);
-        CU_ASSERT(has_text(w, "node 'flip' (transpose): soft device 'opencl' not satisfied"));
+        CU_ASSERT(has_text(w, "node 'flip' (neg): soft device 'opencl' not satisfied"));
         CU_ASSERT(has_text(w, "any worker may run it"));
         const tfc_task_record *r;
         CU_ASSERT_EQUAL_FATAL(tfc_session_last_records(s, &r), 1);
@@ -489,24 +492,25 @@ static void test_one_device_worker_list(void)
     }
     tfc_graph *g;
     tfc_graph_create(&g);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(1000));
-    tfc_tensor *y = tfc_reshape(g, x, S1(1000)); /* layout: no OpenCL implementation */
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_INT32, S1(1000));
+    tfc_tensor *y = tfc_neg(g, x); /* int32: no OpenCL implementation */
     CU_ASSERT_EQUAL(tfc_tensor_set_device(y, "opencl:0", 0), TFC_OK);
     tfc_tensor *z = tfc_abs(g, y);
     tfc_session *s;
     CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
     tfc_session_set_hop(s, 1, 0);
     tfc_session_set_profiling(s, 1);
-    float xd[1000];
-    for (int i = 0; i < 1000; i++) xd[i] = (float)i;
-    tfc_value *xv = test_f32(1, (int64_t[]){1000}, xd), *zv = NULL;
+    int32_t xd[1000];
+    for (int i = 0; i < 1000; i++) xd[i] = i;
+    tfc_value *xv = NULL, *zv = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_value_from_data(TFC_INT32, S1(1000), xd, &xv), TFC_OK);
     for (int run = 0; run < 10; run++) {
         CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &xv, 1, &z, &zv, 0, NULL), TFC_OK);
         CU_ASSERT_EQUAL(tfc_value_get(zv, 999), 999.0);
         tfc_value_destroy(zv);
         const tfc_task_record *r;
         int n = tfc_session_last_records(s, &r);
-        CU_ASSERT_EQUAL(n, 4); /* reshape, hop, abs, hop */
+        CU_ASSERT_EQUAL(n, 4); /* neg, hop, abs, hop */
         for (int i = 0; i < n; i++)
             if (strcmp(r[i].node, y->name) == 0 && strcmp(r[i].op, "hop") == 0)
                 CU_ASSERT_EQUAL(r[i].worker, ocl);
@@ -519,7 +523,7 @@ static void test_one_device_worker_list(void)
     CU_ASSERT_EQUAL(p->steps[hop].where, STARPU_OPENCL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p->steps[hop].workerids);
     CU_ASSERT(p->steps[hop].workerids[ocl / 32] >> (ocl % 32) & 1u);
-    CU_ASSERT_EQUAL(p->n_soft_fallbacks, 1); /* the reshape itself */
+    CU_ASSERT_EQUAL(p->n_soft_fallbacks, 1); /* the neg itself */
     CU_ASSERT_EQUAL(p->steps[step_of(p, y)].where, 0u);
     tfc_session_stats st;
     tfc_session_get_stats(s, &st);
