@@ -4,23 +4,26 @@
 # produces is copied through a task pinned to the OpenCL worker, so each edge crosses memory
 # nodes and a stale host read shows up as a wrong result), with every op task that has an
 # OpenCL kernel pinned to it (TFC_TEST_WHERE=opencl), and alternating OpenCL and CPU
-# (TFC_TEST_WHERE=alternate). Exits 0 when all pass, 1 on a failure, 77 (skip) when StarPU
-# finds no OpenCL device.
+# (TFC_TEST_WHERE=alternate). Then the training tests (tests/test_train: SGD, XOR with Adam,
+# and a small MLP whose losses and weights must equal a CPU-only run of it) with every session
+# on the OpenCL worker and alternating, under each scheduler. Exits 0 when all pass, 1 on a
+# failure, 77 (skip) when StarPU finds no OpenCL device.
 #
 # automake runs this from the build directory (the script itself may live in the source
-# directory); the test binary is the build directory's tests/test_ops.
+# directory); the test binaries are the build directory's tests/test_ops and tests/test_train.
 
-bin=
-for cand in "${builddir:-.}/tests/test_ops" "$(dirname "$0")/test_ops"; do
-    if [ -f "$cand" ] && [ -x "$cand" ]; then
-        bin=$cand
-        break
-    fi
-done
-if [ -z "$bin" ]; then
-    echo "run-opencl.sh: tests/test_ops not found; run it from the build directory" >&2
-    exit 99
-fi
+find_bin() {
+    for cand in "${builddir:-.}/tests/$1" "$(dirname "$0")/$1"; do
+        if [ -f "$cand" ] && [ -x "$cand" ]; then
+            echo "$cand"
+            return 0
+        fi
+    done
+    echo "run-opencl.sh: tests/$1 not found; run it from the build directory" >&2
+    return 1
+}
+bin=$(find_bin test_ops) || exit 99
+train=$(find_bin test_train) || exit 99
 
 STARPU_OPENCL_ON_CPUS=1
 STARPU_NCPU=1
@@ -36,5 +39,13 @@ for where in opencl alternate; do
     TFC_TEST_WHERE=$where "$bin"
     rc=$?
     [ $rc -eq 0 ] || exit $rc
+done
+for where in opencl alternate; do
+    for sched in $TFC_TEST_SCHEDS; do
+        echo "run-opencl.sh: tests/test_train, TFC_TEST_WHERE=$where STARPU_SCHED=$sched"
+        TFC_TEST_WHERE=$where STARPU_SCHED=$sched "$train"
+        rc=$?
+        [ $rc -eq 0 ] || exit $rc
+    done
 done
 exit 0
