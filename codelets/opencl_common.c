@@ -11,11 +11,11 @@ int tfc_opencl_supports(const struct starpu_codelet *cl, const struct tfc_kargs 
 {
 #ifdef STARPU_USE_OPENCL
     if (!cl || !a || !cl->opencl_funcs[0]) return 0;
+    if (cl == &tfc_cl_layout) return tfc_opencl_layout_ok(a); /* concat skips empty parts */
     /* empty operands stay on the CPU path; an input with elements but no buffer is a
-     * shape-only input (zeros_like, broadcast_like, sum_to_like, slice_grad, ...) */
+     * shape-only input (zeros_like, broadcast_like, sum_to_like, ...) */
     for (int i = 0; i < a->n_in + a->n_out; i++)
         if (a->d[i].buf < 0 && (i >= a->n_in || a->d[i].numel == 0)) return 0;
-    if (cl == &tfc_cl_layout) return tfc_opencl_layout_ok(a);
     if (cl == &tfc_cl_elementwise) return tfc_opencl_elementwise_ok(a);
     if (cl == &tfc_cl_matmul) return tfc_opencl_matmul_ok(a);
     if (cl == &tfc_cl_reduce) return tfc_opencl_reduce_ok(a);

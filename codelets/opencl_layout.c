@@ -14,22 +14,26 @@ static int is_index(int dt) { return dt == TFC_INT32 || dt == TFC_INT64 || dt ==
 
 int tfc_opencl_layout_ok(const struct tfc_kargs *a)
 {
-    /* Empty operands stay on the CPU; an input without a buffer but with elements is a
-     * shape-only input (slice_grad's and scatter_add's last, reshape_like's second). */
-    for (int i = 0; i < a->n_in + a->n_out; i++)
-        if (a->d[i].numel == 0 || (a->d[i].buf < 0 && i >= a->n_in)) return 0;
-    if (a->n_in < 1 || a->d[0].buf < 0) return 0;
+    /* Empty operands stay on the CPU, except concat's empty parts (skipped); an input without
+     * a buffer but with elements is a shape-only input (slice_grad's and scatter_add's last,
+     * reshape_like's second). */
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        if (a->d[i].numel == 0 && (a->kind != TFC_K_CONCAT || i >= a->n_in)) return 0;
+        if (a->d[i].buf < 0 && a->d[i].numel != 0 && i >= a->n_in) return 0;
+    }
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
+    if (a->kind == TFC_K_CONCAT) {
+        for (int i = 0; i < a->n_in; i++)
+            if (a->d[i].buf < 0 && a->d[i].numel != 0) return 0;
+        return tfc_kdtype_size(o->dtype) != 0;
+    }
+    if (a->n_in < 1 || a->d[0].buf < 0) return 0;
     switch (a->kind) {
     case TFC_K_RESHAPE:
     case TFC_K_TRANSPOSE:
     case TFC_K_SLICE:
     case TFC_K_SLICE_GRAD:
         return tfc_kdtype_size(a->d[0].dtype) != 0;
-    case TFC_K_CONCAT:
-        for (int i = 0; i < a->n_in; i++)
-            if (a->d[i].buf < 0) return 0;
-        return tfc_kdtype_size(o->dtype) != 0;
     case TFC_K_SPLIT: return tfc_kdtype_size(a->d[0].dtype) != 0;
     case TFC_K_GATHER:
         return a->d[0].rank >= 1 && a->d[1].buf >= 0 && is_index(a->d[1].dtype) &&
@@ -293,6 +297,7 @@ static void concat_split_opencl(const struct tfc_kargs *a, void *buffers[], int 
     for (int k = 0; k < n_parts; k++) {
         const struct tfc_kdesc *pd = is_split ? tfc_kout_desc(a, k) : &a->d[k];
         int64_t chunk = pd->dims[axis] * inner;
+        if (chunk == 0) continue; /* an empty part (concat only) */
         int64_t dims[2] = {outer, chunk}, ps[2] = {chunk, 1}, ws[2] = {row, 1};
         struct view_cl v;
         int64_t n = is_split ? view_init(&v, 2, dims, ws, ps, pos, 0)
