@@ -1,7 +1,8 @@
 /* opencl_elementwise.c: OpenCL kernels of the element-wise family for float32 and float64:
  * unary math, binary ops with NumPy broadcasting (strides passed by value), comparisons (bool
- * output), select, add_n, fill, cast between the float types, identity (any dtype). Integer
- * and bool arithmetic stay on the CPU (tfc_opencl_elementwise_ok refuses them). */
+ * output), select, add_n, fill, cast between the float types, identity (any dtype), and the
+ * logical ops on bool. Integer arithmetic stays on the CPU (tfc_opencl_elementwise_ok refuses
+ * it). */
 #include <string.h>
 #include "opencl_common.h"
 #include "../src/tfc.h"
@@ -23,8 +24,10 @@ int tfc_opencl_elementwise_ok(const struct tfc_kargs *a)
     case TFC_K_SELECT:
         return a->d[0].dtype == TFC_BOOL && is_float(a->d[1].dtype) &&
                a->d[2].dtype == a->d[1].dtype && o->dtype == a->d[1].dtype;
-    case TFC_K_LOGICAL_NOT: return 0;
+    case TFC_K_LOGICAL_NOT: return dt == TFC_BOOL && o->dtype == TFC_BOOL;
     default:
+        if (dt == TFC_BOOL && (a->kind == TFC_K_LOGICAL_AND || a->kind == TFC_K_LOGICAL_OR))
+            return a->d[1].dtype == TFC_BOOL && o->dtype == TFC_BOOL;
         if (!is_float(dt)) return 0;
         if (a->kind >= TFC_K_EQUAL && a->kind <= TFC_K_LOGICAL_OR)
             return a->d[1].dtype == dt && o->dtype == TFC_BOOL;
@@ -156,6 +159,23 @@ kernel void cast_f64_f32(global double *x0, ulong xo, global float *y0, ulong yo
     global float *py = AT(y0, yo);
     py[i] = (float)px[i];
 }
+
+kernel void logic(int op, global uchar *x0, ulong xo, global uchar *y0, ulong yo,
+                  global uchar *o0, ulong oo, bcast_t b, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long rem = i, ox = 0, oy = 0;
+    for (int d = (int)b.rank - 1; d >= 0; d--) {
+        long idx = rem % b.dims[d];
+        rem /= b.dims[d];
+        ox += idx * b.st[0][d];
+        oy += idx * b.st[1][d];
+    }
+    uchar x = ((global uchar *)AT(x0, xo))[ox], y = ((global uchar *)AT(y0, yo))[oy];
+    ((global uchar *)AT(o0, oo))[i] = op == 0 ? x == 0 : op == 1 ? x != 0 && y != 0
+                                                                 : x != 0 || y != 0;
+}
 );
 
 static struct tfc_ocl_prog prog = {.family = "element-wise", .body = body, .plain = plain};
@@ -258,6 +278,21 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
                                sizeof b, sizeof n},
                     (const void *[]){&m[0], &off[0], &m[1], &off[1], &m[2], &off[2], &m[3],
                                      &off[3], &b, &n});
+    } else if (dt == TFC_BOOL) { /* logical_not (op 0; x bound twice), logical_and, logical_or */
+        struct bcast_cl b;
+        int two = a->kind != TFC_K_LOGICAL_NOT;
+        bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[two]});
+        if (!two) {
+            m[1] = m[0];
+            off[1] = off[0];
+        }
+        cl_int op = a->kind == TFC_K_LOGICAL_NOT ? 0 : a->kind == TFC_K_LOGICAL_AND ? 1 : 2;
+        if (!(k = tfc_ocl_kernel(&prog, "logic", -1, a, &q))) return;
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
+                    (size_t[]){sizeof op, sizeof m[0], sizeof off[0], sizeof m[1],
+                               sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
+                    (const void *[]){&op, &m[0], &off[0], &m[1], &off[1], &m[3], &off[3], &b,
+                                     &n});
     } else if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD) {
         struct bcast_cl b;
         bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
