@@ -3,8 +3,7 @@
  * computing what reduce.c computes: accumulation in double, NaN sticky for max/min, empty
  * reductions give 0 (sum), NaN (mean), -inf (max), +inf (min); argmax gives the first maximum.
  * Many outputs: one thread per output visiting its elements in the CPU's order. Few outputs
- * over many elements: one block (reduce) or one warp (argmax) per output; in between, 32
- * outputs per block with 8 threads on each. */
+ * over many elements: one block (reduce) or one warp (argmax) per output. */
 #include "cuda_common.h"
 #include "bcast.h" /* tfc_reduced_axes, host side */
 
@@ -97,42 +96,6 @@ static __global__ void reduce_block_kernel(struct reduce_args p, const void *x, 
         }
         if (threadIdx.x == 0)
             red_store(p, y, o, sh[0]);
-        __syncthreads();
-    }
-}
-
-#define COL_X 32 /* outputs per block (adjacent outputs: coalesced loads when they are) */
-#define COL_Y 8  /* threads sharing one output's elements */
-
-/* Few outputs over a moderate count (bias gradients: [batch, n] summed over the batch): COL_X
- * outputs per block, each output's elements split over COL_Y threads, partials combined in
- * shared memory. One thread per output would run count dependent steps on a few hundred
- * threads. */
-static __global__ void reduce_col_kernel(struct reduce_args p, const void *x, void *y)
-{
-    __shared__ double sh[COL_Y][COL_X + 1];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    for (int64_t o0 = (int64_t)blockIdx.x * COL_X; o0 < p.n_out; o0 += (int64_t)gridDim.x * COL_X) {
-        int64_t o = o0 + tx;
-        double acc = p.init;
-        if (o < p.n_out) {
-            int64_t base = red_base(p, o);
-            for (int64_t r = ty; r < p.count; r += COL_Y) {
-                int64_t off = base, rem = r;
-                for (int d = p.nr - 1; d >= 0; d--) {
-                    int64_t q = rem / p.rdims[d];
-                    off += (rem - q * p.rdims[d]) * p.rst[d];
-                    rem = q;
-                }
-                acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off));
-            }
-        }
-        sh[ty][tx] = acc;
-        __syncthreads();
-        if (ty == 0 && o < p.n_out) {
-            for (int k = 1; k < COL_Y; k++) acc = red_op(p.kind, acc, sh[k][tx]);
-            red_store(p, y, o, acc);
-        }
         __syncthreads();
     }
 }
@@ -242,8 +205,6 @@ static void reduce_cuda(const struct tfc_kargs *a, const void *x, void *y, cudaS
     reduce_args_init(a, x, &p);
     if (p.n_out < 4096 && p.count >= 512)
         reduce_block_kernel<<<tfc_cu_blocks(p.n_out, 1), RED_BLOCK, 0, s>>>(p, x, y);
-    else if (p.n_out <= 65536 && p.count >= 32)
-        reduce_col_kernel<<<tfc_cu_blocks(p.n_out, COL_X), dim3(COL_X, COL_Y), 0, s>>>(p, x, y);
     else
         reduce_thread_kernel<<<tfc_cu_blocks(p.n_out), TFC_CU_THREADS, 0, s>>>(p, x, y);
     tfc_cu_check_launch(a, "reduce");
