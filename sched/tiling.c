@@ -16,8 +16,9 @@
  * graph usually keep the workers busy anyway. */
 #define TILE_MIN_DEFAULT 268435456.0
 /* The automatic tile edge: the largest of these giving at least TILES_PER_WORKER output tiles
- * per worker (measured: bench/tiled_matmul.c), never below the last. */
-static const int64_t tile_edges[] = {1024, 768, 512, 384, 256};
+ * per worker (measured: bench/tiled_matmul.c), never below the last. Powers of two: a 2^k
+ * matrix then splits into equal tiles. */
+static const int64_t tile_edges[] = {1024, 512, 256};
 #define TILES_PER_WORKER 4
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -84,6 +85,7 @@ static int64_t tile_of(const struct plan *p, const struct step *st, const struct
 {
     const struct tfc_kargs *a = st->args;
     if (opt->tile_min <= 0 || st->cl != &tfc_cl_matmul || a->kind != TFC_K_MATMUL) return 0;
+    if (opt->tile_size == 0 && opt->tile_workers < 2) return 0; /* auto: nobody to share with */
     if (a->flops < opt->tile_min) return 0;
     const struct tfc_kdesc *c = &a->d[2];
     if (a->d[0].rank != 2 || a->d[1].rank != 2 || c->rank != 2) return 0;

@@ -492,9 +492,9 @@ TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
  * views (StarPU matrix interfaces); BLAS stays single-threaded inside each task. A node whose
  * output would be a single tile stays whole. The environment sets the session's values at
  * tfc_session_create: TFC_TILE_MIN (flops, a decimal integer; 0 or "off": no tiling; default
- * 268435456 = 2*512^3) and TFC_TILE_SIZE ("auto", the default: the largest of 1024, 768, 512,
- * 384, 256 giving at least 4 output tiles per StarPU worker, else 256; or an edge from 1 to
- * 65536). Any other value fails tfc_session_create with TFC_ERR_INVALID_ARGUMENT. The call
+ * 268435456 = 2*512^3) and TFC_TILE_SIZE ("auto", the default: the largest of 1024, 512, 256
+ * giving at least 4 output tiles per StarPU worker, else 256, and no tiling with a single
+ * worker; or an edge from 1 to 65536). Any other value fails tfc_session_create with TFC_ERR_INVALID_ARGUMENT. The call
  * below replaces both (min_flops 0: off; tile_size 0: auto) and rebuilds cached plans; a
  * negative or NaN min_flops or a tile_size outside [0, 65536] is TFC_ERR_INVALID_ARGUMENT.
  * Tiles show up as separate tasks in tfc_session_stats.tasks and in the task records, each

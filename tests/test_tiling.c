@@ -285,7 +285,7 @@ static void test_training(void)
 /* ---- defaults and errors ------------------------------------------------------------------- */
 
 /* With the defaults, a small matmul stays one task and a 512^3 one (at the threshold) is
- * split; tiling off keeps it whole. */
+ * split when there are several workers; tiling off keeps it whole. */
 static void test_defaults(void)
 {
     unsetenv("TFC_TILE_MIN");
@@ -309,7 +309,7 @@ static void test_defaults(void)
         CU_ASSERT_FATAL(tfc_session_run(s, 1, &a, &av, 1, &c, &out, 0, NULL) == TFC_OK);
         tfc_session_stats st;
         tfc_session_get_stats(s, &st);
-        if (q == 1) {
+        if (q == 1 && starpu_worker_get_count() > 1) {
             CU_ASSERT(st.tasks >= 4);
         } else {
             CU_ASSERT_EQUAL(st.tasks, 1);
