@@ -1,6 +1,6 @@
 /* kernel.h: what every codelet file needs: buffer accessors that work for StarPU's vector and
- * matrix interfaces (tiling later hands kernels 2-D views), the codelets of each op family, and
- * the shared perfmodel hooks. Included only by codelets/ and sched/. */
+ * matrix interfaces (tiling hands kernels 2-D views: pointer, ld, nx, ny), the codelets of
+ * each op family, and the shared perfmodel hooks. Included only by codelets/ and sched/. */
 #ifndef TFC_KERNEL_H
 #define TFC_KERNEL_H
 
@@ -23,6 +23,41 @@ static inline uintptr_t tfc_buf_ptr(void *iface)
     default:
         return 0;
     }
+}
+
+/* The 2-D geometry of a buffer viewed as a row-major array: nx elements per row (StarPU's
+ * contiguous dimension), ny rows, ld elements from one row to the next. A matrix interface (a
+ * tile of a larger tensor, sched/tiling.c) says all three; a vector interface is a whole
+ * contiguous tensor, so the caller gives its row length (`cols`, the last dimension) and ld is
+ * that. Sizes are in elements. */
+static inline int64_t tfc_buf_ld(void *iface, int64_t cols)
+{
+    if (*(enum starpu_data_interface_id *)iface == STARPU_MATRIX_INTERFACE_ID)
+        return (int64_t)STARPU_MATRIX_GET_LD(iface);
+    return cols;
+}
+
+static inline int64_t tfc_buf_nx(void *iface, int64_t cols)
+{
+    if (*(enum starpu_data_interface_id *)iface == STARPU_MATRIX_INTERFACE_ID)
+        return (int64_t)STARPU_MATRIX_GET_NX(iface);
+    return cols;
+}
+
+static inline int64_t tfc_buf_ny(void *iface, int64_t cols)
+{
+    if (*(enum starpu_data_interface_id *)iface == STARPU_MATRIX_INTERFACE_ID)
+        return (int64_t)STARPU_MATRIX_GET_NY(iface);
+    int64_t nx = (int64_t)STARPU_VECTOR_GET_NX(iface);
+    return cols > 0 ? nx / cols : 0;
+}
+
+/* The row stride (elements) of operand d (an input or output descriptor) in this task: the
+ * leading dimension of its tile, or its last dimension for a whole buffer (and without one). */
+static inline int64_t tfc_kdesc_ld(void *buffers[], const struct tfc_kdesc *d)
+{
+    int64_t cols = d->rank ? d->dims[d->rank - 1] : 1;
+    return d->buf < 0 ? cols : tfc_buf_ld(buffers[d->buf], cols);
 }
 
 /* Input i's data, or NULL when it has zero elements. */

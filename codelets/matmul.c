@@ -8,23 +8,25 @@
 #include "opencl_common.h"
 #include "../src/tfc.h"
 
-/* C[m,n] = op(A) op(B) for one matrix pair; A is [m,k] or [k,m] when ta, B [k,n] or [n,k]. */
+/* C[m,n] = op(A) op(B) for one matrix pair; A is [m,k] or [k,m] when ta, B [k,n] or [n,k]; lda,
+ * ldb, ldc are the row strides (a tile of a larger matrix has a row stride above its width). */
 static void gemm(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *A,
-                 const void *B, void *C)
+                 int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     if (k == 0) { /* an empty inner dimension sums nothing */
-        memset(C, 0, (size_t)(m * n) * (dtype == TFC_FLOAT32 ? 4 : 8));
+        size_t es = dtype == TFC_FLOAT32 ? 4 : 8;
+        for (int64_t i = 0; i < m; i++)
+            memset((char *)C + (size_t)(i * ldc) * es, 0, (size_t)n * es);
         return;
     }
-    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n);
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
     if (dtype == TFC_FLOAT32)
-        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0f, A, lda, B, ldb, 0.0f,
-                    C, (int)n);
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0f, A, (int)lda, B,
+                    (int)ldb, 0.0f, C, (int)ldc);
     else
-        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0, A, lda, B, ldb, 0.0, C,
-                    (int)n);
+        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0, A, (int)lda, B, (int)ldb,
+                    0.0, C, (int)ldc);
 }
 
 static void matmul_cpu(void *buffers[], void *cl_arg)
@@ -40,8 +42,9 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
-    if (a->kind == TFC_K_MATMUL) {
-        gemm(dc->dtype, ta, tb, m, n, k, A, B, C);
+    if (a->kind == TFC_K_MATMUL) { /* the whole matrices, or tiles of them (strided views) */
+        gemm(dc->dtype, ta, tb, m, n, k, A, tfc_kdesc_ld(buffers, da), B,
+             tfc_kdesc_ld(buffers, db), C, tfc_kdesc_ld(buffers, dc));
         return;
     }
     /* Batched: the batch dims of A and B broadcast to those of C. */
@@ -51,8 +54,8 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     for (int64_t bi = 0; bi < batches; bi++) {
         int64_t off_a = 0, off_b = 0;
         if (nb) tfc_batch_offsets(da, db, dc, bi, &off_a, &off_b);
-        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es,
-             B + (size_t)off_b * es, (char *)C + (size_t)(bi * m * n) * es);
+        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es, ta ? m : k,
+             B + (size_t)off_b * es, tb ? k : n, (char *)C + (size_t)(bi * m * n) * es, n);
     }
 }
 

@@ -31,10 +31,11 @@ static int cublas_ok(const struct tfc_kargs *a, cublasStatus_t st, const char *w
     return 0;
 }
 
-/* One problem shape: C[m,n] = op(A) op(B), row-major, A [m,k] or [k,m] when ta. */
+/* One problem shape: C[m,n] = op(A) op(B), row-major, A [m,k] or [k,m] when ta; lda, ldb, ldc
+ * are row strides (a tile of a larger matrix has a stride above its width). */
 struct gemm_shape {
     int dtype, ta, tb;
-    int m, n, k, lda, ldb;
+    int m, n, k, lda, ldb, ldc;
 };
 
 static int gemm_one(const struct tfc_kargs *a, cublasHandle_t h, const struct gemm_shape *g,
@@ -46,13 +47,13 @@ static int gemm_one(const struct tfc_kargs *a, cublasHandle_t h, const struct ge
         const float one = 1.0f, zero = 0.0f;
         return cublas_ok(a,
                          cublasSgemm(h, opB, opA, g->n, g->m, g->k, &one, (const float *)B,
-                                     g->ldb, (const float *)A, g->lda, &zero, (float *)C, g->n),
+                                     g->ldb, (const float *)A, g->lda, &zero, (float *)C, g->ldc),
                          "sgemm");
     }
     const double one = 1.0, zero = 0.0;
     return cublas_ok(a,
                      cublasDgemm(h, opB, opA, g->n, g->m, g->k, &one, (const double *)B, g->ldb,
-                                 (const double *)A, g->lda, &zero, (double *)C, g->n),
+                                 (const double *)A, g->lda, &zero, (double *)C, g->ldc),
                      "dgemm");
 }
 
@@ -68,14 +69,14 @@ static int gemm_strided(const struct tfc_kargs *a, cublasHandle_t h, const struc
                          cublasSgemmStridedBatched(h, opB, opA, g->n, g->m, g->k, &one,
                                                    (const float *)B, g->ldb, sb,
                                                    (const float *)A, g->lda, sa, &zero,
-                                                   (float *)C, g->n, sc, batches),
+                                                   (float *)C, g->ldc, sc, batches),
                          "sgemm strided batched");
     }
     const double one = 1.0, zero = 0.0;
     return cublas_ok(a,
                      cublasDgemmStridedBatched(h, opB, opA, g->n, g->m, g->k, &one,
                                                (const double *)B, g->ldb, sb, (const double *)A,
-                                               g->lda, sa, &zero, (double *)C, g->n, sc,
+                                               g->lda, sa, &zero, (double *)C, g->ldc, sc,
                                                batches),
                      "dgemm strided batched");
 }
@@ -94,8 +95,11 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
-    if (k == 0) { /* an empty inner dimension sums nothing */
-        tfc_cu_check(a, cudaMemsetAsync(C, 0, (size_t)dc->numel * es, s), "matmul zero fill");
+    if (k == 0) { /* an empty inner dimension sums nothing (C may be a strided tile) */
+        int64_t ldc = a->kind == TFC_K_MATMUL ? tfc_kdesc_ld(buffers, dc) : n;
+        int64_t rows = a->kind == TFC_K_MATMUL ? m : dc->numel / (n ? n : 1);
+        tfc_cu_check(a, cudaMemset2DAsync(C, (size_t)ldc * es, 0, (size_t)n * es, (size_t)rows, s),
+                     "matmul zero fill");
         return;
     }
     cublasHandle_t h = starpu_cublas_get_local_handle();
@@ -119,7 +123,11 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
     g.k = (int)k;
     g.lda = (int)(ta ? m : k);
     g.ldb = (int)(tb ? k : n);
-    if (a->kind == TFC_K_MATMUL) {
+    g.ldc = (int)n;
+    if (a->kind == TFC_K_MATMUL) { /* the whole matrices, or tiles of them (strided views) */
+        g.lda = (int)tfc_kdesc_ld(buffers, da);
+        g.ldb = (int)tfc_kdesc_ld(buffers, db);
+        g.ldc = (int)tfc_kdesc_ld(buffers, dc);
         gemm_one(a, h, &g, A, B, C);
         return;
     }

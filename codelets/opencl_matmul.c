@@ -1,6 +1,6 @@
 /* opencl_matmul.c: OpenCL matmul and batched matmul (float32, float64): a naive kernel, one
- * work-item per output element; batches (with broadcast batch dims, as in matmul.c) are
- * enqueued one by one with buffer offsets. */
+ * work-item per output element, with row strides (tiles of a larger matrix); batches (with
+ * broadcast batch dims, as in matmul.c) are enqueued one by one with buffer offsets. */
 #include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
@@ -17,15 +17,15 @@ int tfc_opencl_matmul_ok(const struct tfc_kargs *a)
 
 static const char body[] = CL_SRC(
 kernel void TS(matmul)(global T *a0, ulong ao, global T *b0, ulong bo, global T *c0, ulong co,
-                       int ta, int tb, long m, long n, long k)
+                       int ta, int tb, long m, long n, long k, long lda, long ldb, long ldc)
 {
     long j = get_global_id(0), i = get_global_id(1);
     if (i >= m || j >= n) return;
     global T *A = AT(a0, ao), *B = AT(b0, bo), *C = AT(c0, co);
     T acc = 0;
     for (long p = 0; p < k; p++)
-        acc += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
-    C[i * n + j] = acc;
+        acc += (ta ? A[p * lda + i] : A[i * lda + p]) * (tb ? B[j * ldb + p] : B[p * ldb + j]);
+    C[i * ldc + j] = acc;
 }
 );
 
@@ -49,6 +49,10 @@ void tfc_matmul_opencl(void *buffers[], void *cl_arg)
     cl_kernel kern = tfc_ocl_kernel(&prog, "matmul", dc->dtype, a, &q);
     if (!kern) return;
     int nb = a->kind == TFC_K_MATMUL ? 0 : rc - 2;
+    /* row strides: a tile (matrix interface) has its own; whole buffers are contiguous */
+    cl_long lda = nb ? (ta ? m : k) : tfc_kdesc_ld(buffers, da);
+    cl_long ldb = nb ? (tb ? k : n) : tfc_kdesc_ld(buffers, db);
+    cl_long ldc = nb ? n : tfc_kdesc_ld(buffers, dc);
     int64_t batches = 1;
     for (int d = 0; d < nb; d++) batches *= dc->dims[d];
     for (int64_t bi = 0; bi < batches; bi++) {
@@ -56,10 +60,12 @@ void tfc_matmul_opencl(void *buffers[], void *cl_arg)
         if (nb) tfc_batch_offsets(da, db, dc, bi, &off_a, &off_b);
         cl_ulong ao = a0 + (cl_ulong)off_a * es, bo = b0 + (cl_ulong)off_b * es;
         cl_ulong co = c0 + (cl_ulong)(bi * m * n) * es;
-        if (tfc_ocl_run(a, kern, q, (size_t)n, (size_t)m, 11,
+        if (tfc_ocl_run(a, kern, q, (size_t)n, (size_t)m, 14,
                         (size_t[]){sizeof A, sizeof ao, sizeof B, sizeof bo, sizeof C, sizeof co,
-                                   sizeof ta, sizeof tb, sizeof m, sizeof n, sizeof k},
-                        (const void *[]){&A, &ao, &B, &bo, &C, &co, &ta, &tb, &m, &n, &k}))
+                                   sizeof ta, sizeof tb, sizeof m, sizeof n, sizeof k,
+                                   sizeof lda, sizeof ldb, sizeof ldc},
+                        (const void *[]){&A, &ao, &B, &bo, &C, &co, &ta, &tb, &m, &n, &k, &lda,
+                                         &ldb, &ldc}))
             break;
     }
     clReleaseKernel(kern);

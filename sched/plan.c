@@ -4,7 +4,8 @@
  * feeds, and emits one task step per node with its access modes; StarPU's sequential
  * consistency then derives every dependency edge from those modes. Each step is placed from its
  * node's hint (sched/placement.c) and gets a priority from its critical-path rank
- * (sched/priority.c), both once per plan. */
+ * (sched/priority.c), both once per plan; then large matmul steps are split into tile steps
+ * (sched/tiling.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
@@ -122,6 +123,11 @@ static void finish_args(struct tfc_kargs *a)
         int64_t k = a->attrs[0].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
         a->flops = 2.0 * (double)o->numel * (double)k;
     }
+}
+
+void tfc_plan_finish_args(struct tfc_kargs *a)
+{
+    finish_args(a);
 }
 
 /* Appends a step. Inputs are read (or use in_modes[i]; 0 = shape only, no buffer), outputs
@@ -488,7 +494,10 @@ void tfc_plan_free(struct plan *p)
         free(p->steps[i].buf_slot);
         free(p->steps[i].modes);
         free(p->steps[i].workerids);
+        free(p->steps[i].buf_part);
+        free(p->steps[i].buf_child);
     }
+    free(p->parts);
     free(p->warning);
     free(p->steps);
     free(p->slots);
@@ -570,7 +579,7 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         b.p->fetch_slot[j] = consumer_slot(&b, fetches[j]);
         if (note_var_access(&b, b.p->fetch_slot[j], STARPU_R)) goto done;
     }
-    if (tfc_plan_priorities(b.p, opt))
+    if (tfc_plan_priorities(b.p, opt) || tfc_plan_tile(b.p, opt))
         fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
 done:
     free(order);

@@ -39,6 +39,25 @@ struct step {
     double cost;           /* estimated time, us (calibrated history or analytic) */
     double rank;           /* critical path to the end of the plan, us (cost included) */
     int priority;          /* StarPU priority: rank mapped into the scheduler's range */
+    /* tiling (sched/tiling.c): a tile task of a node split into several */
+    int *buf_part;         /* NULL, or per buffer: the plan partition (plan->parts) whose child
+                            * the task uses instead of the slot's handle */
+    int *buf_child;        /* per buffer: that child's index */
+    int parts_first, parts_n; /* the node's partitions: [parts_first, parts_first + parts_n) */
+    int parts_when;        /* TILE_PARTITION: submit them before this task; TILE_UNPARTITION:
+                            * unpartition them after it */
+};
+
+enum { TILE_PARTITION = 1, TILE_UNPARTITION = 2 };
+
+/* One partition of a slot into 2-D tiles (StarPU's asynchronous partitioning: planned,
+ * submitted, unpartitioned and cleaned by each run, around the tasks of one node). */
+struct plan_part {
+    int slot;
+    int readonly;          /* an input: starpu_data_partition_readonly_submit */
+    int64_t rows, cols;    /* the slot as a row-major 2-D array */
+    int64_t tr, tc;        /* tile rows and columns (the last tile of each may be smaller) */
+    int nr, nc;            /* grid: child id = r * nc + c */
 };
 
 struct instance;
@@ -60,6 +79,9 @@ struct plan {
     int *var_checks;       /* variables read before any write: must be initialized */
     int *var_writes;       /* variables the plan assigns (initialized once submitted) */
     int n_soft_fallbacks;  /* steps whose soft placement hint fell back to any worker */
+    int n_parts;           /* tiling: partitions the runs submit (sched/tiling.c) */
+    struct plan_part *parts;
+    int n_tiled;           /* nodes split into tile tasks */
     char *warning;         /* NULL, or what the runs of this plan report (soft fallbacks) */
     /* cache bookkeeping (under the session lock) */
     struct instance *free_instances;
@@ -71,6 +93,8 @@ struct plan {
 struct instance {
     struct plan *plan;
     starpu_data_handle_t *handles; /* per slot; TEMP slots only */
+    void **bufs;                   /* per slot: the host buffer of a TEMP slot that tiling
+                                    * partitions (registered on it: home node 0), else NULL */
     char *args;                    /* copies of every step's kargs */
     size_t *args_off;              /* offset of step i's kargs in args */
     struct tfc_kerr err;
@@ -87,6 +111,9 @@ struct plan_options {
     int prio_min, prio_max;/* the scheduler's range, read when the session is created */
     int model_lookup;      /* the policy reads perfmodels (dm*, *heft*): use calibrated
                             * history-based models for step costs where they are loaded */
+    double tile_min;       /* tiling: least flops of a matmul split into tiles; 0: off */
+    int tile_size;         /* tile edge (elements); 0: chosen per node from tile_workers */
+    int tile_workers;      /* StarPU workers when the session was created */
 };
 
 /* Builds a plan for the key; on error returns NULL with status and message. The session's
@@ -115,6 +142,26 @@ tfc_status tfc_placement_resolve(struct step *st, const struct tfc_node *n, uint
                                  char *msg);
 /* Appends a soft-fallback message to the plan's warning (plan->warning). */
 void tfc_placement_warn(struct plan *p, const char *why);
+
+/* sched/tiling.c: the session's tiling options from TFC_TILE_MIN and TFC_TILE_SIZE (a bad
+ * value is an error with a message). */
+tfc_status tfc_tiling_options(struct plan_options *opt, char *msg);
+/* sched/tiling.c: the tiling pass (after priorities): splits each large matmul step into tile
+ * steps over partitions of its operands. Nonzero when out of memory. */
+int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
+/* Whether slot is partitioned by some step (a TEMP slot then needs a home buffer: StarPU 1.3
+ * cannot partition lazily allocated data asynchronously). */
+int tfc_tiling_is_parent(const struct plan *p, int slot);
+/* Plans partition q of the plan on parent and submits it; returns the children (freed by
+ * tfc_tiling_unpartition), or NULL when out of memory. */
+starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
+                                           starpu_data_handle_t parent);
+/* Submits the unpartition of partition q, cleans the plan (children unregistered when their
+ * tasks end) and frees children. */
+void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
+                            starpu_data_handle_t *children);
+/* plan.c: footprint, flops and bytes of kernel arguments (again after tiling changes dims). */
+void tfc_plan_finish_args(struct tfc_kargs *a);
 
 int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
                        tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,

@@ -103,12 +103,13 @@ static struct instance *take_instance(struct plan *p)
     if (!in) return NULL;
     in->plan = p;
     in->handles = calloc((size_t)p->n_slots + 1, sizeof *in->handles);
+    in->bufs = calloc((size_t)p->n_slots + 1, sizeof *in->bufs);
     in->args_off = malloc(sizeof(size_t) * (size_t)(p->n_steps + 1));
     size_t total = 0;
     for (int i = 0; i < p->n_steps; i++) total += (p->steps[i].args_size + 15) & ~(size_t)15;
     in->args = malloc(total + 16);
-    if (!in->handles || !in->args_off || !in->args) {
-        free(in->handles); free(in->args_off); free(in->args); free(in);
+    if (!in->handles || !in->bufs || !in->args_off || !in->args) {
+        free(in->handles); free(in->bufs); free(in->args_off); free(in->args); free(in);
         return NULL;
     }
     size_t off = 0;
@@ -121,9 +122,27 @@ static struct instance *take_instance(struct plan *p)
     }
     for (int i = 0; i < p->n_slots; i++) {
         const struct slot *sl = &p->slots[i];
-        if (sl->kind == SLOT_TEMP) /* home -1: StarPU allocates where the writer runs */
-            starpu_vector_data_register(&in->handles[i], -1, 0, (uint32_t)sl->numel,
-                                        tfc_dtype_size(sl->desc.dtype));
+        if (sl->kind != SLOT_TEMP) continue;
+        size_t es = tfc_dtype_size(sl->desc.dtype);
+        /* a tiled node's operand: StarPU 1.3 partitions asynchronously only data with a home
+         * buffer (a lazily allocated parent's children would get their own memory) */
+        if (tfc_tiling_is_parent(p, i) && starpu_malloc(&in->bufs[i], (size_t)sl->numel * es)) {
+            for (int j = 0; j < i; j++) {
+                if (in->bufs[j]) {
+                    starpu_data_unregister(in->handles[j]);
+                    starpu_free(in->bufs[j]);
+                } else if (in->handles[j]) {
+                    starpu_data_unregister_submit(in->handles[j]);
+                }
+            }
+            free(in->handles); free(in->bufs); free(in->args_off); free(in->args); free(in);
+            return NULL;
+        }
+        if (in->bufs[i]) /* home 0 */
+            starpu_vector_data_register(&in->handles[i], STARPU_MAIN_RAM,
+                                        (uintptr_t)in->bufs[i], (uint32_t)sl->numel, es);
+        else /* home -1: StarPU allocates where the writer runs */
+            starpu_vector_data_register(&in->handles[i], -1, 0, (uint32_t)sl->numel, es);
     }
     return in;
 }
@@ -182,6 +201,7 @@ static void run_free(struct tfc_run *run)
     free(run->cbs);
     free(run->fcbs);
     free(run->records);
+    free(run->parts);
     tfc_snap_free(run->snap0);
     pthread_mutex_destroy(&run->m);
     pthread_cond_destroy(&run->c);
@@ -189,6 +209,54 @@ static void run_free(struct tfc_run *run)
 }
 
 /* ---- submission ----------------------------------------------------------------------- */
+
+static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot);
+
+/* The handle of buffer j of step st: a tile (a child of one of the run's partitions) or the
+ * slot's own. */
+static starpu_data_handle_t buf_handle(struct tfc_run *run, const struct step *st, int j)
+{
+    if (st->buf_part && st->buf_part[j] >= 0)
+        return run->parts[st->buf_part[j]][st->buf_child[j]];
+    return slot_handle(run, st->buf_slot[j]);
+}
+
+/* Tiling around task i: its node's partitions before the first tile, unpartitions after the
+ * last (sched/tiling.c). Nonzero when out of memory. */
+static int tile_before(struct tfc_run *run, int i)
+{
+    const struct step *st = &run->plan->steps[i];
+    if (!(st->parts_when & TILE_PARTITION)) return 0;
+    for (int q = st->parts_first; q < st->parts_first + st->parts_n; q++) {
+        starpu_data_handle_t parent = slot_handle(run, run->plan->parts[q].slot);
+        run->parts[q] = tfc_tiling_partition(run->plan, q, parent);
+        if (!run->parts[q]) return -1;
+    }
+    return 0;
+}
+
+static void tile_after(struct tfc_run *run, int i)
+{
+    const struct step *st = &run->plan->steps[i];
+    if (!(st->parts_when & TILE_UNPARTITION)) return;
+    for (int q = st->parts_first; q < st->parts_first + st->parts_n; q++) {
+        tfc_tiling_unpartition(run->plan, q, slot_handle(run, run->plan->parts[q].slot),
+                               run->parts[q]);
+        run->parts[q] = NULL;
+    }
+}
+
+/* After a failed submission: unpartitions what is still partitioned, so the handles stay
+ * usable by later runs. */
+static void tile_abort(struct tfc_run *run)
+{
+    for (int q = 0; run->parts && q < run->plan->n_parts; q++)
+        if (run->parts[q]) {
+            tfc_tiling_unpartition(run->plan, q, slot_handle(run, run->plan->parts[q].slot),
+                                   run->parts[q]);
+            run->parts[q] = NULL;
+        }
+}
 
 static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)
 {
@@ -216,12 +284,12 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
             return NULL;
         }
         for (int j = 0; j < st->n_buf; j++) {
-            task->dyn_handles[j] = slot_handle(run, st->buf_slot[j]);
+            task->dyn_handles[j] = buf_handle(run, st, j);
             task->dyn_modes[j] = st->modes[j];
         }
     } else {
         for (int j = 0; j < st->n_buf; j++) {
-            task->handles[j] = slot_handle(run, st->buf_slot[j]);
+            task->handles[j] = buf_handle(run, st, j);
             task->modes[j] = st->modes[j];
         }
     }
@@ -265,8 +333,9 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     run->cbs = malloc(sizeof *run->cbs * (size_t)(p->n_steps + 1));
     run->fcbs = malloc(sizeof *run->fcbs * (size_t)(p->n_fetches + 1));
     if (s->profiling) run->records = calloc((size_t)p->n_steps + 1, sizeof *run->records);
+    if (p->n_parts) run->parts = calloc((size_t)p->n_parts, sizeof *run->parts);
     if (!run->inst || !run->feed_handles || !run->fetch_values || !run->cbs || !run->fcbs ||
-        (s->profiling && !run->records))
+        (s->profiling && !run->records) || (p->n_parts && !run->parts))
         return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int i = 0; i < p->n_fetches; i++) {
         const struct slot *sl = &p->slots[p->fetch_slot[i]];
@@ -290,10 +359,12 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     p->running++;
     run->submitted = 1;
     for (int i = 0; i < p->n_steps; i++) {
-        struct starpu_task *task = make_task(run, i);
+        struct starpu_task *task = tile_before(run, i) ? NULL : make_task(run, i);
         int ret = task ? starpu_task_submit(task) : -ENOMEM;
+        if (!ret) tile_after(run, i);
         if (ret) {
             if (task) starpu_task_destroy(task);
+            tile_abort(run);
             /* later tasks would read what this one never wrote: submit nothing more */
             __atomic_sub_fetch(&run->pending, p->n_steps - i + n_acquire, __ATOMIC_ACQ_REL);
             struct tfc_node *n = s->g->nodes[p->steps[i].node];

@@ -30,6 +30,11 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
     }
+    st = tfc_tiling_options(&s->opt, msg); /* TFC_TILE_MIN, TFC_TILE_SIZE */
+    if (st) {
+        free(s);
+        return tfc_fail_global(st, "session_create: %s", msg);
+    }
     st = tfc_report_init(&s->rep, msg); /* TFC_REPORT, TFC_TRACE */
     if (st) {
         free(s);
@@ -55,9 +60,16 @@ void tfc_plan_release_instances(struct plan *p)
 {
     for (struct instance *in = p->free_instances, *next; in; in = next) {
         next = in->next_free;
-        for (int i = 0; i < p->n_slots; i++)
-            if (in->handles[i]) starpu_data_unregister_submit(in->handles[i]);
+        for (int i = 0; i < p->n_slots; i++) {
+            if (in->bufs[i]) { /* a home buffer (tiling): free it once StarPU lets go */
+                if (in->handles[i]) starpu_data_unregister(in->handles[i]);
+                starpu_free(in->bufs[i]);
+            } else if (in->handles[i]) {
+                starpu_data_unregister_submit(in->handles[i]);
+            }
+        }
         free(in->handles);
+        free(in->bufs);
         free(in->args);
         free(in->args_off);
         free(in);

@@ -76,6 +76,7 @@ struct tfc_run {
     struct fetch_cb *fcbs;
     tfc_task_record *records; /* when profiling */
     struct tfc_snap *snap0;   /* when profiling: counters at submission */
+    starpu_data_handle_t **parts; /* tiling: per plan partition, its children while submitted */
     int pending;              /* tasks and fetch copies not finished */
     pthread_mutex_t m;
     pthread_cond_t c;

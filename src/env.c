@@ -21,6 +21,8 @@ struct knob {
     enum knob_kind kind;
     long long lo, hi;
     const char *what;
+    const char *word;      /* KNOB_INT: a word also taken ("off", "auto"), or NULL */
+    long long word_value;  /* ... and the value it stands for */
 };
 
 static const struct knob knobs[] = {
@@ -30,6 +32,11 @@ static const struct knob knobs[] = {
      "print each run's report on stderr (tfc_session_set_profiling, tfc_session_write_report)"},
     {"TFC_TRACE", KNOB_PATH, 0, 0,
      "write a Chrome trace of the profiled runs to this file (tfc_session_write_trace)"},
+    {"TFC_TILE_MIN", KNOB_INT, 0, 1LL << 53,
+     "least flops (2*m*n*k) of a matmul split into tiles; 0 or off: no tiling "
+     "(tfc_session_set_tiling)", "off", 0},
+    {"TFC_TILE_SIZE", KNOB_INT, 1, 65536,
+     "tile edge in elements, or auto (tfc_session_set_tiling)", "auto", 0},
     {"TFC_PLAN_CACHE", KNOB_INT, 1, 1 << 20,
      "plans a session keeps cached (tfc_session_set_plan_cache_size; default 32)"},
     {"TFC_STORE_EXCLUSIVE", KNOB_BOOL, 0, 1,
@@ -62,13 +69,18 @@ static tfc_status parse(const struct knob *k, const char *v, long long *out, cha
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s must be 0 or 1, not '%.64s' (%s)",
                         k->name, v, k->what);
     case KNOB_INT: {
+        if (k->word && !strcmp(v, k->word)) {
+            *out = k->word_value;
+            return TFC_OK;
+        }
         char *end;
         errno = 0;
         long long x = strtoll(v, &end, 10);
         if (!*v || *end || errno || x < k->lo || x > k->hi)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "%s must be an integer in [%lld, %lld], not '%.64s' (%s)", k->name,
-                            k->lo, k->hi, v, k->what);
+                            "%s must be an integer in [%lld, %lld]%s%s%s, not '%.64s' (%s)",
+                            k->name, k->lo, k->hi, k->word ? " or '" : "",
+                            k->word ? k->word : "", k->word ? "'" : "", v, k->what);
         *out = x;
         return TFC_OK;
     }

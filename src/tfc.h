@@ -485,6 +485,22 @@ TFC_API const char *tfc_session_last_warning(const tfc_session *s);
 /* Bound on cached plans (LRU; default 32). */
 TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
 
+/* Tiling: a 2-D float32/float64 matmul node of at least `min_flops` (2*m*n*k) runs as one
+ * task per tile of its output (tile edge `tile_size` elements; the last row and column of
+ * tiles may be smaller), so several workers share it. Its operands are partitioned with
+ * StarPU's asynchronous partitioning around the tile tasks, each of which reads strided 2-D
+ * views (StarPU matrix interfaces); BLAS stays single-threaded inside each task. A node whose
+ * output would be a single tile stays whole. The environment sets the session's values at
+ * tfc_session_create: TFC_TILE_MIN (flops, a decimal integer; 0 or "off": no tiling; default
+ * 268435456 = 2*512^3) and TFC_TILE_SIZE ("auto", the default: the largest of 1024, 512, 256
+ * giving at least 4 output tiles per StarPU worker, else 256, and no tiling with a single
+ * worker; or an edge from 1 to 65536). Any other value fails tfc_session_create with TFC_ERR_INVALID_ARGUMENT. The call
+ * below replaces both (min_flops 0: off; tile_size 0: auto) and rebuilds cached plans; a
+ * negative or NaN min_flops or a tile_size outside [0, 65536] is TFC_ERR_INVALID_ARGUMENT.
+ * Tiles show up as separate tasks in tfc_session_stats.tasks and in the task records, each
+ * with the node's name. */
+TFC_API tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_size);
+
 /* Per-task records of the runs that follow (StarPU's profiling information): on/off. */
 TFC_API tfc_status tfc_session_set_profiling(tfc_session *s, int on);
 

@@ -1,0 +1,440 @@
+/* test_tiling.c: large matmuls split into tile tasks (sched/tiling.c). A tiled matmul (sizes
+ * that are not multiples of the tile, float32 and float64, every transpose) equals a float64
+ * reference and the untiled result; the task counts and records show the split; operands of
+ * every slot kind (fed, variable, intermediate, the same tensor twice) and chains of tiled
+ * nodes work across cached runs; a training step with tiling equals the untiled one; bad
+ * TFC_TILE_MIN / TFC_TILE_SIZE values and API arguments are errors. With an OpenCL worker
+ * (STARPU_OPENCL_ON_CPUS=1) the tiles also run pinned to it, with the consumer of the tiled
+ * output on the OpenCL worker too and then on the CPU. */
+#include <math.h>
+#include <starpu.h>
+#include <string.h>
+#include "testutil.h"
+#include "../sched/testing.h"
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Deterministic inputs in [-1, 1), never all zero. */
+static void fill(double *x, int64_t n, unsigned seed)
+{
+    uint32_t s = seed * 2654435761u + 12345u;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = ((s >> 8) & 0xffff) / 32768.0 - 1.0;
+    }
+}
+
+static tfc_value *value_of(enum tfc_dtype dt, int64_t r, int64_t c, const double *x)
+{
+    tfc_value *v = NULL;
+    int64_t dims[2] = {r, c};
+    float *f = malloc(sizeof(float) * (size_t)(r * c));
+    CU_ASSERT_FATAL(f != NULL);
+    for (int64_t i = 0; i < r * c; i++) f[i] = (float)x[i];
+    CU_ASSERT_FATAL(tfc_value_from_data(dt, tfc_shape_of(2, dims), dt == TFC_FLOAT32 ? (void *)f
+                                                                                   : (void *)x,
+                                        &v) == TFC_OK);
+    free(f);
+    return v;
+}
+
+static double at(const tfc_value *v, int64_t i)
+{
+    return tfc_value_dtype(v) == TFC_FLOAT32 ? ((const float *)tfc_value_cdata(v))[i]
+                                             : ((const double *)tfc_value_cdata(v))[i];
+}
+
+/* op(A) op(B), row-major, in float64. */
+static void ref_mm(const double *A, const double *B, double *C, int64_t m, int64_t k, int64_t n,
+                   int ta, int tb)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
+            C[i * n + j] = s;
+        }
+}
+
+/* Max |got - want| / (1 + |want|) over n elements. */
+static double max_err(const tfc_value *got, const double *want, int64_t n)
+{
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(at(got, i) - want[i]) / (1 + fabs(want[i]));
+        if (!(d <= e)) e = d; /* NaN counts */
+    }
+    return e;
+}
+
+static double tol_of(enum tfc_dtype dt)
+{
+    return dt == TFC_FLOAT32 ? 1e-4 : 1e-12;
+}
+
+/* Runs fetch with feeds on a session with the given tiling; returns the fetched value and
+ * the number of records named `node` (tasks of that node). */
+static tfc_value *run_tiled(tfc_graph *g, double min_flops, int tile, int n_feeds,
+                            tfc_tensor *const *ft, tfc_value *const *fv, tfc_tensor *fetch,
+                            const char *node, int *n_node_tasks, uint64_t *tasks)
+{
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, min_flops, tile) == TFC_OK);
+    CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+    tfc_value *out = NULL;
+    tfc_status st = tfc_session_run(s, n_feeds, ft, fv, 1, &fetch, &out, 0, NULL);
+    if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+    CU_ASSERT_FATAL(st == TFC_OK);
+    const tfc_task_record *r = NULL;
+    int n = tfc_session_last_records(s, &r), c = 0;
+    for (int i = 0; i < n; i++) c += r[i].node && strcmp(r[i].node, node) == 0;
+    *n_node_tasks = c;
+    tfc_session_stats stats;
+    tfc_session_get_stats(s, &stats);
+    *tasks = stats.tasks;
+    tfc_session_destroy(s);
+    return out;
+}
+
+/* ---- one matmul node ---------------------------------------------------------------------- */
+
+static void test_matmul_tiles(void)
+{
+    const int64_t mkn[][3] = {{37, 29, 41}, {64, 17, 5}, {9, 50, 70}};
+    const int tile = 8;
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+        for (int q = 0; q < 3; q++)
+            for (int t = 0; t < 4; t++) {
+                int ta = t & 1, tb = t >> 1;
+                int64_t m = mkn[q][0], k = mkn[q][1], n = mkn[q][2];
+                double *A = malloc(sizeof(double) * (size_t)(m * k));
+                double *B = malloc(sizeof(double) * (size_t)(k * n));
+                double *C = malloc(sizeof(double) * (size_t)(m * n));
+                CU_ASSERT_FATAL(A && B && C);
+                fill(A, m * k, 1 + q), fill(B, k * n, 7 + q);
+                ref_mm(A, B, C, m, k, n, ta, tb);
+                tfc_graph *g = NULL;
+                CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+                int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
+                tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, sa));
+                tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, sb));
+                tfc_tensor *c = tfc_matmul(g, a, b, ta, tb);
+                CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+                tfc_tensor *ft[2] = {a, b};
+                tfc_value *fv[2] = {value_of(dt, sa[0], sa[1], A), value_of(dt, sb[0], sb[1], B)};
+                int n_whole, n_tiles;
+                uint64_t tasks_whole, tasks_tiled;
+                tfc_value *whole = run_tiled(g, 0, 0, 2, ft, fv, c, tfc_tensor_name(c), &n_whole,
+                                             &tasks_whole);
+                tfc_value *tiled = run_tiled(g, 1, tile, 2, ft, fv, c, tfc_tensor_name(c), &n_tiles,
+                                             &tasks_tiled);
+                int64_t want = cdiv(m, tile) * cdiv(n, tile);
+                CU_ASSERT_EQUAL(n_whole, 1);
+                CU_ASSERT_EQUAL(tasks_whole, 1);
+                CU_ASSERT_EQUAL(n_tiles, want);
+                CU_ASSERT_EQUAL(tasks_tiled, (uint64_t)want);
+                double e1 = max_err(whole, C, m * n), e2 = max_err(tiled, C, m * n);
+                if (!(e2 <= tol_of(dt)) || !(e1 <= tol_of(dt)))
+                    fprintf(stderr, "%s m=%lld k=%lld n=%lld ta=%d tb=%d: error %g (whole %g)\n",
+                            di ? "f64" : "f32", (long long)m, (long long)k, (long long)n, ta, tb,
+                            e2, e1);
+                CU_ASSERT(e1 <= tol_of(dt));
+                CU_ASSERT(e2 <= tol_of(dt));
+                double d = 0;
+                for (int64_t i = 0; i < m * n; i++) d = fmax(d, fabs(at(whole, i) - at(tiled, i)));
+                CU_ASSERT(d <= tol_of(dt));
+                tfc_value_destroy(whole), tfc_value_destroy(tiled);
+                tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
+                tfc_graph_destroy(g);
+                free(A), free(B), free(C);
+            }
+    }
+}
+
+/* ---- operands of every kind, chains, cached runs -------------------------------------------- */
+
+/* y = relu(x) (an intermediate) @ W (a variable) -> z = y @ y^T (the same tensor twice, an
+ * intermediate input of a tiled node) + 1, fetched; then both runs again from the cache. */
+static void test_chain(void)
+{
+    const int64_t m = 45, k = 30, n = 27;
+    double X[45 * 30], W[30 * 27], Y[45 * 27], Z[45 * 45];
+    fill(X, m * k, 3), fill(W, k * n, 4);
+    double RX[45 * 30];
+    for (int i = 0; i < m * k; i++) RX[i] = X[i] > 0 ? X[i] : 0;
+    ref_mm(RX, W, Y, m, k, n, 0, 0);
+    ref_mm(Y, Y, Z, m, n, m, 0, 1);
+    for (int i = 0; i < m * m; i++) Z[i] += 1;
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(2, (int64_t[]){m, k}));
+    tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT64, tfc_shape_of(2, (int64_t[]){k, n}),
+                                 tfc_init_zeros());
+    tfc_tensor *y = tfc_matmul(g, tfc_relu(g, x), w, 0, 0);
+    tfc_tensor *z = tfc_add(g, tfc_matmul(g, y, y, 0, 1), tfc_scalar(g, TFC_FLOAT64, 1.0));
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, 1, 10) == TFC_OK);
+    tfc_value *wv = value_of(TFC_FLOAT64, k, n, W), *xv = value_of(TFC_FLOAT64, m, k, X);
+    CU_ASSERT_FATAL(tfc_session_write_variable(s, w, wv) == TFC_OK);
+    for (int rep = 0; rep < 3; rep++) {
+        tfc_value *out[2] = {NULL, NULL};
+        tfc_tensor *fetch[2] = {z, y};
+        tfc_session_stats before, after;
+        tfc_session_get_stats(s, &before);
+        tfc_status st = tfc_session_run(s, 1, &x, &xv, 2, fetch, out, 0, NULL);
+        if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+        tfc_session_get_stats(s, &after);
+        /* relu 1, y: 5x3 tiles, z: 5x5 tiles, add 1 */
+        CU_ASSERT_EQUAL(after.tasks - before.tasks, 1 + 15 + 25 + 1);
+        CU_ASSERT(max_err(out[0], Z, m * m) <= 1e-12);
+        CU_ASSERT(max_err(out[1], Y, m * n) <= 1e-12);
+        tfc_value_destroy(out[0]), tfc_value_destroy(out[1]);
+    }
+    /* the variable read by tiles is still a plain handle: it can be read and rewritten */
+    tfc_value *back = NULL;
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, w, &back) == TFC_OK);
+    CU_ASSERT(max_err(back, W, k * n) == 0);
+    tfc_value_destroy(back);
+    tfc_session_destroy(s);
+    tfc_value_destroy(wv), tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+/* Two SGD steps of a 2-layer MLP (every forward and gradient matmul tiled with edge 8, the
+ * gradient ones transposed) equal the untiled steps: loss and weights. */
+static void train_steps(int tiled, double *loss, tfc_value **w1_out, tfc_value **w2_out,
+                        uint64_t *tasks)
+{
+    const int64_t batch = 40, nin = 33, hid = 26, ncls = 10;
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){batch, nin}));
+    tfc_tensor *lbl = tfc_placeholder(g, "y", TFC_INT64, tfc_shape_of(1, (int64_t[]){batch}));
+    tfc_tensor *w1 = tfc_variable(g, "w1", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){nin, hid}),
+                                  tfc_init_glorot_uniform(1));
+    tfc_tensor *w2 = tfc_variable(g, "w2", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){hid, ncls}),
+                                  tfc_init_glorot_uniform(2));
+    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, w1, 0, 0));
+    tfc_tensor *logits = tfc_matmul(g, h, w2, 0, 0);
+    tfc_tensor *loss_t = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, lbl), 0,
+                                         NULL, 0);
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.5);
+    tfc_tensor *step = tfc_minimize(g, loss_t, 2, (tfc_tensor *[]){w1, w2}, &opt, NULL);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, tiled ? 1 : 0, 8) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    double X[40 * 33];
+    fill(X, batch * nin, 9);
+    int64_t Y[40];
+    for (int i = 0; i < batch; i++) Y[i] = (i * 7) % ncls;
+    tfc_value *xv = value_of(TFC_FLOAT32, batch, nin, X), *yv = NULL;
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_INT64, tfc_shape_of(1, (int64_t[]){batch}), Y, &yv) ==
+                    TFC_OK);
+    tfc_session_stats before, after;
+    tfc_session_get_stats(s, &before);
+    for (int it = 0; it < 2; it++) {
+        tfc_value *lv = NULL;
+        tfc_status st = tfc_session_run(s, 2, (tfc_tensor *[]){x, lbl}, (tfc_value *[]){xv, yv}, 1,
+                                        &loss_t, &lv, 1, &step);
+        if (st) fprintf(stderr, "train run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+        loss[it] = at(lv, 0);
+        tfc_value_destroy(lv);
+    }
+    tfc_session_get_stats(s, &after);
+    *tasks = after.tasks - before.tasks;
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, w1, w1_out) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, w2, w2_out) == TFC_OK);
+    tfc_value_destroy(xv), tfc_value_destroy(yv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_training(void)
+{
+    double l0[2], l1[2];
+    tfc_value *a1, *a2, *b1, *b2;
+    uint64_t t0, t1;
+    train_steps(0, l0, &a1, &a2, &t0);
+    train_steps(1, l1, &b1, &b2, &t1);
+    /* per step, x@w1 alone is 5x4 tiles (x is fed: its gradient is not built) */
+    CU_ASSERT(t1 >= t0 + 2 * 19);
+    CU_ASSERT(fabs(l0[0] - l1[0]) <= 1e-5 * (1 + fabs(l0[0])));
+    CU_ASSERT(fabs(l0[1] - l1[1]) <= 1e-5 * (1 + fabs(l0[1])));
+    CU_ASSERT(l0[1] < l0[0]); /* it trains */
+    double d = 0;
+    for (int64_t i = 0; i < tfc_value_numel(a1); i++) d = fmax(d, fabs(at(a1, i) - at(b1, i)));
+    for (int64_t i = 0; i < tfc_value_numel(a2); i++) d = fmax(d, fabs(at(a2, i) - at(b2, i)));
+    CU_ASSERT(d <= 1e-5);
+    tfc_value_destroy(a1), tfc_value_destroy(a2), tfc_value_destroy(b1), tfc_value_destroy(b2);
+}
+
+/* ---- defaults and errors ------------------------------------------------------------------- */
+
+/* With the defaults, a small matmul stays one task and a 512^3 one (at the threshold) is
+ * split when there are several workers; tiling off keeps it whole. */
+static void test_defaults(void)
+{
+    unsetenv("TFC_TILE_MIN");
+    unsetenv("TFC_TILE_SIZE");
+    const int64_t big = 512, small = 64;
+    for (int q = 0; q < 3; q++) {
+        int64_t d = q == 0 ? small : big;
+        tfc_graph *g = NULL;
+        CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+        tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){d, d}));
+        tfc_tensor *c = tfc_matmul(g, a, a, 0, 0);
+        double *A = malloc(sizeof(double) * (size_t)(d * d));
+        CU_ASSERT_FATAL(A != NULL);
+        fill(A, d * d, 5);
+        tfc_value *av = value_of(TFC_FLOAT32, d, d, A);
+        if (q == 2) setenv("TFC_TILE_MIN", "off", 1);
+        tfc_session *s = NULL;
+        CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+        unsetenv("TFC_TILE_MIN");
+        tfc_value *out = NULL;
+        CU_ASSERT_FATAL(tfc_session_run(s, 1, &a, &av, 1, &c, &out, 0, NULL) == TFC_OK);
+        tfc_session_stats st;
+        tfc_session_get_stats(s, &st);
+        if (q == 1 && starpu_worker_get_count() > 1) {
+            CU_ASSERT(st.tasks >= 4);
+        } else {
+            CU_ASSERT_EQUAL(st.tasks, 1);
+        }
+        if (q == 1) { /* spot-check a few elements against float64 */
+            for (int64_t i = 0; i < d * d; i += 4099) {
+                int64_t r = i / d, cc = i % d;
+                double s2 = 0;
+                for (int64_t p = 0; p < d; p++) s2 += A[r * d + p] * A[p * d + cc];
+                CU_ASSERT(fabs(at(out, i) - s2) <= 1e-3 * (1 + fabs(s2)));
+            }
+        }
+        tfc_value_destroy(out), tfc_value_destroy(av);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+        free(A);
+    }
+}
+
+static void test_bad_values(void)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    const char *bad[][2] = {{"TFC_TILE_MIN", "abc"}, {"TFC_TILE_MIN", "-5"},
+                            {"TFC_TILE_MIN", "1e9"}, {"TFC_TILE_MIN", ""},
+                            {"TFC_TILE_SIZE", "0"},  {"TFC_TILE_SIZE", "-3"},
+                            {"TFC_TILE_SIZE", "12x"}, {"TFC_TILE_SIZE", "70000"},
+                            {"TFC_TILE_SIZE", "AUTO"}};
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        tfc_session *s = NULL;
+        tfc_status st = tfc_session_create(test_ctx, g, &s);
+        CU_ASSERT_EQUAL(st, TFC_ERR_INVALID_ARGUMENT);
+        CU_ASSERT(s == NULL);
+        CU_ASSERT(strstr(tfc_errmsg(), bad[i][0]) != NULL);
+        tfc_session_destroy(s);
+        unsetenv(bad[i][0]);
+    }
+    const char *good[][2] = {{"TFC_TILE_MIN", "off"}, {"TFC_TILE_MIN", "0"},
+                             {"TFC_TILE_MIN", "1000"}, {"TFC_TILE_SIZE", "auto"},
+                             {"TFC_TILE_SIZE", "256"}};
+    for (int i = 0; i < (int)(sizeof good / sizeof good[0]); i++) {
+        setenv(good[i][0], good[i][1], 1);
+        tfc_session *s = NULL;
+        CU_ASSERT_EQUAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+        tfc_session_destroy(s);
+        unsetenv(good[i][0]);
+    }
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(s, -1, 0), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(s, NAN, 0), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(s, 1, -1), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(s, 1, 65537), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_session_errmsg(s), "tile_size") != NULL);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(NULL, 1, 1), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_session_set_tiling(s, 0, 0), TFC_OK);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* ---- an OpenCL worker: tiles pinned to it, and alternating with the CPU ---------------------- */
+
+static void test_opencl(void)
+{
+    if (!starpu_opencl_worker_get_count()) {
+        fprintf(stderr, "(no OpenCL worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
+        return;
+    }
+    const int64_t m = 23, k = 19, n = 31;
+    double A[23 * 19], B[19 * 31], C[23 * 31];
+    fill(A, m * k, 11), fill(B, k * n, 12);
+    ref_mm(A, B, C, m, k, n, 0, 0);
+    for (int64_t i = 0; i < m * n; i++) C[i] = C[i] > 0 ? C[i] : 0;
+    for (int mode = 0; mode < 2; mode++) { /* 0: relu on OpenCL too; 1: relu on the CPU */
+        tfc_testing_set_where_alternate(mode == 1);
+        tfc_graph *g = NULL;
+        CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+        tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){m, k}));
+        tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){k, n}));
+        tfc_tensor *c = tfc_relu(g, tfc_matmul(g, a, b, 0, 0)); /* the consumer reads it whole */
+        tfc_session *s = NULL;
+        CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+        tfc_session_set_where(s, STARPU_OPENCL);
+        CU_ASSERT_FATAL(tfc_session_set_tiling(s, 1, 8) == TFC_OK);
+        CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+        tfc_value *fv[2] = {value_of(TFC_FLOAT32, m, k, A), value_of(TFC_FLOAT32, k, n, B)};
+        for (int rep = 0; rep < 2; rep++) {
+            tfc_value *out = NULL;
+            tfc_status st = tfc_session_run(s, 2, (tfc_tensor *[]){a, b}, fv, 1, &c, &out, 0, NULL);
+            if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+            CU_ASSERT_FATAL(st == TFC_OK);
+            CU_ASSERT(max_err(out, C, m * n) <= 1e-4);
+            const tfc_task_record *r = NULL;
+            int nr = tfc_session_last_records(s, &r), ocl = 0, relu_ocl = -1;
+            for (int i = 0; i < nr; i++) {
+                int on_ocl = starpu_worker_get_type(r[i].worker) == STARPU_OPENCL_WORKER;
+                if (strcmp(r[i].op, "matmul") == 0)
+                    ocl += on_ocl;
+                else
+                    relu_ocl = on_ocl;
+            }
+            CU_ASSERT_EQUAL(nr, cdiv(m, 8) * cdiv(n, 8) + 1);
+            CU_ASSERT_EQUAL(ocl, cdiv(m, 8) * cdiv(n, 8));
+            CU_ASSERT_EQUAL(relu_ocl, mode == 0);
+            tfc_value_destroy(out);
+        }
+        tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+    }
+    tfc_testing_set_where_alternate(0);
+}
+
+int main(void)
+{
+    unsetenv("TFC_TILE_MIN");
+    unsetenv("TFC_TILE_SIZE");
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    TEST_SUITE("tiling", test_ctx_open, test_ctx_close);
+    TEST_ADD(test_matmul_tiles);
+    TEST_ADD(test_chain);
+    TEST_ADD(test_training);
+    TEST_ADD(test_defaults);
+    TEST_ADD(test_bad_values);
+    TEST_ADD(test_opencl);
+    return test_main();
+}
