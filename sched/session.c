@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
+#include "passes.h"
 #include "testing.h"
 
 /* ---- sessions ------------------------------------------------------------------------- */
@@ -25,6 +26,11 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
     if (!s) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "session_create: no memory");
     char msg[TFC_MSG_LEN];
     tfc_status st = tfc_sched_session_options(&s->opt, msg); /* TFC_PRIORITIES, priority range */
+    if (st) {
+        free(s);
+        return tfc_fail_global(st, "session_create: %s", msg);
+    }
+    st = tfc_passes_session_options(&s->opt, msg); /* TFC_CSE, TFC_CONST_FOLD, TFC_FUSION */
     if (st) {
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
