@@ -45,6 +45,8 @@ enum tfc_kernel_kind {
     TFC_K_APPLY_ADAM, TFC_K_LR_SCHEDULE,
     /* codelet: hop (a test-only copy between memory nodes) */
     TFC_K_COPY,
+    /* codelet: fused (an op list of element-wise kinds, codelets/fused.h) */
+    TFC_K_FUSED,
     TFC_K_NUM_KINDS
 };
 

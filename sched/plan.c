@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
+#include "passes.h"
 #include "../codelets/opencl_common.h"
 
 struct builder {
@@ -26,6 +27,7 @@ struct builder {
     int cap_slots, cap_steps, cap_checks, cap_writes;
     int last_warned;   /* node id of the last soft-fallback warning (one per node) */
     int n_alternated;  /* OpenCL-capable op steps seen by the alternate test hook */
+    struct tfc_cse *cse; /* common-subexpression table (sched/passes.c), NULL when off */
     tfc_status status;
     char *msg;
 };
@@ -373,6 +375,11 @@ static int lower_node(struct builder *b, struct tfc_node *n)
         in_slots[i] = consumer_slot(b, n->inputs[i]);
         in[i] = b->p->slots[in_slots[i]].desc;
     }
+    int same = b->cse ? tfc_cse_lookup(b->cse, b->p, n, in_slots) : -1;
+    if (same >= 0) { /* an earlier node computes the same values: its outputs stand for n's */
+        memcpy(b->out_slots[n->id], b->out_slots[same], sizeof(int) * (size_t)n->n_outputs);
+        return 0;
+    }
     char msg[TFC_MSG_LEN] = "";
     struct tfc_infer inf = {n->n_inputs, in, n->attrs, n->n_outputs, out, msg};
     memset(out, 0, sizeof(struct tfc_desc) * (size_t)n->n_outputs);
@@ -409,7 +416,9 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     if (any) {
         struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
                                    in_slots, modes, n->n_outputs, out_slot_ids);
-        if (!st || place(b, st, n, op_hook(b, st))) return -1;
+        int folded = st ? tfc_fold_last_step(b->p, b->g, b->opt) : 0; /* constant inputs */
+        if (folded < 0) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        if (!st || (!folded && place(b, st, n, op_hook(b, st)))) return -1;
     }
     for (int k = 0; k < n->n_outputs; k++) {
         int s = out_slot_ids[k];
@@ -498,6 +507,7 @@ void tfc_plan_free(struct plan *p)
         free(p->steps[i].buf_child);
     }
     free(p->parts);
+    tfc_fold_release(p);
     free(p->warning);
     free(p->steps);
     free(p->slots);
@@ -564,6 +574,10 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         if (add_slot(&b, SLOT_FEED, &d, i) < 0) goto done;
     }
     if (mark_needed(&b) || topo_order(&b, &order, &n_order)) goto done;
+    if (opt && opt->cse && !(b.cse = tfc_cse_create(g, b.needed))) {
+        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        goto done;
+    }
     for (int k = 0; k < n_order; k++) {
         struct tfc_node *n = g->nodes[order[k]];
         b.out_slots[n->id] = malloc(sizeof(int) * (size_t)n->n_outputs);
@@ -579,9 +593,16 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         b.p->fetch_slot[j] = consumer_slot(&b, fetches[j]);
         if (note_var_access(&b, b.p->fetch_slot[j], STARPU_R)) goto done;
     }
+    if (tfc_fuse_steps(b.p, g, opt)) { /* after CSE and folding */
+        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        goto done;
+    }
+    tfc_fold_register(b.p);
+    /* tiling after fusion: it expects one matmul step per node */
     if (tfc_plan_priorities(b.p, opt) || tfc_plan_tile(b.p, opt))
         fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
 done:
+    tfc_cse_free(b.cse);
     free(order);
     for (int i = 0; b.out_slots && i < N; i++) free(b.out_slots[i]);
     free(b.out_slots);

@@ -15,6 +15,8 @@ enum slot_kind {
     SLOT_FEED,    /* a fed value: the caller's buffer, registered for the run */
     SLOT_PERSIST, /* a variable or a constant: the session's handle */
     SLOT_EMPTY,   /* zero elements: never reaches StarPU */
+    SLOT_CONST,   /* a value folded at plan time (sched/passes.c): host data and handle owned
+                   * by the plan, read-only, shared by its instances */
 };
 
 struct slot {
@@ -22,6 +24,8 @@ struct slot {
     struct tfc_desc desc;  /* concrete */
     int64_t numel;
     int ref;               /* FEED: feed index; PERSIST: node id */
+    void *cdata;           /* CONST: the folded value (starpu_malloc) */
+    starpu_data_handle_t ch; /* CONST: its handle, when a step reads it */
 };
 
 struct step {
@@ -114,6 +118,7 @@ struct plan_options {
     double tile_min;       /* tiling: least flops of a matmul split into tiles; 0: off */
     int tile_size;         /* tile edge (elements); 0: chosen per node from tile_workers */
     int tile_workers;      /* StarPU workers when the session was created */
+    int cse, const_fold, fusion; /* plan-time passes (sched/passes.c); 0 when opt is NULL */
 };
 
 /* Builds a plan for the key; on error returns NULL with status and message. The session's

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
+#include "../codelets/fused.h"
 
 static tfc_status set_msg(tfc_session *s, tfc_status st, const char *text)
 {
@@ -265,6 +266,7 @@ static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)
     case SLOT_TEMP: return run->inst->handles[slot];
     case SLOT_FEED: return run->feed_handles[sl->ref];
     case SLOT_PERSIST: return run->s->pers[sl->ref].h;
+    case SLOT_CONST: return sl->ch;
     default: return NULL;
     }
 }
@@ -386,6 +388,8 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
         tfc_value *v = run->fetch_values[i];
         if (sl->kind == SLOT_FEED) {
             memcpy(tfc_value_data(v), tfc_value_cdata(feeds[sl->ref]), tfc_value_nbytes(v));
+        } else if (sl->kind == SLOT_CONST) { /* folded at plan time: read-only host data */
+            memcpy(tfc_value_data(v), sl->cdata, tfc_value_nbytes(v));
         } else if (sl->kind == SLOT_TEMP || sl->kind == SLOT_PERSIST) {
             struct fetch_cb *f = &run->fcbs[i];
             *f = (struct fetch_cb){run, slot_handle(run, p->fetch_slot[i]), tfc_value_data(v),
@@ -480,7 +484,9 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
         for (int i = 0; i < p->n_steps; i++) {
             struct tfc_node *n = s->g->nodes[p->steps[i].node];
             run->records[i].node = n->name;
-            run->records[i].op = p->steps[i].cl == &tfc_cl_hop ? "hop" : n->op->name;
+            run->records[i].op = p->steps[i].cl == &tfc_cl_hop     ? "hop"
+                                 : p->steps[i].cl == &tfc_cl_fused ? "fused"
+                                                                   : n->op->name;
         }
         free(s->records);
         s->records = run->records;

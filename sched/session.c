@@ -7,6 +7,7 @@
 #include <string.h>
 #include "session_priv.h"
 #include "../src/env.h"
+#include "passes.h"
 #include "testing.h"
 
 /* ---- sessions ------------------------------------------------------------------------- */
@@ -31,6 +32,7 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         return tfc_fail_global(st, "session_create: %s", msg);
     }
     st = tfc_tiling_options(&s->opt, msg); /* TFC_TILE_MIN, TFC_TILE_SIZE */
+    if (!st) st = tfc_passes_session_options(&s->opt, msg); /* TFC_CSE, TFC_CONST_FOLD, TFC_FUSION */
     if (st) {
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);

@@ -32,6 +32,12 @@ static const struct knob knobs[] = {
      "print each run's report on stderr (tfc_session_set_profiling, tfc_session_write_report)"},
     {"TFC_TRACE", KNOB_PATH, 0, 0,
      "write a Chrome trace of the profiled runs to this file (tfc_session_write_trace)"},
+    {"TFC_FUSION", KNOB_BOOL, 0, 1,
+     "fuse chains and trees of element-wise ops into one task (tfc_session_set_passes)"},
+    {"TFC_CSE", KNOB_BOOL, 0, 1,
+     "common-subexpression elimination at plan time (tfc_session_set_passes)"},
+    {"TFC_CONST_FOLD", KNOB_BOOL, 0, 1,
+     "constant folding at plan time (tfc_session_set_passes)"},
     {"TFC_TILE_MIN", KNOB_INT, 0, 1LL << 53,
      "least flops (2*m*n*k) of a matmul split into tiles; 0 or off: no tiling "
      "(tfc_session_set_tiling)", "off", 0},

@@ -567,6 +567,31 @@ TFC_API tfc_status tfc_session_write_trace(tfc_session *s, const char *path);
  * TFC_TRACE or a path that cannot be created fails tfc_session_create with
  * TFC_ERR_INVALID_ARGUMENT and a message. */
 
+/* Plan-time graph passes, run when a plan is built (cached runs pay nothing), in this order:
+ * TFC_PASS_CSE merges a node into an earlier one with the same op, attributes, inputs and
+ * placement hint (never nodes that update variables, have control inputs, or read a variable
+ * the same run updates); TFC_PASS_CONST_FOLD evaluates once, with the CPU kernels, every node
+ * whose inputs are all constants (not under a placement hint) and keeps the result for the
+ * plan's runs; TFC_PASS_FUSION turns each chain or tree of element-wise ops of one float dtype
+ * and output shape (up to 8 distinct inputs, which may broadcast; same placement hint) into
+ * one task running a fused kernel on the CPU, CUDA or OpenCL, so intermediates never reach
+ * memory; an intermediate that is fetched or read by another op stays an output of the task.
+ * Results equal those without the passes within float rounding. All are on by default; the
+ * environment variables TFC_CSE, TFC_CONST_FOLD and TFC_FUSION (read at tfc_session_create)
+ * turn one off with 0 (on with 1); any other value fails session creation with
+ * TFC_ERR_INVALID_ARGUMENT. The test hooks that pin every op task drop folding and fusion. */
+enum tfc_pass {
+    TFC_PASS_CSE = 1 << 0,
+    TFC_PASS_CONST_FOLD = 1 << 1,
+    TFC_PASS_FUSION = 1 << 2,
+    TFC_PASS_ALL = (1 << 3) - 1,
+};
+/* Sets which passes the session's plans use (a set of TFC_PASS_* bits); plans built before are
+ * rebuilt. Unknown bits are TFC_ERR_INVALID_ARGUMENT (nothing changes). */
+TFC_API tfc_status tfc_session_set_passes(tfc_session *s, unsigned passes);
+/* The TFC_PASS_* bits in effect (0 for NULL). */
+TFC_API unsigned tfc_session_get_passes(tfc_session *s);
+
 /* ---- Input pipeline -------------------------------------------------------------------- */
 
 /* The input pipeline: idx (MNIST) and NumPy .npy readers, a .npy writer, value

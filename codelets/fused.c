@@ -1,0 +1,215 @@
+/* fused.c: the CPU kernel of fused element-wise steps (codelets/fused.h) and their codelet.
+ * The op list runs block by block over the output (BLOCK elements at a time): inputs are
+ * loaded (or, when contiguous, read in place), each op writes a block-sized register on the
+ * stack, and registers that are outputs are written straight into the output buffers, so
+ * intermediates never go through memory. The math is that of elementwise.c. */
+#include <math.h>
+#include <string.h>
+#include "kernel.h"
+#include "fused.h"
+#include "opencl_common.h"
+#include "../src/tfc.h"
+
+#define BLOCK 256
+
+/* ---- one op over a block ------------------------------------------------------------- */
+
+static inline float max_nan_f32(float x, float y) { return (x > y || x != x) ? x : y; }
+static inline float min_nan_f32(float x, float y) { return (x < y || x != x) ? x : y; }
+static inline double max_nan_f64(double x, double y) { return (x > y || x != x) ? x : y; }
+static inline double min_nan_f64(double x, double y) { return (x < y || x != x) ? x : y; }
+
+static void apply_f32(int kind, float *restrict o, const float *x, const float *y, int m)
+{
+    int i;
+    switch (kind) {
+    case TFC_K_NEG: for (i = 0; i < m; i++) o[i] = -x[i]; break;
+    case TFC_K_ABS: for (i = 0; i < m; i++) o[i] = fabsf(x[i]); break;
+    case TFC_K_SQUARE: for (i = 0; i < m; i++) o[i] = x[i] * x[i]; break;
+    case TFC_K_SQRT: for (i = 0; i < m; i++) o[i] = sqrtf(x[i]); break;
+    case TFC_K_RSQRT: for (i = 0; i < m; i++) o[i] = 1.0f / sqrtf(x[i]); break;
+    case TFC_K_EXP: for (i = 0; i < m; i++) o[i] = expf(x[i]); break;
+    case TFC_K_LOG: for (i = 0; i < m; i++) o[i] = logf(x[i]); break;
+    case TFC_K_RELU: for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] : 0; break;
+    case TFC_K_SIGMOID:
+        for (i = 0; i < m; i++)
+            o[i] = x[i] >= 0 ? 1.0f / (1.0f + expf(-x[i])) : expf(x[i]) / (1.0f + expf(x[i]));
+        break;
+    case TFC_K_TANH: for (i = 0; i < m; i++) o[i] = tanhf(x[i]); break;
+    case TFC_K_SOFTPLUS:
+        for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] + log1pf(expf(-x[i])) : log1pf(expf(x[i]));
+        break;
+    case TFC_K_IDENTITY: memcpy(o, x, sizeof(float) * (size_t)m); break;
+    case TFC_K_ADD: for (i = 0; i < m; i++) o[i] = x[i] + y[i]; break;
+    case TFC_K_SUB: for (i = 0; i < m; i++) o[i] = x[i] - y[i]; break;
+    case TFC_K_MUL: for (i = 0; i < m; i++) o[i] = x[i] * y[i]; break;
+    case TFC_K_DIV: for (i = 0; i < m; i++) o[i] = x[i] / y[i]; break;
+    case TFC_K_MAXIMUM: for (i = 0; i < m; i++) o[i] = max_nan_f32(x[i], y[i]); break;
+    case TFC_K_MINIMUM: for (i = 0; i < m; i++) o[i] = min_nan_f32(x[i], y[i]); break;
+    case TFC_K_POW: for (i = 0; i < m; i++) o[i] = powf(x[i], y[i]); break;
+    case TFC_K_RELU_GRAD: for (i = 0; i < m; i++) o[i] = y[i] > 0 ? x[i] : 0; break;
+    }
+}
+
+static void apply_f64(int kind, double *restrict o, const double *x, const double *y, int m)
+{
+    int i;
+    switch (kind) {
+    case TFC_K_NEG: for (i = 0; i < m; i++) o[i] = -x[i]; break;
+    case TFC_K_ABS: for (i = 0; i < m; i++) o[i] = fabs(x[i]); break;
+    case TFC_K_SQUARE: for (i = 0; i < m; i++) o[i] = x[i] * x[i]; break;
+    case TFC_K_SQRT: for (i = 0; i < m; i++) o[i] = sqrt(x[i]); break;
+    case TFC_K_RSQRT: for (i = 0; i < m; i++) o[i] = 1.0 / sqrt(x[i]); break;
+    case TFC_K_EXP: for (i = 0; i < m; i++) o[i] = exp(x[i]); break;
+    case TFC_K_LOG: for (i = 0; i < m; i++) o[i] = log(x[i]); break;
+    case TFC_K_RELU: for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] : 0; break;
+    case TFC_K_SIGMOID:
+        for (i = 0; i < m; i++)
+            o[i] = x[i] >= 0 ? 1.0 / (1.0 + exp(-x[i])) : exp(x[i]) / (1.0 + exp(x[i]));
+        break;
+    case TFC_K_TANH: for (i = 0; i < m; i++) o[i] = tanh(x[i]); break;
+    case TFC_K_SOFTPLUS:
+        for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] + log1p(exp(-x[i])) : log1p(exp(x[i]));
+        break;
+    case TFC_K_IDENTITY: memcpy(o, x, sizeof(double) * (size_t)m); break;
+    case TFC_K_ADD: for (i = 0; i < m; i++) o[i] = x[i] + y[i]; break;
+    case TFC_K_SUB: for (i = 0; i < m; i++) o[i] = x[i] - y[i]; break;
+    case TFC_K_MUL: for (i = 0; i < m; i++) o[i] = x[i] * y[i]; break;
+    case TFC_K_DIV: for (i = 0; i < m; i++) o[i] = x[i] / y[i]; break;
+    case TFC_K_MAXIMUM: for (i = 0; i < m; i++) o[i] = max_nan_f64(x[i], y[i]); break;
+    case TFC_K_MINIMUM: for (i = 0; i < m; i++) o[i] = min_nan_f64(x[i], y[i]); break;
+    case TFC_K_POW: for (i = 0; i < m; i++) o[i] = pow(x[i], y[i]); break;
+    case TFC_K_RELU_GRAD: for (i = 0; i < m; i++) o[i] = y[i] > 0 ? x[i] : 0; break;
+    }
+}
+
+/* ---- loading a broadcast input ------------------------------------------------------- */
+
+enum { IN_FULL, IN_SCALAR, IN_GENERAL };
+
+/* Gathers elements i0..i0+m of the output index space from input x (element strides st over
+ * the output dims), row run by row run. */
+static void load_general(size_t es, const char *x, int rank, const int64_t *dims,
+                         const int64_t *st, int64_t i0, int m, char *dst)
+{
+    int64_t idx[TFC_K_MAX_RANK], off = 0, rem = i0;
+    for (int d = rank - 1; d >= 0; d--) {
+        idx[d] = rem % dims[d];
+        rem /= dims[d];
+        off += idx[d] * st[d];
+    }
+    int64_t inner = dims[rank - 1], s = st[rank - 1];
+    int j = 0;
+    while (j < m) {
+        int64_t run = inner - idx[rank - 1];
+        if (run > m - j) run = m - j;
+        if (es == 4) {
+            float *o = (float *)(void *)dst + j;
+            const float *p = (const float *)(const void *)x + off;
+            for (int64_t t = 0; t < run; t++) o[t] = p[t * s];
+        } else {
+            double *o = (double *)(void *)dst + j;
+            const double *p = (const double *)(const void *)x + off;
+            for (int64_t t = 0; t < run; t++) o[t] = p[t * s];
+        }
+        j += (int)run;
+        off += run * s;
+        idx[rank - 1] += run;
+        if (idx[rank - 1] < inner) break; /* the block ended inside the row */
+        off -= inner * s;
+        idx[rank - 1] = 0;
+        for (int d = rank - 2; d >= 0; d--) {
+            idx[d]++;
+            off += st[d];
+            if (idx[d] < dims[d]) break;
+            off -= st[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void fused_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    int n_in = a->n_in, n_out = a->n_out, n_regs = n_in + pg->n_ops;
+    int f32 = od->dtype == TFC_FLOAT32;
+    size_t es = f32 ? sizeof(float) : sizeof(double);
+    int64_t n = od->numel, dims[TFC_K_MAX_RANK], st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK];
+    int rank = tfc_fused_strides(a, dims, st);
+    const char *in[TFC_FUSED_MAX_IN];
+    char *out[TFC_FUSED_MAX_OUT];
+    int mode[TFC_FUSED_MAX_IN], direct[TFC_FUSED_MAX_REGS];
+    for (int j = 0; j < n_out; j++)
+        if (!(out[j] = tfc_kout(buffers, a, j))) return;
+    for (int k = 0; k < n_in; k++) {
+        in[k] = tfc_kin(buffers, a, k);
+        mode[k] = a->d[k].numel == n ? IN_FULL : a->d[k].numel == 1 ? IN_SCALAR : IN_GENERAL;
+    }
+    /* an op whose register is an output writes into the output buffer directly */
+    for (int r = 0; r < n_regs; r++) direct[r] = -1;
+    for (int j = 0; j < n_out; j++)
+        if (pg->out_reg[j] >= n_in && direct[pg->out_reg[j]] < 0) direct[pg->out_reg[j]] = j;
+    /* register storage: 8-byte aligned, BLOCK elements of the widest type */
+    double store[TFC_FUSED_MAX_REGS][BLOCK];
+    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+        int m = n - i0 < BLOCK ? (int)(n - i0) : BLOCK;
+        char *reg[TFC_FUSED_MAX_REGS];
+        for (int k = 0; k < n_in; k++) {
+            reg[k] = (char *)store[k];
+            if (mode[k] == IN_FULL) {
+                reg[k] = (char *)in[k] + (size_t)i0 * es; /* read in place */
+            } else if (mode[k] == IN_SCALAR) {
+                if (f32) {
+                    float v = *(const float *)(const void *)in[k], *o = (float *)store[k];
+                    for (int i = 0; i < m; i++) o[i] = v;
+                } else {
+                    double v = *(const double *)(const void *)in[k];
+                    for (int i = 0; i < m; i++) store[k][i] = v;
+                }
+            } else {
+                load_general(es, in[k], rank, dims, st[k], i0, m, reg[k]);
+            }
+        }
+        for (int k = 0; k < pg->n_ops; k++) {
+            const struct tfc_fused_op *op = &pg->ops[k];
+            int r = n_in + k;
+            reg[r] = direct[r] >= 0 ? out[direct[r]] + (size_t)i0 * es : (char *)store[r];
+            const char *x = reg[op->a], *y = op->b >= 0 ? reg[op->b] : NULL;
+            if (f32)
+                apply_f32(op->kind, (float *)(void *)reg[r], (const float *)(const void *)x,
+                          (const float *)(const void *)y, m);
+            else
+                apply_f64(op->kind, (double *)(void *)reg[r], (const double *)(const void *)x,
+                          (const double *)(const void *)y, m);
+        }
+        for (int j = 0; j < n_out; j++) { /* outputs not written in place (shared registers) */
+            int r = pg->out_reg[j];
+            if (direct[r] != j) memcpy(out[j] + (size_t)i0 * es, reg[r], (size_t)m * es);
+        }
+    }
+}
+
+static struct starpu_perfmodel fused_model = {
+    .type = STARPU_COMMON,
+    .cost_function = tfc_model_analytic_cost,
+    .footprint = tfc_model_footprint,
+    .symbol = "tfc_fused",
+};
+
+struct starpu_codelet tfc_cl_fused = {
+    .cpu_funcs = {fused_cpu},
+    .cpu_funcs_name = {"fused_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_fused_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_fused_opencl}, /* synchronous */
+    .can_execute = tfc_opencl_can_execute,
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &fused_model,
+    .name = "fused",
+};

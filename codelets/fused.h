@@ -1,0 +1,83 @@
+/* fused.h: the fused element-wise kernel's program. Plan-time fusion (sched/passes.c) turns a
+ * chain or tree of element-wise steps into one task whose kernel arguments carry, after the
+ * operand descriptors, a tiny op list: registers 0..n_in-1 hold the inputs (broadcast to the
+ * output shape), op k writes register n_in+k from one or two earlier registers, and output j
+ * is register out_reg[j]. Every operand has the same float dtype; every output has the shape
+ * of output 0. Plain C, shared by the CPU (fused.c), CUDA (fused_cuda.cu) and OpenCL
+ * (opencl_fused.c) hosts. */
+#ifndef TFC_FUSED_H
+#define TFC_FUSED_H
+
+#include <stdint.h>
+#include "kargs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFC_FUSED_MAX_IN 8   /* distinct external inputs */
+#define TFC_FUSED_MAX_OUT 4  /* the root and the intermediates that must stay visible */
+#define TFC_FUSED_MAX_OPS 24 /* instructions */
+#define TFC_FUSED_MAX_REGS (TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OPS)
+
+struct tfc_fused_op {
+    int32_t kind;  /* a unary (TFC_K_NEG..TFC_K_SOFTPLUS, TFC_K_IDENTITY) or binary
+                    * (TFC_K_ADD..TFC_K_POW, TFC_K_RELU_GRAD) kernel kind */
+    int32_t a, b;  /* operand registers (b = -1 for unary kinds) */
+    int32_t pad_;
+};
+
+struct tfc_fused_prog {
+    int32_t n_ops;
+    int32_t pad_;
+    int32_t out_reg[TFC_FUSED_MAX_OUT];
+    struct tfc_fused_op ops[TFC_FUSED_MAX_OPS];
+};
+
+/* The program stored after the n_in + n_out operand descriptors of a fused step's kargs. */
+static inline const struct tfc_fused_prog *tfc_fused_prog_of(const struct tfc_kargs *a)
+{
+    return (const struct tfc_fused_prog *)(const void *)&a->d[a->n_in + a->n_out];
+}
+
+static inline int tfc_fused_is_unary(int kind)
+{
+    return (kind >= TFC_K_NEG && kind <= TFC_K_SOFTPLUS) || kind == TFC_K_IDENTITY;
+}
+
+static inline int tfc_fused_is_binary(int kind)
+{
+    return (kind >= TFC_K_ADD && kind <= TFC_K_POW) || kind == TFC_K_RELU_GRAD;
+}
+
+/* Element strides of input k in the output's index space (0 where it broadcasts), over the
+ * output's dims; a scalar output iterates as [1]. Returns the rank used (>= 1). */
+static inline int tfc_fused_strides(const struct tfc_kargs *a, int64_t dims[TFC_K_MAX_RANK],
+                                    int64_t st[][TFC_K_MAX_RANK])
+{
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    int rank = o->rank > 0 ? o->rank : 1;
+    for (int d = 0; d < rank; d++) dims[d] = o->rank > 0 ? o->dims[d] : 1;
+    for (int k = 0; k < a->n_in; k++) {
+        int64_t stride = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            int id = a->d[k].rank - (rank - d); /* right-aligned input axis */
+            int64_t dim = id >= 0 ? a->d[k].dims[id] : 1;
+            st[k][d] = dim == 1 ? 0 : stride;
+            stride *= dim;
+        }
+    }
+    return rank;
+}
+
+/* The codelet (codelets/fused.c) and its device entry points. */
+struct starpu_codelet;
+extern struct starpu_codelet tfc_cl_fused;
+void tfc_fused_cuda(void *buffers[], void *cl_arg);   /* fused_cuda.cu, CUDA builds */
+void tfc_fused_opencl(void *buffers[], void *cl_arg); /* opencl_fused.c, OpenCL builds */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

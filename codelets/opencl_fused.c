@@ -1,0 +1,159 @@
+/* opencl_fused.c: the OpenCL kernel of fused element-wise steps (codelets/fused.h), float32
+ * and float64. One interpreter kernel, compiled once per StarPU lifetime like the other
+ * families: one work-item per output element loads its broadcast inputs, runs the op list in
+ * private registers and writes the outputs. The op list, dims and strides travel in a small
+ * read-only buffer (kernel arguments have a 1 KiB floor in OpenCL). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "opencl_common.h"
+#include "fused.h"
+#include "../src/tfc.h"
+
+#ifdef STARPU_USE_OPENCL
+#define CL_SRC(...) #__VA_ARGS__
+
+/* The program buffer, in longs: n_in, n_out, n_ops, rank, dims[8], strides[8 inputs][8],
+ * ops[24][3] (kind, a, b), out_reg[4]. */
+#define PG_DIMS 4
+#define PG_ST (PG_DIMS + TFC_K_MAX_RANK)
+#define PG_OPS (PG_ST + TFC_FUSED_MAX_IN * TFC_K_MAX_RANK)
+#define PG_OUT (PG_OPS + 3 * TFC_FUSED_MAX_OPS)
+#define PG_WORDS (PG_OUT + TFC_FUSED_MAX_OUT)
+
+static const char body[] = CL_SRC(
+kernel void TS(fused)(global const long *pg,
+                      global T *x0, ulong xo0, global T *x1, ulong xo1, global T *x2, ulong xo2,
+                      global T *x3, ulong xo3, global T *x4, ulong xo4, global T *x5, ulong xo5,
+                      global T *x6, ulong xo6, global T *x7, ulong xo7,
+                      global T *o0, ulong oo0, global T *o1, ulong oo1, global T *o2, ulong oo2,
+                      global T *o3, ulong oo3, long n)
+{
+    long i = get_global_id(0);
+    if (i >= n) return;
+    global T *xs[8] = {AT(x0, xo0), AT(x1, xo1), AT(x2, xo2), AT(x3, xo3),
+                       AT(x4, xo4), AT(x5, xo5), AT(x6, xo6), AT(x7, xo7)};
+    global T *os[4] = {AT(o0, oo0), AT(o1, oo1), AT(o2, oo2), AT(o3, oo3)};
+    int n_in = (int)pg[0], n_out = (int)pg[1], n_ops = (int)pg[2], rank = (int)pg[3];
+    T r[32];
+    for (int k = 0; k < n_in; k++) {
+        long rem = i, off = 0;
+        for (int d = rank - 1; d >= 0; d--) {
+            long dim = pg[PGDIMS + d];
+            off += (rem % dim) * pg[PGST + k * 8 + d];
+            rem /= dim;
+        }
+        r[k] = xs[k][off];
+    }
+    for (int k = 0; k < n_ops; k++) {
+        int kind = (int)pg[PGOPS + 3 * k];
+        T x = r[pg[PGOPS + 3 * k + 1]];
+        long b = pg[PGOPS + 3 * k + 2];
+        T y = b >= 0 ? r[b] : (T)0, v;
+        switch (kind) {
+        case K_NEG: v = -x; break;
+        case K_ABS: v = fabs(x); break;
+        case K_SQUARE: v = x * x; break;
+        case K_SQRT: v = sqrt(x); break;
+        case K_RSQRT: v = (T)1 / sqrt(x); break;
+        case K_EXP: v = exp(x); break;
+        case K_LOG: v = log(x); break;
+        case K_RELU: v = x > 0 ? x : (T)0; break;
+        case K_SIGMOID: v = x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x)); break;
+        case K_TANH: v = tanh(x); break;
+        case K_SOFTPLUS: v = x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
+        case K_ADD: v = x + y; break;
+        case K_SUB: v = x - y; break;
+        case K_MUL: v = x * y; break;
+        case K_DIV: v = x / y; break;
+        case K_MAXIMUM: v = (x > y || x != x) ? x : y; break;
+        case K_MINIMUM: v = (x < y || x != x) ? x : y; break;
+        case K_POW: v = pow(x, y); break;
+        case K_RELU_GRAD: v = y > 0 ? x : (T)0; break;
+        default: v = x;
+        }
+        r[n_in + k] = v;
+    }
+    for (int j = 0; j < n_out; j++) os[j][i] = r[pg[PGOUT + j]];
+}
+);
+
+static char source[sizeof body + 256];
+static struct tfc_ocl_prog prog = {.family = "fused", .body = source};
+
+/* The source with the buffer layout's offsets defined, made once before the first build
+ * (the stringized body cannot expand the C macros itself). */
+static pthread_once_t source_once = PTHREAD_ONCE_INIT;
+
+static void make_source(void)
+{
+    snprintf(source, sizeof source,
+             "#define PGDIMS %d\n#define PGST %d\n#define PGOPS %d\n#define PGOUT %d\n%s",
+             PG_DIMS, PG_ST, PG_OPS, PG_OUT, body);
+}
+
+void tfc_fused_opencl(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    cl_long words[PG_WORDS];
+    int64_t dims[TFC_K_MAX_RANK], st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK];
+    memset(words, 0, sizeof words);
+    int rank = tfc_fused_strides(a, dims, st);
+    words[0] = a->n_in;
+    words[1] = a->n_out;
+    words[2] = pg->n_ops;
+    words[3] = rank;
+    for (int d = 0; d < rank; d++) words[PG_DIMS + d] = dims[d];
+    for (int k = 0; k < a->n_in; k++)
+        for (int d = 0; d < rank; d++) words[PG_ST + k * TFC_K_MAX_RANK + d] = st[k][d];
+    for (int k = 0; k < pg->n_ops; k++) {
+        words[PG_OPS + 3 * k] = pg->ops[k].kind;
+        words[PG_OPS + 3 * k + 1] = pg->ops[k].a;
+        words[PG_OPS + 3 * k + 2] = pg->ops[k].b;
+    }
+    for (int j = 0; j < a->n_out; j++) words[PG_OUT + j] = pg->out_reg[j];
+
+    /* unused input and output arguments are bound to output 0 (never read or written) */
+    enum { NB = TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT };
+    cl_mem m[NB];
+    cl_ulong off[NB];
+    for (int k = 0; k < NB; k++) {
+        int isin = k < TFC_FUSED_MAX_IN, j = k - TFC_FUSED_MAX_IN;
+        int used = isin ? k < a->n_in : j < a->n_out;
+        int b = !used ? od->buf : isin ? a->d[k].buf : a->d[a->n_in + j].buf;
+        tfc_ocl_buf(buffers, b, &m[k], &off[k]);
+    }
+    pthread_once(&source_once, make_source);
+    cl_command_queue q;
+    cl_kernel k = tfc_ocl_kernel(&prog, "fused", od->dtype, a, &q);
+    if (!k) return;
+    cl_context ctx;
+    starpu_opencl_get_context(starpu_worker_get_devid(starpu_worker_get_id()), &ctx);
+    cl_int err;
+    cl_mem pm = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof words, words,
+                               &err);
+    if (err != CL_SUCCESS) {
+        tfc_ocl_fail(a, "clCreateBuffer (fused program)", err);
+        clReleaseKernel(k);
+        return;
+    }
+    cl_long n = od->numel;
+    size_t sizes[2 + 2 * NB];
+    const void *vals[2 + 2 * NB];
+    sizes[0] = sizeof pm;
+    vals[0] = &pm;
+    for (int i = 0; i < NB; i++) {
+        sizes[1 + 2 * i] = sizeof m[i];
+        vals[1 + 2 * i] = &m[i];
+        sizes[2 + 2 * i] = sizeof off[i];
+        vals[2 + 2 * i] = &off[i];
+    }
+    sizes[1 + 2 * NB] = sizeof n;
+    vals[1 + 2 * NB] = &n;
+    tfc_ocl_run(a, k, q, (size_t)n, 0, 2 + 2 * NB, sizes, vals);
+    clReleaseMemObject(pm);
+    clReleaseKernel(k);
+}
+#endif

@@ -1,0 +1,39 @@
+/* passes.h: the plan-time graph passes (sched/passes.c), in pipeline order: common
+ * subexpression elimination and constant folding while nodes are lowered, then fusion of
+ * element-wise steps into one task each. Each is switched by its plan option. */
+#ifndef TFC_PASSES_H
+#define TFC_PASSES_H
+
+#include "plan.h"
+
+/* The session's pass options from TFC_CSE, TFC_CONST_FOLD, TFC_FUSION (0/1, default 1; any
+ * other value is TFC_ERR_INVALID_ARGUMENT with a message). */
+tfc_status tfc_passes_session_options(struct plan_options *opt, char *msg);
+
+/* CSE: a table of the lowered nodes that are free of state and side effects. lookup returns
+ * the id of an earlier node with the same op, attributes, input slots and placement hint as
+ * n (its outputs can stand for n's), or -1 after recording n; nodes that read a variable the
+ * plan writes never match. needed marks the plan's nodes. NULL when out of memory. */
+struct tfc_cse;
+struct tfc_cse *tfc_cse_create(tfc_graph *g, const char *needed);
+int tfc_cse_lookup(struct tfc_cse *c, const struct plan *p, const struct tfc_node *n,
+                   const int *in_slots);
+void tfc_cse_free(struct tfc_cse *c);
+
+/* Constant folding of the plan's last step (just added for its node): when every buffer it
+ * reads is a constant (a constant node or a folded value), its CPU kernel runs now on host
+ * buffers, its outputs become SLOT_CONST slots and the step is removed. Returns 1 when
+ * folded, 0 when not (including a kernel failure: the run reports it), -1 out of memory. */
+int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *opt);
+/* Registers the handles of folded values that steps read (end of plan build); frees the
+ * folded values and handles (tfc_plan_free). */
+void tfc_fold_register(struct plan *p);
+void tfc_fold_release(struct plan *p);
+
+/* Fusion: every single-output chain or tree of element-wise steps (same float dtype, same
+ * output shape, same placement; external inputs broadcast) becomes one step of the fused
+ * codelet. Intermediates that are fetched or read by later steps stay outputs. Returns -1
+ * when out of memory. */
+int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt);
+
+#endif

@@ -1,0 +1,476 @@
+/* test_passes.c: the plan-time passes (sched/passes.c). Fusion turns a 6-op element-wise chain
+ * (float32 and float64, with a broadcast input) and a tree of several inputs into one task
+ * with the results of the unfused ops, keeps a fetched or otherwise used intermediate, splits
+ * at placement hints and beyond 8 inputs, and runs on the OpenCL worker (PoCL) or a CUDA
+ * worker (where one exists) under a hint;
+ * CSE and constant folding lower the task counts without changing results (and CSE leaves a
+ * variable read before and after an update alone); bad TFC_FUSION / TFC_CSE /
+ * TFC_CONST_FOLD values and pass bits are errors. Task counts come from the session's stats. */
+#include <math.h>
+#include <string.h>
+#include <starpu.h>
+#include "testutil.h"
+#include "../sched/testing.h"
+
+static tfc_shape S1(int64_t a) { return tfc_shape_of(1, (int64_t[]){a}); }
+static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
+
+/* Deterministic values in [lo, hi), never 0 for lo > 0. */
+static tfc_value *rand_value(enum tfc_dtype dt, tfc_shape shape, double lo, double hi,
+                             uint32_t seed)
+{
+    tfc_value *v = NULL;
+    CU_ASSERT_FATAL(tfc_value_create(dt, shape, &v) == TFC_OK);
+    int64_t n = tfc_shape_numel(&shape);
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (int64_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        double u = lo + (hi - lo) * (double)(x >> 8) / (double)(1u << 24);
+        if (u == 0) u = 0.125;
+        if (dt == TFC_FLOAT32)
+            ((float *)tfc_value_data(v))[i] = (float)u;
+        else
+            ((double *)tfc_value_data(v))[i] = u;
+    }
+    return v;
+}
+
+/* Runs the fetches with the given passes in a fresh session; returns the tasks submitted. */
+static int run_with(tfc_graph *g, unsigned passes, int nf, tfc_tensor **ft, tfc_value **fv,
+                    int nfetch, tfc_tensor **fetch, tfc_value **out)
+{
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_passes(s, passes), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_session_get_passes(s), passes);
+    tfc_session_stats a, b;
+    tfc_session_get_stats(s, &a);
+    tfc_status st = tfc_session_run(s, nf, ft, fv, nfetch, fetch, out, 0, NULL);
+    if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    tfc_session_get_stats(s, &b);
+    tfc_session_destroy(s);
+    return (int)(b.tasks - a.tasks);
+}
+
+/* Largest relative difference (against max(1, |y|)). */
+static double max_diff(const tfc_value *x, const tfc_value *y)
+{
+    tfc_shape sx = tfc_value_shape(x), sy = tfc_value_shape(y);
+    CU_ASSERT_FATAL(sx.rank == sy.rank);
+    for (int d = 0; d < sx.rank; d++) CU_ASSERT_FATAL(sx.dims[d] == sy.dims[d]);
+    double m = 0;
+    for (int64_t i = 0; i < tfc_shape_numel(&sx); i++) {
+        double a = tfc_value_get(x, i), b = tfc_value_get(y, i);
+        double d = fabs(a - b) / fmax(1.0, fabs(b));
+        if (!(d <= m)) m = d; /* NaN counts */
+    }
+    return m;
+}
+
+static void destroy_all(int n, tfc_value **v)
+{
+    for (int i = 0; i < n; i++) tfc_value_destroy(v[i]);
+}
+
+static const unsigned NO_FUSION = TFC_PASS_ALL & ~(unsigned)TFC_PASS_FUSION;
+
+/* ---- fusion ------------------------------------------------------------------------------ */
+
+/* y = sigmoid(exp(-(tanh(x + b) * x))): six element-wise ops, b broadcast over rows. With a
+ * second fetch of the mul's output (kept as an output of the fused task) and a reduction of
+ * the tanh's output built after the chain (so it reads it after the fused task). */
+static void chain(enum tfc_dtype dt, double tol)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", dt, S2(-1, 33));
+    tfc_tensor *b = tfc_placeholder(g, "b", dt, S1(33));
+    tfc_tensor *t = tfc_tanh(g, tfc_add(g, x, b));
+    tfc_tensor *m = tfc_mul(g, t, x);
+    tfc_tensor *y = tfc_sigmoid(g, tfc_exp(g, tfc_neg(g, m)));
+    tfc_tensor *r = tfc_reduce_sum(g, t, 1, (int[]){1}, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_value *fv[2] = {rand_value(dt, S2(70, 33), -2, 2, 1), rand_value(dt, S1(33), -1, 1, 2)};
+    tfc_tensor *ft[2] = {x, b};
+    tfc_value *on[3], *off[3];
+
+    /* one fetch: the whole chain is one task */
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 2, ft, fv, 1, &y, on), 1);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 2, ft, fv, 1, &y, off), 6);
+    CU_ASSERT(max_diff(on[0], off[0]) <= tol);
+    /* against a host reference */
+    double worst = 0;
+    for (int64_t i = 0; i < 70 * 33; i++) {
+        double xv = tfc_value_get(fv[0], i), bv = tfc_value_get(fv[1], i % 33);
+        double want = 1.0 / (1.0 + exp(-exp(-(tanh(xv + bv) * xv))));
+        worst = fmax(worst, fabs(tfc_value_get(on[0], i) - want));
+    }
+    CU_ASSERT(worst <= 10 * tol);
+    destroy_all(1, on);
+    destroy_all(1, off);
+
+    /* a fetched intermediate stays an output of the one task */
+    tfc_tensor *fetch2[2] = {y, m};
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 2, ft, fv, 2, fetch2, on), 1);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 2, ft, fv, 2, fetch2, off), 6);
+    CU_ASSERT(max_diff(on[0], off[0]) <= tol);
+    CU_ASSERT(max_diff(on[1], off[1]) <= tol);
+    destroy_all(2, on);
+    destroy_all(2, off);
+
+    /* an intermediate read by a later non-element-wise op: kept; fused task + reduction */
+    tfc_tensor *fetch3[3] = {y, r, m};
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 2, ft, fv, 3, fetch3, on), 2);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 2, ft, fv, 3, fetch3, off), 7);
+    for (int i = 0; i < 3; i++) CU_ASSERT(max_diff(on[i], off[i]) <= tol);
+    destroy_all(3, on);
+    destroy_all(3, off);
+    destroy_all(2, fv);
+    tfc_graph_destroy(g);
+}
+
+static void test_chain_f32(void) { chain(TFC_FLOAT32, 1e-6); }
+static void test_chain_f64(void) { chain(TFC_FLOAT64, 1e-13); }
+
+/* A tree over five inputs of different broadcast shapes, with add_n and a maximum:
+ * (a*b + c) / (d + exp(e)) - max(a, e) + add_n(a, e, a). */
+static void test_tree(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    enum tfc_dtype dt = TFC_FLOAT32;
+    tfc_tensor *a = tfc_placeholder(g, "a", dt, S2(16, 40));
+    tfc_tensor *b = tfc_placeholder(g, "b", dt, S1(40));
+    tfc_tensor *c = tfc_placeholder(g, "c", dt, S2(16, 1));
+    tfc_tensor *d = tfc_placeholder(g, "d", dt, S1(1));
+    tfc_tensor *e = tfc_placeholder(g, "e", dt, S2(16, 40));
+    tfc_tensor *num = tfc_add(g, tfc_mul(g, a, b), c);
+    tfc_tensor *den = tfc_add(g, d, tfc_exp(g, e));
+    tfc_tensor *y = tfc_add(g, tfc_sub(g, tfc_div(g, num, den), tfc_maximum(g, a, e)),
+                            tfc_add_n(g, 3, (tfc_tensor *[]){a, e, a}));
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_tensor *ft[5] = {a, b, c, d, e};
+    tfc_value *fv[5] = {rand_value(dt, S2(16, 40), -2, 2, 3), rand_value(dt, S1(40), -1, 1, 4),
+                        rand_value(dt, S2(16, 1), -1, 1, 5), rand_value(dt, S1(1), 0.5, 1, 6),
+                        rand_value(dt, S2(16, 40), -1, 1, 7)};
+    tfc_value *on, *off;
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 5, ft, fv, 1, &y, &on), 1);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 5, ft, fv, 1, &y, &off), 9);
+    CU_ASSERT(max_diff(on, off) <= 1e-6);
+    for (int64_t i = 0; i < 16 * 40; i += 7) {
+        int64_t r = i / 40, k = i % 40;
+        double av = tfc_value_get(fv[0], i), ev = tfc_value_get(fv[4], i);
+        double want = (av * tfc_value_get(fv[1], k) + tfc_value_get(fv[2], r)) /
+                          (tfc_value_get(fv[3], 0) + exp(ev)) -
+                      fmax(av, ev) + (av + ev + av);
+        CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(on, i), want, 1e-4);
+    }
+    tfc_value_destroy(on);
+    tfc_value_destroy(off);
+    destroy_all(5, fv);
+    tfc_graph_destroy(g);
+}
+
+/* Ten inputs summed pairwise: more than 8 distinct inputs cannot be one task. */
+static void test_too_many_inputs(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *in[10];
+    tfc_value *fv[10];
+    char name[8];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "i%d", i);
+        in[i] = tfc_placeholder(g, name, TFC_FLOAT64, S1(100));
+        fv[i] = rand_value(TFC_FLOAT64, S1(100), -1, 1, 10 + (uint32_t)i);
+    }
+    tfc_tensor *acc = in[0];
+    for (int i = 1; i < 10; i++) acc = tfc_add(g, acc, tfc_square(g, in[i]));
+    tfc_value *on, *off;
+    int n_on = run_with(g, TFC_PASS_ALL, 10, in, fv, 1, &acc, &on);
+    CU_ASSERT(n_on >= 2 && n_on <= 4);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 10, in, fv, 1, &acc, &off), 18);
+    CU_ASSERT(max_diff(on, off) <= 1e-13);
+    tfc_value_destroy(on);
+    tfc_value_destroy(off);
+    destroy_all(10, fv);
+    tfc_graph_destroy(g);
+}
+
+/* exp -> neg -> [cpu hint] square -> abs: the hinted node is not fused with the others. */
+static void test_hints_split(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(500));
+    tfc_tensor *h = tfc_neg(g, tfc_exp(g, x));
+    CU_ASSERT_EQUAL(tfc_graph_push_device(g, "cpu", 1), TFC_OK);
+    h = tfc_square(g, h);
+    CU_ASSERT_EQUAL(tfc_graph_pop_device(g), TFC_OK);
+    tfc_tensor *y = tfc_abs(g, h);
+    tfc_value *xv = rand_value(TFC_FLOAT32, S1(500), -1, 1, 20), *on, *off;
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 1, &x, &xv, 1, &y, &on), 3);
+    CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 1, &x, &xv, 1, &y, &off), 4);
+    CU_ASSERT(max_diff(on, off) <= 1e-6);
+    tfc_value_destroy(on);
+    tfc_value_destroy(off);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* The test hooks turn fusion off: with hop copies every op keeps its own task. */
+static void test_hooks_disable(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(64));
+    tfc_tensor *y = tfc_sigmoid(g, tfc_exp(g, tfc_neg(g, x)));
+    tfc_value *xv = rand_value(TFC_FLOAT32, S1(64), -1, 1, 21), *out;
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    tfc_session_set_hop(s, 1, 0);
+    tfc_session_stats a, b;
+    tfc_session_get_stats(s, &a);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &out, 0, NULL), TFC_OK);
+    tfc_session_get_stats(s, &b);
+    CU_ASSERT_EQUAL(b.tasks - a.tasks, 6); /* 3 ops, 3 copies */
+    CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(out, 5),
+                           1 / (1 + exp(-exp(-tfc_value_get(xv, 5)))), 1e-6);
+    tfc_value_destroy(out);
+    tfc_session_destroy(s);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* Under a hard device hint the fused task runs on that device's worker, float32 and float64,
+ * with the results of the unfused ops on any worker. */
+static void fused_on_device(const char *device, enum starpu_worker_archtype type)
+{
+    if (starpu_worker_get_count_by_type(type) == 0) {
+        fprintf(stderr, "(no %s worker: skipped) ", device);
+        return;
+    }
+    for (int f64 = 0; f64 < 2; f64++) {
+        enum tfc_dtype dt = f64 ? TFC_FLOAT64 : TFC_FLOAT32;
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        tfc_tensor *x = tfc_placeholder(g, "x", dt, S2(9, 31));
+        tfc_tensor *b = tfc_placeholder(g, "b", dt, S1(31));
+        CU_ASSERT_EQUAL(tfc_graph_push_device(g, device, 1), TFC_OK);
+        tfc_tensor *z = tfc_add(g, x, b);
+        tfc_tensor *y = tfc_mul(g, tfc_relu(g, z), tfc_tanh(g, tfc_maximum(g, z, x)));
+        CU_ASSERT_EQUAL(tfc_graph_pop_device(g), TFC_OK);
+        tfc_tensor *ft[2] = {x, b}, *fetch[2] = {y, z};
+        tfc_value *fv[2] = {rand_value(dt, S2(9, 31), -2, 2, 30), rand_value(dt, S1(31), -1, 1, 31)};
+        tfc_value *on[2], *off[2];
+        tfc_session *s;
+        CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+        tfc_session_set_profiling(s, 1);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ft, fv, 2, fetch, on, 0, NULL), TFC_OK);
+        const tfc_task_record *r;
+        CU_ASSERT_EQUAL_FATAL(tfc_session_last_records(s, &r), 1);
+        CU_ASSERT_STRING_EQUAL(r[0].op, "fused");
+        CU_ASSERT_EQUAL(starpu_worker_get_type(r[0].worker), type);
+        tfc_session_destroy(s);
+        /* against the unfused ops, without the hint */
+        tfc_graph *g2;
+        tfc_graph_create(&g2);
+        tfc_tensor *x2 = tfc_placeholder(g2, "x", dt, S2(9, 31));
+        tfc_tensor *b2 = tfc_placeholder(g2, "b", dt, S1(31));
+        tfc_tensor *z2 = tfc_add(g2, x2, b2);
+        tfc_tensor *y2 = tfc_mul(g2, tfc_relu(g2, z2), tfc_tanh(g2, tfc_maximum(g2, z2, x2)));
+        tfc_tensor *ft2[2] = {x2, b2}, *fetch2[2] = {y2, z2};
+        CU_ASSERT_EQUAL(run_with(g2, 0, 2, ft2, fv, 2, fetch2, off), 5);
+        CU_ASSERT(max_diff(on[0], off[0]) <= (f64 ? 1e-12 : 1e-5));
+        CU_ASSERT(max_diff(on[1], off[1]) <= (f64 ? 1e-12 : 1e-5));
+        destroy_all(2, on);
+        destroy_all(2, off);
+        destroy_all(2, fv);
+        tfc_graph_destroy(g2);
+        tfc_graph_destroy(g);
+    }
+}
+
+static void test_fused_opencl(void) { fused_on_device("opencl", STARPU_OPENCL_WORKER); }
+static void test_fused_cuda(void) { fused_on_device("cuda", STARPU_CUDA_WORKER); }
+
+/* ---- CSE and constant folding ------------------------------------------------------------- */
+
+static void test_cse(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(8, 8));
+    tfc_tensor *s1 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){1}, 1);
+    tfc_tensor *s2 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){1}, 1); /* the same twice */
+    tfc_tensor *s3 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){0}, 1); /* other attribute */
+    tfc_tensor *fetch[3] = {tfc_add(g, s1, s2), s2, s3};
+    tfc_value *xv = rand_value(TFC_FLOAT32, S2(8, 8), -1, 1, 40), *on[3], *off[3];
+    /* fusion off: exp, reduce, reduce(axis 0), add with CSE; 3 + 2 + 1 without */
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE | TFC_PASS_CONST_FOLD, 1, &x, &xv, 3, fetch, on), 4);
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CONST_FOLD, 1, &x, &xv, 3, fetch, off), 7);
+    for (int i = 0; i < 3; i++) CU_ASSERT(max_diff(on[i], off[i]) <= 1e-6);
+    destroy_all(3, on);
+    destroy_all(3, off);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* square(v) before and after v += 1 in the same run: not one value. */
+static void test_cse_variable_update(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *v = tfc_variable(g, "v", TFC_FLOAT64, S1(3), tfc_init_ones());
+    tfc_tensor *before = tfc_square(g, v);
+    tfc_tensor *bump = tfc_assign_add(g, v, tfc_fill(g, S1(3), TFC_FLOAT64, 1.0));
+    tfc_tensor *after = tfc_square(g, v);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_session_get_passes(s), (unsigned)TFC_PASS_ALL);
+    CU_ASSERT_EQUAL(tfc_session_init_variables(s), TFC_OK);
+    tfc_tensor *fetch[2] = {before, after};
+    tfc_value *out[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 0, NULL, NULL, 2, fetch, out, 1, &bump), TFC_OK);
+    CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(out[0], 1), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(out[1], 1), 4.0, 1e-12);
+    destroy_all(2, out);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_const_fold(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_value *cv = rand_value(TFC_FLOAT32, S1(50), 0.5, 2, 50);
+    tfc_tensor *c = tfc_constant(g, "c", cv);
+    tfc_tensor *k = tfc_add(g, tfc_mul(g, tfc_log(g, c), tfc_scalar(g, TFC_FLOAT32, 3.0)),
+                            tfc_fill(g, S1(50), TFC_FLOAT32, 0.25)); /* constants only */
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(50));
+    tfc_tensor *y = tfc_sqrt(g, tfc_add(g, x, k));
+    tfc_value *xv = rand_value(TFC_FLOAT32, S1(50), 0.5, 1, 51), *on[2], *off[2];
+    tfc_tensor *fetch[2] = {y, k};
+    /* fusion off to count the ops: log, mul, fill, add folded; add, sqrt run */
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE | TFC_PASS_CONST_FOLD, 1, &x, &xv, 2, fetch, on), 2);
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE, 1, &x, &xv, 2, fetch, off), 6);
+    for (int i = 0; i < 2; i++) CU_ASSERT(max_diff(on[i], off[i]) <= 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(on[1], 7), log(tfc_value_get(cv, 7)) * 3 + 0.25, 1e-5);
+    destroy_all(2, on);
+    destroy_all(2, off);
+    /* fetching only the folded value runs no task; all passes on: still no task */
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 0, NULL, NULL, 1, &k, on), 0);
+    CU_ASSERT_EQUAL(run_with(g, 0, 0, NULL, NULL, 1, &k, off), 4);
+    CU_ASSERT(max_diff(on[0], off[0]) <= 1e-6);
+    destroy_all(1, on);
+    destroy_all(1, off);
+    /* all passes: the folded k feeds one fused task (add, sqrt) */
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 1, &x, &xv, 1, &y, on), 1);
+    CU_ASSERT_EQUAL(run_with(g, 0, 1, &x, &xv, 1, &y, off), 6);
+    CU_ASSERT(max_diff(on[0], off[0]) <= 1e-6);
+    destroy_all(1, on);
+    destroy_all(1, off);
+    tfc_value_destroy(xv);
+    tfc_value_destroy(cv);
+    tfc_graph_destroy(g);
+}
+
+/* A folded value reused by repeated and concurrent-instance runs of the cached plan. */
+static void test_fold_cached_runs(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *k = tfc_exp(g, tfc_scalar(g, TFC_FLOAT64, 1.0));
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, S1(4));
+    tfc_tensor *y = tfc_mul(g, x, k);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    double xd[4] = {1, 2, 3, 4};
+    tfc_value *xv = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_value_from_data(TFC_FLOAT64, S1(4), xd, &xv), TFC_OK);
+    tfc_run *runs[3];
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run_async(s, 1, &x, &xv, 1, &y, 0, NULL, &runs[i]),
+                              TFC_OK);
+    for (int i = 0; i < 3; i++) {
+        tfc_value *out;
+        CU_ASSERT_EQUAL_FATAL(tfc_run_wait(runs[i], &out), TFC_OK);
+        CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(out, 2), 3 * exp(1.0), 1e-12);
+        tfc_value_destroy(out);
+    }
+    tfc_session_stats st;
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.lowerings, 1);
+    CU_ASSERT_EQUAL(st.tasks, 3);
+    tfc_session_destroy(s);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* ---- knobs -------------------------------------------------------------------------------- */
+
+static void test_env_values(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(4));
+    CU_ASSERT_PTR_NOT_NULL(tfc_exp(g, x));
+    const char *names[3] = {"TFC_FUSION", "TFC_CSE", "TFC_CONST_FOLD"};
+    const char *bad[4] = {"2", "yes", "", "on"};
+    unsigned bit[3] = {TFC_PASS_FUSION, TFC_PASS_CSE, TFC_PASS_CONST_FOLD};
+    tfc_session *s = NULL;
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 4; j++) {
+            setenv(names[i], bad[j], 1);
+            CU_ASSERT_EQUAL(tfc_session_create(test_ctx, g, &s), TFC_ERR_INVALID_ARGUMENT);
+            CU_ASSERT_PTR_NULL(s);
+            CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), names[i]));
+        }
+        setenv(names[i], "0", 1);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_session_get_passes(s), TFC_PASS_ALL & ~bit[i]);
+        tfc_session_destroy(s);
+        setenv(names[i], "1", 1);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_session_get_passes(s), (unsigned)TFC_PASS_ALL);
+        CU_ASSERT_EQUAL(tfc_session_set_passes(s, 8), TFC_ERR_INVALID_ARGUMENT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "set_passes"));
+        CU_ASSERT_EQUAL(tfc_session_get_passes(s), (unsigned)TFC_PASS_ALL);
+        tfc_session_destroy(s);
+        unsetenv(names[i]);
+    }
+    CU_ASSERT_EQUAL(tfc_session_set_passes(NULL, 0), TFC_ERR_INVALID_ARGUMENT);
+    tfc_graph_destroy(g);
+}
+
+static int open_ctx(void)
+{
+    setenv("STARPU_OPENCL_ON_CPUS", "1", 0); /* PoCL's CPU device, unless the caller chose */
+    unsetenv("TFC_FUSION");
+    unsetenv("TFC_CSE");
+    unsetenv("TFC_CONST_FOLD");
+    return test_ctx_open();
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    {
+        TEST_SUITE("passes", open_ctx, test_ctx_close);
+        TEST_ADD(test_chain_f32);
+        TEST_ADD(test_chain_f64);
+        TEST_ADD(test_tree);
+        TEST_ADD(test_too_many_inputs);
+        TEST_ADD(test_hints_split);
+        TEST_ADD(test_hooks_disable);
+        TEST_ADD(test_fused_opencl);
+        TEST_ADD(test_fused_cuda);
+        TEST_ADD(test_cse);
+        TEST_ADD(test_cse_variable_update);
+        TEST_ADD(test_const_fold);
+        TEST_ADD(test_fold_cached_runs);
+        TEST_ADD(test_env_values);
+    }
+    return test_main();
+}
