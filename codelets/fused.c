@@ -10,7 +10,7 @@
 #include "opencl_common.h"
 #include "../src/tfc.h"
 
-#define BLOCK 256
+#define BLOCK 512
 
 /* ---- one op over a block ------------------------------------------------------------- */
 
@@ -103,7 +103,9 @@ static void load_general(size_t es, const char *x, int rank, const int64_t *dims
     while (j < m) {
         int64_t run = inner - idx[rank - 1];
         if (run > m - j) run = m - j;
-        if (es == 4) {
+        if (s == 1) {
+            memcpy(dst + (size_t)j * es, x + (size_t)off * es, (size_t)run * es);
+        } else if (es == 4) {
             float *o = (float *)(void *)dst + j;
             const float *p = (const float *)(const void *)x + off;
             for (int64_t t = 0; t < run; t++) o[t] = p[t * s];
@@ -151,8 +153,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
     for (int r = 0; r < n_regs; r++) direct[r] = -1;
     for (int j = 0; j < n_out; j++)
         if (pg->out_reg[j] >= n_in && direct[pg->out_reg[j]] < 0) direct[pg->out_reg[j]] = j;
-    /* register storage: 8-byte aligned, BLOCK elements of the widest type */
-    double store[TFC_FUSED_MAX_REGS][BLOCK];
+    /* register storage: 8-byte aligned, BLOCK elements of the widest type (at most 128 KiB) */
+    double store[n_regs][BLOCK];
     for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
         int m = n - i0 < BLOCK ? (int)(n - i0) : BLOCK;
         char *reg[TFC_FUSED_MAX_REGS];
