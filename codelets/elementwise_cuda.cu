@@ -4,44 +4,10 @@
  * bool operands take an int64 path with the CPU's conversions. Everything is enqueued on the
  * worker's stream. */
 #include "cuda_common.h"
+#include "elementwise_ops_cuda.h"
 
 /* ---- unary ---------------------------------------------------------------------------- */
 
-static __device__ __forceinline__ float unary_op(int kind, float x)
-{
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabsf(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrtf(x);
-    case TFC_K_RSQRT: return 1.0f / sqrtf(x);
-    case TFC_K_EXP: return expf(x);
-    case TFC_K_LOG: return logf(x);
-    case TFC_K_RELU: return x > 0 ? x : 0;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-    case TFC_K_TANH: return tanhf(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    default: return x;
-    }
-}
-
-static __device__ __forceinline__ double unary_op(int kind, double x)
-{
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabs(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrt(x);
-    case TFC_K_RSQRT: return 1.0 / sqrt(x);
-    case TFC_K_EXP: return exp(x);
-    case TFC_K_LOG: return log(x);
-    case TFC_K_RELU: return x > 0 ? x : 0;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case TFC_K_TANH: return tanh(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
-    default: return x;
-    }
-}
 
 template <typename T>
 static __global__ void unary_float_kernel(int kind, const T *__restrict__ x, T *__restrict__ y,
@@ -51,7 +17,7 @@ static __global__ void unary_float_kernel(int kind, const T *__restrict__ x, T *
         TFC_CU_LOOP(i, n) y[i] = x[i] > 0 ? x[i] : (T)0;
         return;
     }
-    TFC_CU_LOOP(i, n) y[i] = unary_op(kind, x[i]);
+    TFC_CU_LOOP(i, n) y[i] = tfc_cu_unary(kind, x[i]);
 }
 
 static __global__ void logical_not_kernel(const uint8_t *__restrict__ x, uint8_t *__restrict__ y,
@@ -89,33 +55,6 @@ static __global__ void cast_kernel(int from, int to, int via_float, const void *
 
 /* ---- binary --------------------------------------------------------------------------- */
 
-static __device__ __forceinline__ float binary_op(int kind, float x, float y)
-{
-    switch (kind) {
-    case TFC_K_ADD: return x + y;
-    case TFC_K_SUB: return x - y;
-    case TFC_K_MUL: return x * y;
-    case TFC_K_DIV: return x / y;
-    case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y; /* NaN propagates */
-    case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
-    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0f; /* x is dy, y the relu input */
-    default: return powf(x, y);
-    }
-}
-
-static __device__ __forceinline__ double binary_op(int kind, double x, double y)
-{
-    switch (kind) {
-    case TFC_K_ADD: return x + y;
-    case TFC_K_SUB: return x - y;
-    case TFC_K_MUL: return x * y;
-    case TFC_K_DIV: return x / y;
-    case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y;
-    case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
-    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0;
-    default: return pow(x, y);
-    }
-}
 
 template <typename T>
 static __global__ void binary_float_kernel(int kind, struct tfc_cu_bcast b,
@@ -123,14 +62,14 @@ static __global__ void binary_float_kernel(int kind, struct tfc_cu_bcast b,
                                            T *__restrict__ o, int64_t n)
 {
     if (b.rank == 1 && b.st[0][0] == 1 && b.st[1][0] == 1) { /* same shapes */
-        TFC_CU_LOOP(i, n) o[i] = binary_op(kind, x[i], y[i]);
+        TFC_CU_LOOP(i, n) o[i] = tfc_cu_binary(kind, x[i], y[i]);
         return;
     }
     TFC_CU_LOOP(i, n)
     {
         int64_t off[2];
         tfc_cu_bcast_off<2>(b, i, off);
-        o[i] = binary_op(kind, x[off[0]], y[off[1]]);
+        o[i] = tfc_cu_binary(kind, x[off[0]], y[off[1]]);
     }
 }
 

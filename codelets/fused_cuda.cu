@@ -5,6 +5,7 @@
 #include <string.h>
 #include "cuda_common.h"
 #include "fused.h"
+#include "elementwise_ops_cuda.h"
 
 struct fused_params {
     struct tfc_fused_prog prog;
@@ -15,56 +16,10 @@ struct fused_params {
     void *out[TFC_FUSED_MAX_OUT];
 };
 
-static __device__ __forceinline__ float fused_op(int kind, float x, float y)
+template <typename T>
+static __device__ __forceinline__ T fused_op(int kind, T x, T y)
 {
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabsf(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrtf(x);
-    case TFC_K_RSQRT: return 1.0f / sqrtf(x);
-    case TFC_K_EXP: return expf(x);
-    case TFC_K_LOG: return logf(x);
-    case TFC_K_RELU: return x > 0 ? x : 0.0f;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-    case TFC_K_TANH: return tanhf(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    case TFC_K_ADD: return x + y;
-    case TFC_K_SUB: return x - y;
-    case TFC_K_MUL: return x * y;
-    case TFC_K_DIV: return x / y;
-    case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y; /* NaN propagates */
-    case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
-    case TFC_K_POW: return powf(x, y);
-    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0f; /* x is dy, y the relu input */
-    default: return x;
-    }
-}
-
-static __device__ __forceinline__ double fused_op(int kind, double x, double y)
-{
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabs(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrt(x);
-    case TFC_K_RSQRT: return 1.0 / sqrt(x);
-    case TFC_K_EXP: return exp(x);
-    case TFC_K_LOG: return log(x);
-    case TFC_K_RELU: return x > 0 ? x : 0.0;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case TFC_K_TANH: return tanh(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
-    case TFC_K_ADD: return x + y;
-    case TFC_K_SUB: return x - y;
-    case TFC_K_MUL: return x * y;
-    case TFC_K_DIV: return x / y;
-    case TFC_K_MAXIMUM: return (x > y || x != x) ? x : y;
-    case TFC_K_MINIMUM: return (x < y || x != x) ? x : y;
-    case TFC_K_POW: return pow(x, y);
-    case TFC_K_RELU_GRAD: return y > 0 ? x : 0.0;
-    default: return x;
-    }
+    return tfc_cu_is_binary(kind) ? tfc_cu_binary(kind, x, y) : tfc_cu_unary(kind, x);
 }
 
 template <typename T>

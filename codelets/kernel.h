@@ -81,6 +81,22 @@ static inline size_t tfc_kdtype_size(int dtype)
     return dtype >= 0 && dtype < 6 ? sizes[dtype] : 0;
 }
 
+/* Concat and split see the whole tensor as outer x (len_axis x inner) blocks: the whole
+ * tensor's descriptor (output 0 of concat, input 0 of split), its axis, outer and inner. */
+static inline const struct tfc_kdesc *tfc_concat_geometry(const struct tfc_kargs *a, int is_split,
+                                                          int *axis, int64_t *outer,
+                                                          int64_t *inner)
+{
+    const struct tfc_kdesc *whole = is_split ? &a->d[0] : tfc_kout_desc(a, 0);
+    int ax = (int)(is_split ? a->attrs[1].i : a->attrs[0].i);
+    if (ax < 0) ax += whole->rank;
+    *axis = ax;
+    *outer = *inner = 1;
+    for (int i = 0; i < ax; i++) *outer *= whole->dims[i];
+    for (int i = ax + 1; i < whole->rank; i++) *inner *= whole->dims[i];
+    return whole;
+}
+
 /* The codelets, one per op family. */
 extern struct starpu_codelet tfc_cl_elementwise;
 extern struct starpu_codelet tfc_cl_matmul;

@@ -125,13 +125,10 @@ static void slice_cuda(const struct tfc_kargs *a, const void *x, void *y, cudaSt
 static void concat_split_cuda(const struct tfc_kargs *a, void *buffers[], int is_split,
                               cudaStream_t s)
 {
-    const struct tfc_kdesc *whole = is_split ? &a->d[0] : tfc_kout_desc(a, 0);
-    int axis = (int)(is_split ? a->attrs[1].i : a->attrs[0].i);
-    if (axis < 0) axis += whole->rank;
+    int axis;
+    int64_t outer, inner;
+    const struct tfc_kdesc *whole = tfc_concat_geometry(a, is_split, &axis, &outer, &inner);
     size_t es = tfc_kdtype_size(whole->dtype);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= whole->dims[i];
-    for (int i = axis + 1; i < whole->rank; i++) inner *= whole->dims[i];
     int n_parts = is_split ? a->n_out : a->n_in;
     char *w = (char *)(is_split ? tfc_kin(buffers, a, 0) : tfc_kout(buffers, a, 0));
     size_t row = (size_t)(whole->dims[axis] * inner) * es, pos = 0;

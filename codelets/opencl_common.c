@@ -54,7 +54,11 @@ static const char *const header_fmt =
     "#define MAXR 8\n"
     "typedef struct { long rank, n; long dims[MAXR]; long st[3][MAXR]; } bcast_t;\n"
     "typedef struct { long nk, nr; long kd[MAXR], ks[MAXR], rd[MAXR], rs[MAXR]; } red_t;\n"
-    "#define AT(p, off) ((global void *)((global char *)(p) + (off)))\n";
+    "#define AT(p, off) ((global void *)((global char *)(p) + (off)))\n"
+    /* element offset in operand k of output element i, under broadcasting */
+    "long bc_off(const bcast_t *b, long i, int k)\n"
+    "{ long off = 0; for (int d = (int)b->rank - 1; d >= 0; d--) {\n"
+    "  off += (i %% b->dims[d]) * b->st[k][d]; i /= b->dims[d]; } return off; }\n"; /* a format */
 
 static char *build_source(const struct tfc_ocl_prog *p)
 {

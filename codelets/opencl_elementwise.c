@@ -70,13 +70,7 @@ kernel void TS(binary)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
 {
     long i = get_global_id(0);
     if (i >= n) return;
-    long rem = i, ox = 0, oy = 0;
-    for (int d = (int)b.rank - 1; d >= 0; d--) {
-        long idx = rem % b.dims[d];
-        rem /= b.dims[d];
-        ox += idx * b.st[0][d];
-        oy += idx * b.st[1][d];
-    }
+    long ox = bc_off(&b, i, 0), oy = bc_off(&b, i, 1);
     global T *px = AT(x0, xo), *py = AT(y0, yo);
     T x = px[ox], y = kind == K_BROADCAST ? (T)0 : py[oy];
     if (kind >= K_EQUAL && kind <= K_LOGICAL_OR) {
@@ -112,14 +106,7 @@ kernel void TS(select)(global uchar *c0, ulong co, global T *x0, ulong xo, globa
 {
     long i = get_global_id(0);
     if (i >= n) return;
-    long rem = i, oc = 0, ox = 0, oy = 0;
-    for (int d = (int)b.rank - 1; d >= 0; d--) {
-        long idx = rem % b.dims[d];
-        rem /= b.dims[d];
-        oc += idx * b.st[0][d];
-        ox += idx * b.st[1][d];
-        oy += idx * b.st[2][d];
-    }
+    long oc = bc_off(&b, i, 0), ox = bc_off(&b, i, 1), oy = bc_off(&b, i, 2);
     global uchar *pc = AT(c0, co);
     global T *px = AT(x0, xo), *py = AT(y0, yo), *po = AT(o0, oo);
     po[i] = pc[oc] ? px[ox] : py[oy];
@@ -165,13 +152,7 @@ kernel void logic(int op, global uchar *x0, ulong xo, global uchar *y0, ulong yo
 {
     long i = get_global_id(0);
     if (i >= n) return;
-    long rem = i, ox = 0, oy = 0;
-    for (int d = (int)b.rank - 1; d >= 0; d--) {
-        long idx = rem % b.dims[d];
-        rem /= b.dims[d];
-        ox += idx * b.st[0][d];
-        oy += idx * b.st[1][d];
-    }
+    long ox = bc_off(&b, i, 0), oy = bc_off(&b, i, 1);
     uchar x = ((global uchar *)AT(x0, xo))[ox], y = ((global uchar *)AT(y0, yo))[oy];
     ((global uchar *)AT(o0, oo))[i] = op == 0 ? x == 0 : op == 1 ? x != 0 && y != 0
                                                                  : x != 0 || y != 0;

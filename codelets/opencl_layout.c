@@ -285,13 +285,10 @@ static void slice_opencl(const struct tfc_kargs *a, void *buffers[], int grad)
 /* concat (parts into the whole) or split (the whole into parts): outer x (len_k x inner) */
 static void concat_split_opencl(const struct tfc_kargs *a, void *buffers[], int is_split)
 {
-    const struct tfc_kdesc *whole = is_split ? &a->d[0] : tfc_kout_desc(a, 0);
-    int axis = (int)(is_split ? a->attrs[1].i : a->attrs[0].i);
-    if (axis < 0) axis += whole->rank;
+    int axis;
+    int64_t outer, inner;
+    const struct tfc_kdesc *whole = tfc_concat_geometry(a, is_split, &axis, &outer, &inner);
     size_t es = tfc_kdtype_size(whole->dtype);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= whole->dims[i];
-    for (int i = axis + 1; i < whole->rank; i++) inner *= whole->dims[i];
     int n_parts = is_split ? a->n_out : a->n_in;
     int64_t row = whole->dims[axis] * inner, pos = 0;
     for (int k = 0; k < n_parts; k++) {
