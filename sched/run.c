@@ -271,6 +271,15 @@ static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)
     }
 }
 
+/* A task that was never submitted (or that StarPU refused): starpu_task_create made it
+ * detached and self-destroying, and starpu_task_destroy refuses such a task (an assertion in
+ * StarPU's debug builds), so it is made ours first. */
+static void discard_task(struct starpu_task *task)
+{
+    task->destroy = 0;
+    starpu_task_destroy(task);
+}
+
 static struct starpu_task *make_task(struct tfc_run *run, int i)
 {
     const struct step *st = &run->plan->steps[i];
@@ -282,7 +291,7 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
         task->dyn_handles = malloc(sizeof(starpu_data_handle_t) * (size_t)st->n_buf);
         task->dyn_modes = malloc(sizeof(enum starpu_data_access_mode) * (size_t)st->n_buf);
         if (!task->dyn_handles || !task->dyn_modes) {
-            starpu_task_destroy(task);
+            discard_task(task);
             return NULL;
         }
         for (int j = 0; j < st->n_buf; j++) {
@@ -365,7 +374,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
         int ret = task ? starpu_task_submit(task) : -ENOMEM;
         if (!ret) tile_after(run, i);
         if (ret) {
-            if (task) starpu_task_destroy(task);
+            if (task) discard_task(task);
             tile_abort(run);
             /* later tasks would read what this one never wrote: submit nothing more */
             __atomic_sub_fetch(&run->pending, p->n_steps - i + n_acquire, __ATOMIC_ACQ_REL);
