@@ -143,25 +143,40 @@ static void fused_cpu(void *buffers[], void *cl_arg)
     const char *in[TFC_FUSED_MAX_IN];
     char *out[TFC_FUSED_MAX_OUT];
     int mode[TFC_FUSED_MAX_IN], direct[TFC_FUSED_MAX_REGS];
-    for (int j = 0; j < n_out; j++)
+    /* row strides: a tile of a larger tensor (sched/tiling.c) has rows ld elements apart;
+     * when every operand read or written in place is contiguous, the output is one run */
+    int64_t cols = dims[rank - 1], ld_in[TFC_FUSED_MAX_IN], ld_out[TFC_FUSED_MAX_OUT];
+    int contig = 1;
+    for (int j = 0; j < n_out; j++) {
         if (!(out[j] = tfc_kout(buffers, a, j))) return;
+        ld_out[j] = tfc_kdesc_ld(buffers, tfc_kout_desc(a, j));
+        contig &= ld_out[j] == cols;
+    }
     for (int k = 0; k < n_in; k++) {
         in[k] = tfc_kin(buffers, a, k);
         mode[k] = a->d[k].numel == n ? IN_FULL : a->d[k].numel == 1 ? IN_SCALAR : IN_GENERAL;
+        ld_in[k] = tfc_kdesc_ld(buffers, &a->d[k]);
+        if (mode[k] == IN_FULL) contig &= ld_in[k] == cols;
     }
+    tfc_fused_apply_ld(a, rank, ld_in, st);
+    int64_t rowlen = contig ? n : cols, nrows = contig ? 1 : n / cols;
     /* an op whose register is an output writes into the output buffer directly */
     for (int r = 0; r < n_regs; r++) direct[r] = -1;
     for (int j = 0; j < n_out; j++)
         if (pg->out_reg[j] >= n_in && direct[pg->out_reg[j]] < 0) direct[pg->out_reg[j]] = j;
     /* register storage: 8-byte aligned, BLOCK elements of the widest type (at most 128 KiB) */
     double store[n_regs][BLOCK];
-    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
-        int m = n - i0 < BLOCK ? (int)(n - i0) : BLOCK;
+    for (int64_t i0 = 0, row = 0, c0 = 0; row < nrows; i0 += BLOCK, c0 += BLOCK) {
+        if (c0 >= rowlen) { /* the next row (tiles only) */
+            row++, c0 = 0, i0 = row * rowlen;
+            if (row == nrows) break;
+        }
+        int m = rowlen - c0 < BLOCK ? (int)(rowlen - c0) : BLOCK;
         char *reg[TFC_FUSED_MAX_REGS];
         for (int k = 0; k < n_in; k++) {
             reg[k] = (char *)store[k];
             if (mode[k] == IN_FULL) {
-                reg[k] = (char *)in[k] + (size_t)i0 * es; /* read in place */
+                reg[k] = (char *)in[k] + (size_t)(row * ld_in[k] + c0) * es; /* in place */
             } else if (mode[k] == IN_SCALAR) {
                 if (f32) {
                     float v = *(const float *)(const void *)in[k], *o = (float *)store[k];
@@ -177,7 +192,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
         for (int k = 0; k < pg->n_ops; k++) {
             const struct tfc_fused_op *op = &pg->ops[k];
             int r = n_in + k;
-            reg[r] = direct[r] >= 0 ? out[direct[r]] + (size_t)i0 * es : (char *)store[r];
+            reg[r] = direct[r] >= 0 ? out[direct[r]] + (size_t)(row * ld_out[direct[r]] + c0) * es
+                                    : (char *)store[r];
             const char *x = reg[op->a], *y = op->b >= 0 ? reg[op->b] : NULL;
             if (f32)
                 apply_f32(op->kind, (float *)(void *)reg[r], (const float *)(const void *)x,
@@ -188,7 +204,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
         }
         for (int j = 0; j < n_out; j++) { /* outputs not written in place (shared registers) */
             int r = pg->out_reg[j];
-            if (direct[r] != j) memcpy(out[j] + (size_t)i0 * es, reg[r], (size_t)m * es);
+            if (direct[r] != j)
+                memcpy(out[j] + (size_t)(row * ld_out[j] + c0) * es, reg[r], (size_t)m * es);
         }
     }
 }

@@ -70,6 +70,17 @@ static inline int tfc_fused_strides(const struct tfc_kargs *a, int64_t dims[TFC_
     return rank;
 }
 
+/* Tiling (sched/tiling.c) hands the kernel 2-D tiles of larger tensors: rows of a rank-2
+ * input are ld[k] elements apart in its buffer (its leading dimension; its row length for a
+ * whole buffer), so its row stride in st (from tfc_fused_strides) becomes ld[k]. */
+static inline void tfc_fused_apply_ld(const struct tfc_kargs *a, int rank, const int64_t *ld,
+                                      int64_t st[][TFC_K_MAX_RANK])
+{
+    if (rank < 2) return;
+    for (int k = 0; k < a->n_in; k++)
+        if (a->d[k].rank == 2 && st[k][rank - 2] != 0) st[k][rank - 2] = ld[k];
+}
+
 /* The codelet (codelets/fused.c) and its device entry points. */
 struct starpu_codelet;
 extern struct starpu_codelet tfc_cl_fused;

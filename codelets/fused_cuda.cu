@@ -1,6 +1,7 @@
 /* fused_cuda.cu: the CUDA kernel of fused element-wise steps (codelets/fused.h), computing
  * what fused.c computes: one thread per output element (grid-stride) loads its broadcast
- * inputs, evaluates the op list in registers and writes the outputs. The program, pointers,
+ * inputs, evaluates the op list in registers and writes the outputs (a tile of a larger tensor,
+ * sched/tiling.c, with its buffers' row strides). The program, pointers,
  * dims and strides go by value as one kernel parameter; enqueued on the worker's stream. */
 #include <string.h>
 #include "cuda_common.h"
@@ -9,7 +10,9 @@
 
 struct fused_params {
     struct tfc_fused_prog prog;
-    int n_in, n_out, rank, pad_;
+    int n_in, n_out, rank, contig;
+    int64_t cols;                     /* the output's row length */
+    int64_t out_ld[TFC_FUSED_MAX_OUT]; /* row strides of the outputs (tiles: leading dims) */
     int64_t dims[TFC_K_MAX_RANK];
     int64_t st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK];
     const void *in[TFC_FUSED_MAX_IN];
@@ -41,7 +44,9 @@ static __global__ void fused_kernel(const struct fused_params p, int64_t n)
             const struct tfc_fused_op &op = p.prog.ops[k];
             r[p.n_in + k] = fused_op(op.kind, r[op.a], op.b >= 0 ? r[op.b] : (T)0);
         }
-        for (int j = 0; j < p.n_out; j++) ((T *)p.out[j])[i] = r[p.prog.out_reg[j]];
+        int64_t row = p.contig ? 0 : i / p.cols, col = i - row * p.cols;
+        for (int j = 0; j < p.n_out; j++)
+            ((T *)p.out[j])[p.contig ? i : row * p.out_ld[j] + col] = r[p.prog.out_reg[j]];
     }
 }
 
@@ -55,9 +60,19 @@ extern "C" void tfc_fused_cuda(void *buffers[], void *cl_arg)
     p.n_in = a->n_in;
     p.n_out = a->n_out;
     p.rank = tfc_fused_strides(a, p.dims, p.st);
-    for (int k = 0; k < a->n_in; k++) p.in[k] = tfc_kin(buffers, a, k);
-    for (int j = 0; j < a->n_out; j++)
+    int64_t ld_in[TFC_FUSED_MAX_IN];
+    p.cols = p.dims[p.rank - 1];
+    p.contig = 1;
+    for (int k = 0; k < a->n_in; k++) {
+        p.in[k] = tfc_kin(buffers, a, k);
+        ld_in[k] = tfc_kdesc_ld(buffers, &a->d[k]);
+    }
+    tfc_fused_apply_ld(a, p.rank, ld_in, p.st); /* tiles (sched/tiling.c): row strides */
+    for (int j = 0; j < a->n_out; j++) {
         if (!(p.out[j] = tfc_kout(buffers, a, j))) return;
+        p.out_ld[j] = tfc_kdesc_ld(buffers, tfc_kout_desc(a, j));
+        if (p.out_ld[j] != p.cols) p.contig = 0;
+    }
     int64_t n = od->numel;
     cudaStream_t s = starpu_cuda_get_local_stream();
     if (od->dtype == TFC_FLOAT32)

@@ -14,12 +14,15 @@
 #define CL_SRC(...) #__VA_ARGS__
 
 /* The program buffer, in longs: n_in, n_out, n_ops, rank, dims[8], strides[8 inputs][8],
- * ops[24][3] (kind, a, b), out_reg[4]. */
+ * ops[24][3] (kind, a, b), out_reg[4], out_ld[4], cols. Input strides carry the row strides
+ * of 2-D tiles (sched/tiling.c); outputs are written at (i / cols) * out_ld + i % cols. */
 #define PG_DIMS 4
 #define PG_ST (PG_DIMS + TFC_K_MAX_RANK)
 #define PG_OPS (PG_ST + TFC_FUSED_MAX_IN * TFC_K_MAX_RANK)
 #define PG_OUT (PG_OPS + 3 * TFC_FUSED_MAX_OPS)
-#define PG_WORDS (PG_OUT + TFC_FUSED_MAX_OUT)
+#define PG_OLD (PG_OUT + TFC_FUSED_MAX_OUT) /* row strides of the outputs (tiles: lds) */
+#define PG_COLS (PG_OLD + TFC_FUSED_MAX_OUT) /* the output's row length */
+#define PG_WORDS (PG_COLS + 1)
 
 static const char body[] = CL_SRC(
 kernel void TS(fused)(global const long *pg,
@@ -74,7 +77,8 @@ kernel void TS(fused)(global const long *pg,
         }
         r[n_in + k] = v;
     }
-    for (int j = 0; j < n_out; j++) os[j][i] = r[pg[PGOUT + j]];
+    long cols = pg[PGCOLS], row = i / cols, col = i - row * cols;
+    for (int j = 0; j < n_out; j++) os[j][row * pg[PGOLD + j] + col] = r[pg[PGOUT + j]];
 }
 );
 
@@ -88,8 +92,9 @@ static pthread_once_t source_once = PTHREAD_ONCE_INIT;
 static void make_source(void)
 {
     snprintf(source, sizeof source,
-             "#define PGDIMS %d\n#define PGST %d\n#define PGOPS %d\n#define PGOUT %d\n%s",
-             PG_DIMS, PG_ST, PG_OPS, PG_OUT, body);
+             "#define PGDIMS %d\n#define PGST %d\n#define PGOPS %d\n#define PGOUT %d\n"
+             "#define PGOLD %d\n#define PGCOLS %d\n%s",
+             PG_DIMS, PG_ST, PG_OPS, PG_OUT, PG_OLD, PG_COLS, body);
 }
 
 void tfc_fused_opencl(void *buffers[], void *cl_arg)
@@ -101,6 +106,9 @@ void tfc_fused_opencl(void *buffers[], void *cl_arg)
     int64_t dims[TFC_K_MAX_RANK], st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK];
     memset(words, 0, sizeof words);
     int rank = tfc_fused_strides(a, dims, st);
+    int64_t ld_in[TFC_FUSED_MAX_IN];
+    for (int k = 0; k < a->n_in; k++) ld_in[k] = tfc_kdesc_ld(buffers, &a->d[k]);
+    tfc_fused_apply_ld(a, rank, ld_in, st); /* tiles (sched/tiling.c): row strides */
     words[0] = a->n_in;
     words[1] = a->n_out;
     words[2] = pg->n_ops;
@@ -113,7 +121,11 @@ void tfc_fused_opencl(void *buffers[], void *cl_arg)
         words[PG_OPS + 3 * k + 1] = pg->ops[k].a;
         words[PG_OPS + 3 * k + 2] = pg->ops[k].b;
     }
-    for (int j = 0; j < a->n_out; j++) words[PG_OUT + j] = pg->out_reg[j];
+    for (int j = 0; j < a->n_out; j++) {
+        words[PG_OUT + j] = pg->out_reg[j];
+        words[PG_OLD + j] = tfc_kdesc_ld(buffers, tfc_kout_desc(a, j));
+    }
+    words[PG_COLS] = dims[rank - 1];
 
     /* unused input and output arguments are bound to output 0 (never read or written) */
     enum { NB = TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT };

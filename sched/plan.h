@@ -47,9 +47,12 @@ struct step {
     int *buf_part;         /* NULL, or per buffer: the plan partition (plan->parts) whose child
                             * the task uses instead of the slot's handle */
     int *buf_child;        /* per buffer: that child's index */
-    int parts_first, parts_n; /* the node's partitions: [parts_first, parts_first + parts_n) */
-    int parts_when;        /* TILE_PARTITION: submit them before this task; TILE_UNPARTITION:
-                            * unpartition them after it */
+    int parts_first, parts_n; /* the partitions the node submits: [parts_first, +parts_n) */
+    int unparts_first, unparts_n; /* the partitions it ends: [unparts_first, +unparts_n) */
+    int unpart_extra;      /* -1, or one more partition it ends: that of a tiled matmul's
+                            * output whose tiles this (element-wise) node reads in place */
+    int parts_when;        /* TILE_PARTITION: submit parts_* before this task;
+                            * TILE_UNPARTITION: unpartition unparts_* and unpart_extra after it */
 };
 
 enum { TILE_PARTITION = 1, TILE_UNPARTITION = 2 };

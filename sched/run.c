@@ -240,7 +240,9 @@ static void tile_after(struct tfc_run *run, int i)
 {
     const struct step *st = &run->plan->steps[i];
     if (!(st->parts_when & TILE_UNPARTITION)) return;
-    for (int q = st->parts_first; q < st->parts_first + st->parts_n; q++) {
+    for (int k = -1; k < st->unparts_n; k++) {
+        int q = k < 0 ? st->unpart_extra : st->unparts_first + k;
+        if (q < 0) continue;
         tfc_tiling_unpartition(run->plan, q, slot_handle(run, run->plan->parts[q].slot),
                                run->parts[q]);
         run->parts[q] = NULL;

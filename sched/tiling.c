@@ -5,12 +5,20 @@
  * partitioning (plan, partition_submit / partition_readonly_submit before the first tile,
  * unpartition_submit and clean after the last), so sequential consistency orders the tiles
  * after the producers of A and B and the consumers of C after the tiles. The inner dimension
- * is not split: each tile is one gemm with beta = 0, and nothing accumulates. */
+ * is not split: each tile is one gemm with beta = 0, and nothing accumulates.
+ *
+ * A fused element-wise step (codelets/fused.h) that is the next step to touch a tiled matmul's
+ * output C, has C's 2-D shape and reads only C, tensors of C's shape, row-broadcast vectors
+ * ([n] or [1, n]) and scalars, is split into the same tiles: tile (i, j) reads C's tile (i, j)
+ * as the matmul left it (C stays partitioned until the last element-wise tile), the same tile
+ * of the other full inputs, the column block j of a row-broadcast input and scalars whole, and
+ * writes tile (i, j) of its outputs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
 #include "../src/env.h"
+#include "../codelets/fused.h"
 
 /* Default threshold: 2*512^3 flops, a gemm of about 1 ms on one core here; below it the
  * partition tasks and the task overhead (each a few us) eat the gain, and other nodes of a
@@ -88,9 +96,147 @@ static int add_part(struct plan *p, int *cap, int slot, int readonly, int64_t ro
     return 0;
 }
 
-/* Appends to out the tile steps of step st (edge t); 0, or -1 when out of memory. */
+/* How input k of fused step st relates to the tiled output [m, n]: its tiles. */
+enum { EW_NONE, EW_C, EW_FULL, EW_ROW, EW_SCALAR };
+
+static int ew_input_kind(const struct tfc_kdesc *d, int64_t m, int64_t n)
+{
+    if (d->buf < 0 || d->numel > UINT32_MAX) return EW_NONE;
+    if (d->numel == 1) return EW_SCALAR;
+    if (d->rank == 2 && d->dims[0] == m && d->dims[1] == n) return EW_FULL;
+    if ((d->rank == 1 && d->dims[0] == n) || (d->rank == 2 && d->dims[0] == 1 && d->dims[1] == n))
+        return EW_ROW;
+    return EW_NONE;
+}
+
+static int same_placement(const struct step *x, const struct step *y)
+{
+    if (x->where != y->where || !x->workerids != !y->workerids) return 0;
+    return !x->workerids || (x->workerids_len == y->workerids_len &&
+                             !memcmp(x->workerids, y->workerids,
+                                     sizeof(uint32_t) * x->workerids_len));
+}
+
+/* The fused step that takes tiled matmul step mi's output tile by tile, or -1: the next step
+ * that uses C's slot, when it is a fused step over C's shape and dtype with inputs of the
+ * kinds above, placed like the matmul. */
+static int chained_consumer(const struct plan *p, int mi)
+{
+    const struct step *mm = &p->steps[mi];
+    const struct tfc_kdesc *c = &mm->args->d[2];
+    int cs = mm->buf_slot[c->buf];
+    int64_t m = c->dims[0], n = c->dims[1];
+    int j = mi + 1;
+    for (; j < p->n_steps; j++) {
+        const struct step *st = &p->steps[j];
+        int uses = 0;
+        for (int b = 0; b < st->n_buf && !uses; b++) uses = st->buf_slot[b] == cs;
+        if (uses) break;
+    }
+    if (j == p->n_steps) return -1;
+    const struct step *fs = &p->steps[j];
+    const struct tfc_kargs *a = fs->args;
+    if (fs->cl != &tfc_cl_fused || a->kind != TFC_K_FUSED || !same_placement(mm, fs)) return -1;
+    for (int k = 0; k < a->n_in + a->n_out; k++) {
+        const struct tfc_kdesc *d = &a->d[k];
+        if (d->dtype != c->dtype || d->buf < 0) return -1;
+        int kind = ew_input_kind(d, m, n);
+        if (k >= a->n_in ? kind != EW_FULL : kind == EW_NONE) return -1;
+        if (k >= a->n_in && p->slots[fs->buf_slot[d->buf]].kind != SLOT_TEMP) return -1;
+    }
+    return j;
+}
+
+static int alloc_tile_step(struct step *ts, const struct step *st)
+{
+    int nb = st->n_buf;
+    *ts = *st;
+    ts->args = malloc(st->args_size);
+    ts->buf_slot = malloc(sizeof(int) * (size_t)nb);
+    ts->modes = malloc(sizeof *ts->modes * (size_t)nb);
+    ts->buf_child = malloc(sizeof(int) * (size_t)nb);
+    ts->workerids = st->workerids ? malloc(sizeof(uint32_t) * st->workerids_len) : NULL;
+    ts->buf_part = malloc(sizeof(int) * (size_t)nb); /* set: the caller frees this step's arrays */
+    if (!ts->args || !ts->buf_slot || !ts->modes || !ts->buf_part || !ts->buf_child ||
+        (st->workerids && !ts->workerids)) {
+        if (!ts->buf_part) { /* the caller would skip it */
+            free(ts->args); free(ts->buf_slot); free(ts->modes); free(ts->buf_child);
+            free(ts->workerids);
+            memset(ts, 0, sizeof *ts);
+        }
+        return -1;
+    }
+    if (st->workerids) memcpy(ts->workerids, st->workerids, sizeof(uint32_t) * st->workerids_len);
+    memcpy(ts->args, st->args, st->args_size);
+    memcpy(ts->buf_slot, st->buf_slot, sizeof(int) * (size_t)nb);
+    memcpy(ts->modes, st->modes, sizeof *ts->modes * (size_t)nb);
+    for (int b = 0; b < nb; b++) ts->buf_part[b] = -1, ts->buf_child[b] = 0;
+    ts->unpart_extra = -1;
+    return 0;
+}
+
+/* Appends to out the tile steps of fused step st, the consumer of the matmul output in slot
+ * c_slot, tiled with edge t as partition c_part; 0, or -1 when out of memory. */
+static int split_fused(struct plan *p, int *cap_parts, const struct step *st, int64_t t,
+                       int c_slot, int c_part, struct step *out, int *n_out)
+{
+    const struct tfc_kargs *a = st->args;
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    int64_t m = o->dims[0], n = o->dims[1];
+    int nd = a->n_in + a->n_out, first = p->n_parts;
+    int kind[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT], part[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT];
+    for (int k = 0; k < nd; k++) { /* emit() gives descriptor k buffer k */
+        const struct tfc_kdesc *d = &a->d[k];
+        int slot = st->buf_slot[d->buf];
+        kind[k] = k < a->n_in && slot == c_slot ? EW_C : ew_input_kind(d, m, n);
+        part[k] = kind[k] == EW_C ? c_part : -1;
+        if (kind[k] == EW_FULL || kind[k] == EW_ROW) {
+            part[k] = p->n_parts;
+            if (kind[k] == EW_FULL ? add_part(p, cap_parts, slot, k < a->n_in, m, n, t, t)
+                                   : add_part(p, cap_parts, slot, 1, 1, n, 1, t))
+                return -1;
+        }
+    }
+    int mt = (int)cdiv(m, t), nt = (int)cdiv(n, t), ntiles = mt * nt;
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    for (int i = 0; i < mt; i++)
+        for (int j = 0; j < nt; j++) {
+            struct step *ts = &out[(*n_out)++];
+            if (alloc_tile_step(ts, st)) return -1;
+            int64_t tm = (i + 1) * t <= m ? t : m - i * t, tn = (j + 1) * t <= n ? t : n - j * t;
+            struct tfc_kargs *ka = ts->args;
+            for (int k = 0; k < nd; k++) {
+                struct tfc_kdesc *d = &ka->d[k];
+                int b = d->buf;
+                ts->buf_part[b] = part[k];
+                if (kind[k] == EW_C || kind[k] == EW_FULL) {
+                    d->dims[0] = tm, d->dims[1] = tn;
+                    ts->buf_child[b] = i * nt + j;
+                } else if (kind[k] == EW_ROW) {
+                    d->dims[d->rank - 1] = tn;
+                    ts->buf_child[b] = j;
+                }
+                d->numel = 1;
+                for (int r = 0; r < d->rank; r++) d->numel *= d->dims[r];
+            }
+            tfc_plan_finish_args(ka); /* and the program, as passes.c's emit() does */
+            ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
+            ka->flops = (double)(tm * tn) * (pg->n_ops ? pg->n_ops : 1);
+            ts->cost = st->cost * (double)(tm * tn) / (double)(m * n);
+            ts->parts_first = ts->unparts_first = first;
+            ts->parts_n = ts->unparts_n = p->n_parts - first;
+            ts->unpart_extra = c_part;
+            ts->parts_when = (i == 0 && j == 0 ? TILE_PARTITION : 0) |
+                             (i == mt - 1 && j == nt - 1 ? TILE_UNPARTITION : 0);
+        }
+    if (st->soft_fallback) p->n_soft_fallbacks += ntiles - 1;
+    return 0;
+}
+
+/* Appends to out the tile steps of step st (edge t); 0, or -1 when out of memory. When
+ * chained, C's partition stays (its last user unpartitions it). */
 static int split_step(struct plan *p, int *cap_parts, const struct step *st, int64_t t,
-                      struct step *out, int *n_out)
+                      int chained, struct step *out, int *n_out)
 {
     const struct tfc_kargs *a = st->args;
     int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
@@ -144,8 +290,10 @@ static int split_step(struct plan *p, int *cap_parts, const struct step *st, int
             ts->n_buf = 3;
             tfc_plan_finish_args(ka);
             ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
-            ts->parts_first = first;
+            ts->parts_first = ts->unparts_first = first;
             ts->parts_n = 3;
+            ts->unparts_n = chained ? 2 : 3; /* A, B (and C) */
+            ts->unpart_extra = -1;
             ts->parts_when = (i == 0 && j == 0 ? TILE_PARTITION : 0) |
                              (i == mt - 1 && j == nt - 1 ? TILE_UNPARTITION : 0);
         }
@@ -166,9 +314,22 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
     if (!opt) return 0;
     int64_t *edge = calloc((size_t)p->n_steps + 1, sizeof *edge);
-    if (!edge) return -1;
+    /* chain[i]: for a tiled matmul, its fused consumer step, else -1; for that consumer, the
+     * matmul (a step whose first tile must wait for the matmul's partition index) */
+    int *chain = malloc(sizeof(int) * ((size_t)p->n_steps + 1));
+    int *from = malloc(sizeof(int) * ((size_t)p->n_steps + 1));
+    if (!edge || !chain || !from) {
+        free(edge); free(chain); free(from);
+        return -1;
+    }
     int total = 0, any = 0;
+    for (int i = 0; i < p->n_steps; i++) chain[i] = from[i] = -1;
     for (int i = 0; i < p->n_steps; i++) {
+        if (from[i] >= 0) { /* a chained consumer: edge already set */
+            const struct tfc_kdesc *o = &p->steps[i].args->d[p->steps[i].args->n_in];
+            total += (int)(cdiv(o->dims[0], edge[i]) * cdiv(o->dims[1], edge[i]));
+            continue;
+        }
         edge[i] = tile_of(p, &p->steps[i], opt);
         if (!edge[i]) {
             total++;
@@ -177,24 +338,39 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         const struct tfc_kdesc *c = &p->steps[i].args->d[2];
         total += (int)(cdiv(c->dims[0], edge[i]) * cdiv(c->dims[1], edge[i]));
         any = 1;
+        int j = chained_consumer(p, i);
+        if (j > i && from[j] < 0) { /* one matmul per consumer: another C is partitioned anew */
+            chain[i] = j;
+            from[j] = i;
+            edge[j] = edge[i];
+        }
     }
     if (!any) {
-        free(edge);
+        free(edge); free(chain); free(from);
         return 0;
     }
     /* build the new step list; on failure the plan keeps its old one untouched */
     struct step *out = calloc((size_t)total, sizeof *out);
-    int n_out = 0, cap_parts = 0, rc = out ? 0 : -1;
+    int *c_part = malloc(sizeof(int) * ((size_t)p->n_steps + 1)); /* per matmul: C's part */
+    int n_out = 0, cap_parts = 0, rc = out && c_part ? 0 : -1;
     for (int i = 0; i < p->n_steps && !rc; i++) {
-        if (!edge[i])
-            out[n_out++] = p->steps[i]; /* shallow: ownership moves on success */
-        else
-            rc = split_step(p, &cap_parts, &p->steps[i], edge[i], out, &n_out);
+        const struct step *st = &p->steps[i];
+        if (!edge[i]) {
+            out[n_out++] = *st; /* shallow: ownership moves on success */
+        } else if (from[i] >= 0) {
+            const struct step *mm = &p->steps[from[i]];
+            rc = split_fused(p, &cap_parts, st, edge[i], mm->buf_slot[mm->args->d[2].buf],
+                             c_part[from[i]], out, &n_out);
+        } else {
+            c_part[i] = p->n_parts + 2; /* split_step adds A, B, C */
+            rc = split_step(p, &cap_parts, st, edge[i], chain[i] >= 0, out, &n_out);
+        }
     }
+    free(c_part);
     if (rc) {
         if (out) free_tile_steps(out, total); /* calloc'd: unused entries are zero */
         free(out);
-        free(edge);
+        free(edge); free(chain); free(from);
         return -1;
     }
     for (int i = 0; i < p->n_steps; i++) { /* the split steps' own arrays */
@@ -204,7 +380,7 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         p->n_tiled++;
     }
     free(p->steps);
-    free(edge);
+    free(edge); free(chain); free(from);
     p->steps = out;
     p->n_steps = n_out;
     return 0;

@@ -5,12 +5,16 @@
  * nodes work across cached runs; a training step with tiling equals the untiled one; bad
  * TFC_TILE_MIN / TFC_TILE_SIZE values and API arguments are errors. With an OpenCL worker
  * (STARPU_OPENCL_ON_CPUS=1) the tiles also run pinned to it, with the consumer of the tiled
- * output on the OpenCL worker too and then on the CPU. */
+ * output on the OpenCL worker too and then on the CPU. The fused element-wise step after a
+ * tiled matmul (bias add, relu, ...) is tiled with it: results, task counts, fetched
+ * intermediates, and with the OpenCL worker. */
 #include <math.h>
 #include <starpu.h>
 #include <string.h>
 #include "testutil.h"
 #include "../sched/testing.h"
+#include "../codelets/fused.h"
+#include "../codelets/kernel.h"
 
 static int64_t cdiv(int64_t a, int64_t b)
 {
@@ -155,6 +159,135 @@ static void test_matmul_tiles(void)
                 free(A), free(B), free(C);
             }
     }
+}
+
+/* ---- the element-wise step after a tiled matmul ------------------------------------------- */
+
+/* Runs the fetches with feeds on a session with tiling (edge tile, or off when tile is 0),
+ * twice (the second from the plan cache); returns the tasks of one run and the records named
+ * node. */
+static void run_fetches(tfc_graph *g, int tile, int n_feeds, tfc_tensor *const *ft,
+                        tfc_value *const *fv, int n_fetch, tfc_tensor *const *fetch,
+                        tfc_value **out, const char *node, int *n_node_tasks, uint64_t *tasks)
+{
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, tile ? 1 : 0, tile) == TFC_OK);
+    CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+    for (int rep = 0; rep < 2; rep++) {
+        tfc_session_stats before, after;
+        tfc_session_get_stats(s, &before);
+        for (int j = 0; rep && j < n_fetch; j++) tfc_value_destroy(out[j]);
+        tfc_status st = tfc_session_run(s, n_feeds, ft, fv, n_fetch, fetch, out, 0, NULL);
+        if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+        tfc_session_get_stats(s, &after);
+        *tasks = after.tasks - before.tasks;
+    }
+    const tfc_task_record *r = NULL;
+    int n = tfc_session_last_records(s, &r), c = 0;
+    for (int i = 0; i < n; i++) c += r[i].node && strcmp(r[i].node, node) == 0;
+    *n_node_tasks = c;
+    tfc_session_destroy(s);
+}
+
+/* c = a @ w, then a fused element-wise step over c: (0) relu(bias_add(c, b[n])), fetched;
+ * (1) relu(c + b[1, n]) with c fetched too; (2) relu(c + b[n]) * 0.5 - d[m, n] with c, the
+ * inner sum (a second output of the fused step) and the result fetched; (3) relu(c + e[m, 1])
+ * (a column broadcast: the element-wise step stays one task). Sizes that are not multiples
+ * of the tile, float32 and float64: equal to a float64 reference and to the untiled run; the
+ * element-wise step is one task per tile of c. */
+static void test_elementwise_tiles(void)
+{
+    const int64_t mkn[][3] = {{37, 29, 41}, {9, 50, 70}};
+    const int tile = 8;
+    for (int di = 0; di < 2; di++)
+        for (int q = 0; q < 2; q++)
+            for (int v = 0; v < 4; v++) {
+                enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+                int64_t m = mkn[q][0], k = mkn[q][1], n = mkn[q][2];
+                double *A = malloc(sizeof(double) * (size_t)(m * k));
+                double *W = malloc(sizeof(double) * (size_t)(k * n));
+                double *D = malloc(sizeof(double) * (size_t)(m * n));
+                double *Bv = malloc(sizeof(double) * (size_t)(m > n ? m : n));
+                double *want[3];
+                for (int j = 0; j < 3; j++) want[j] = malloc(sizeof(double) * (size_t)(m * n));
+                CU_ASSERT_FATAL(A && W && D && Bv && want[0] && want[1] && want[2]);
+                fill(A, m * k, 21 + q), fill(W, k * n, 23 + q), fill(D, m * n, 25 + q);
+                fill(Bv, m > n ? m : n, 27 + q);
+                double *C = want[0];
+                ref_mm(A, W, C, m, k, n, 0, 0);
+                for (int64_t i = 0; i < m * n; i++) {
+                    double z = C[i] + (v == 3 ? Bv[i / n] : Bv[i % n]), r = z > 0 ? z : 0;
+                    want[1][i] = z;
+                    want[2][i] = v == 2 ? r * 0.5 - D[i] : r;
+                }
+                tfc_graph *g = NULL;
+                CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+                tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, (int64_t[]){m, k}));
+                tfc_tensor *w = tfc_placeholder(g, "w", dt, tfc_shape_of(2, (int64_t[]){k, n}));
+                int64_t bshape[2] = {v == 1 ? 1 : v == 3 ? m : n, v == 3 ? 1 : n};
+                int brank = v == 1 || v == 3 ? 2 : 1;
+                tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(brank, bshape));
+                tfc_tensor *d = tfc_placeholder(g, "d", dt, tfc_shape_of(2, (int64_t[]){m, n}));
+                tfc_tensor *c = tfc_matmul(g, a, w, 0, 0);
+                tfc_tensor *z = v == 0 ? tfc_bias_add(g, c, b) : tfc_add(g, c, b);
+                tfc_tensor *r = tfc_relu(g, z);
+                if (v == 2) r = tfc_sub(g, tfc_mul(g, r, tfc_scalar(g, dt, 0.5)), d);
+                CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+                tfc_tensor *ft[4] = {a, w, b, d};
+                tfc_value *fv[4] = {value_of(dt, m, k, A), value_of(dt, k, n, W), NULL,
+                                    value_of(dt, m, n, D)};
+                CU_ASSERT_FATAL(tfc_value_create(dt, tfc_shape_of(brank, bshape), &fv[2]) ==
+                                TFC_OK);
+                for (int64_t i = 0; i < tfc_value_numel(fv[2]); i++) {
+                    if (dt == TFC_FLOAT32)
+                        ((float *)tfc_value_data(fv[2]))[i] = (float)Bv[i];
+                    else
+                        ((double *)tfc_value_data(fv[2]))[i] = Bv[i];
+                }
+                int n_fetch = v == 2 ? 3 : v == 1 ? 2 : 1;
+                tfc_tensor *fetch[3] = {r, c, z};
+                int widx[3] = {2, 0, 1}; /* fetch j -> want */
+                tfc_value *whole[3] = {NULL}, *tiled[3] = {NULL};
+                int nw, nt;
+                uint64_t tw, tt;
+                const char *rname = tfc_tensor_name(r);
+                run_fetches(g, 0, 4, ft, fv, n_fetch, fetch, whole, rname, &nw, &tw);
+                run_fetches(g, tile, 4, ft, fv, n_fetch, fetch, tiled, rname, &nt, &tt);
+                int64_t tiles = cdiv(m, tile) * cdiv(n, tile);
+                /* untiled: the matmul and the fused step */
+                CU_ASSERT_EQUAL(tw, 2);
+                CU_ASSERT_EQUAL(nw, 1);
+                if (v == 3) { /* the column-broadcast input keeps the element-wise step whole */
+                    CU_ASSERT_EQUAL(tt, (uint64_t)tiles + 1);
+                    CU_ASSERT_EQUAL(nt, 1);
+                } else { /* one matmul task and one element-wise task per tile */
+                    CU_ASSERT_EQUAL(tt, (uint64_t)(2 * tiles));
+                    CU_ASSERT_EQUAL(nt, tiles);
+                }
+                if (tt != (uint64_t)(v == 3 ? tiles + 1 : 2 * tiles))
+                    fprintf(stderr, "v=%d m=%lld n=%lld: %llu tasks, %d element-wise\n", v,
+                            (long long)m, (long long)n, (unsigned long long)tt, nt);
+                for (int j = 0; j < n_fetch; j++) {
+                    double e1 = max_err(whole[j], want[widx[j]], m * n);
+                    double e2 = max_err(tiled[j], want[widx[j]], m * n);
+                    if (!(e1 <= tol_of(dt)) || !(e2 <= tol_of(dt)))
+                        fprintf(stderr, "%s v=%d m=%lld n=%lld fetch %d: error %g (whole %g)\n",
+                                di ? "f64" : "f32", v, (long long)m, (long long)n, j, e2, e1);
+                    CU_ASSERT(e1 <= tol_of(dt));
+                    CU_ASSERT(e2 <= tol_of(dt));
+                    double dd = 0;
+                    for (int64_t i = 0; i < m * n; i++)
+                        dd = fmax(dd, fabs(at(whole[j], i) - at(tiled[j], i)));
+                    CU_ASSERT(dd <= tol_of(dt));
+                    tfc_value_destroy(whole[j]), tfc_value_destroy(tiled[j]);
+                }
+                for (int j = 0; j < 4; j++) tfc_value_destroy(fv[j]);
+                tfc_graph_destroy(g);
+                free(A), free(W), free(D), free(Bv);
+                for (int j = 0; j < 3; j++) free(want[j]);
+            }
 }
 
 /* ---- operands of every kind, chains, cached runs -------------------------------------------- */
@@ -424,6 +557,192 @@ static void test_opencl(void)
     tfc_testing_set_where_alternate(0);
 }
 
+/* relu(matmul + bias) - d (one fused step; d = transpose(dt), produced whole) under a hard
+ * "opencl" hint, its result fetched and also read whole by a transpose: the element-wise step
+ * is tiled with the matmul, every tile on the OpenCL worker. In the second run the tiled
+ * tensors are already allocated on the OpenCL device (the transposes read or wrote them
+ * whole there), so the tiles are views with a leading dimension in the OpenCL buffers. With
+ * the element-wise ops hinted to the CPU instead (a placement unlike the matmul's) the fused
+ * step stays one task, on the CPU. */
+static void test_opencl_elementwise(void)
+{
+    if (!starpu_opencl_worker_get_count() || !starpu_cpu_worker_get_count()) {
+        fprintf(stderr, "(no OpenCL or CPU worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
+        return;
+    }
+    const int64_t m = 23, k = 19, n = 31, T = cdiv(23, 8) * cdiv(31, 8);
+    double A[23 * 19], B[19 * 31], C[23 * 31], bias[31], DT[31 * 23], CT[31 * 23];
+    fill(A, m * k, 31), fill(B, k * n, 32), fill(bias, n, 33), fill(DT, n * m, 34);
+    ref_mm(A, B, C, m, k, n, 0, 0);
+    for (int64_t i = 0; i < m * n; i++) {
+        double z = C[i] + bias[i % n];
+        C[i] = (z > 0 ? z : 0) - DT[(i % n) * m + i / n];
+    }
+    for (int64_t i = 0; i < m * n; i++) CT[(i % n) * m + i / n] = C[i];
+    const int perm[2] = {1, 0};
+    for (int di = 0; di < 2; di++)
+        for (int mode = 0; mode < 2; mode++) { /* element-wise ops: 0 OpenCL, 1 CPU */
+            enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+            tfc_graph *g = NULL;
+            CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+            tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, (int64_t[]){m, k}));
+            tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, (int64_t[]){k, n}));
+            tfc_tensor *bt = tfc_placeholder(g, "bias", dt, tfc_shape_of(1, (int64_t[]){n}));
+            tfc_tensor *dtt = tfc_placeholder(g, "dt", dt, tfc_shape_of(2, (int64_t[]){n, m}));
+            CU_ASSERT_FATAL(tfc_graph_push_device(g, "opencl", 1) == TFC_OK);
+            tfc_tensor *c = tfc_matmul(g, a, b, 0, 0);
+            tfc_tensor *d = tfc_transpose(g, dtt, perm);
+            if (mode == 1) CU_ASSERT_FATAL(tfc_graph_push_device(g, "cpu", 1) == TFC_OK);
+            tfc_tensor *r = tfc_sub(g, tfc_relu(g, tfc_bias_add(g, c, bt)), d);
+            if (mode == 1) CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
+            tfc_tensor *rt = tfc_transpose(g, r, perm);
+            CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
+            CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+            tfc_session *s = NULL;
+            CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+            CU_ASSERT_FATAL(tfc_session_set_tiling(s, 1, 8) == TFC_OK);
+            CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+            tfc_value *fv[4] = {value_of(dt, m, k, A), value_of(dt, k, n, B), NULL,
+                                value_of(dt, n, m, DT)};
+            CU_ASSERT_FATAL(tfc_value_create(dt, tfc_shape_of(1, (int64_t[]){n}), &fv[2]) ==
+                            TFC_OK);
+            for (int64_t i = 0; i < n; i++) {
+                if (dt == TFC_FLOAT32)
+                    ((float *)tfc_value_data(fv[2]))[i] = (float)bias[i];
+                else
+                    ((double *)tfc_value_data(fv[2]))[i] = bias[i];
+            }
+            for (int rep = 0; rep < 3; rep++) {
+                tfc_value *out[2] = {NULL, NULL};
+                tfc_status st = tfc_session_run(s, 4, (tfc_tensor *[]){a, b, bt, dtt}, fv, 2,
+                                                (tfc_tensor *[]){r, rt}, out, 0, NULL);
+                if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+                CU_ASSERT_FATAL(st == TFC_OK);
+                double e = max_err(out[0], C, m * n), et = max_err(out[1], CT, m * n);
+                if (!(e <= tol_of(dt)) || !(et <= tol_of(dt)))
+                    fprintf(stderr, "opencl %s mode %d run %d: error %g, transposed %g\n",
+                            di ? "f64" : "f32", mode, rep, e, et);
+                CU_ASSERT(e <= tol_of(dt));
+                CU_ASSERT(et <= tol_of(dt));
+                const tfc_task_record *rec = NULL;
+                int nr = tfc_session_last_records(s, &rec), mm_ocl = 0, ew = 0, ew_ocl = 0;
+                for (int i = 0; i < nr; i++) {
+                    int on_ocl = starpu_worker_get_type(rec[i].worker) == STARPU_OPENCL_WORKER;
+                    if (strcmp(rec[i].op, "matmul") == 0) {
+                        mm_ocl += on_ocl;
+                    } else if (strcmp(rec[i].op, "transpose") != 0) {
+                        ew++;
+                        ew_ocl += on_ocl;
+                    }
+                }
+                CU_ASSERT_EQUAL(mm_ocl, T);
+                CU_ASSERT_EQUAL(nr, (mode == 0 ? 2 * T : T + 1) + 2);
+                CU_ASSERT_EQUAL(ew, mode == 0 ? T : 1);
+                CU_ASSERT_EQUAL(ew_ocl, mode == 0 ? T : 0);
+                tfc_value_destroy(out[0]), tfc_value_destroy(out[1]);
+            }
+            for (int j = 0; j < 4; j++) tfc_value_destroy(fv[j]);
+            tfc_session_destroy(s);
+            tfc_graph_destroy(g);
+        }
+}
+
+/* The fused kernel's leading dimensions on the OpenCL device. StarPU 1.3 makes a child of an
+ * asynchronous partition a view of its parent (ld > row length) only where the parent's home
+ * buffer is, the CPU's memory here; on the OpenCL device each tile gets its own packed copy,
+ * so the tiled runs above reach the OpenCL kernel with packed tiles only. Here the tile
+ * operands are registered on the OpenCL device's memory node with ld > nx, and one fused task,
+ * out = relu(x + bias) (bias a whole vector), runs on the OpenCL worker. */
+static void test_opencl_fused_ld(void)
+{
+    int wid = -1;
+    if (starpu_worker_get_ids_by_type(STARPU_OPENCL_WORKER, &wid, 1) < 1) {
+        fprintf(stderr, "(no OpenCL worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
+        return;
+    }
+    unsigned node = starpu_worker_get_memory_node((unsigned)wid);
+    enum { NY = 5, NX = 7, LD = 11 };
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+        size_t es = di ? sizeof(double) : sizeof(float), bytes = (size_t)LD * NY * es;
+        double X[NY * NX], Bv[NX];
+        fill(X, NY * NX, 41 + di), fill(Bv, NX, 43 + di);
+        union { float f[NX]; double d[NX]; } bias;
+        for (int i = 0; i < NX; i++) {
+            if (di) bias.d[i] = Bv[i];
+            else bias.f[i] = (float)Bv[i];
+        }
+        uintptr_t dx = starpu_malloc_on_node(node, bytes);
+        uintptr_t dout = starpu_malloc_on_node(node, bytes);
+        CU_ASSERT_FATAL(dx && dout);
+        starpu_data_handle_t hx, hb, ho;
+        starpu_matrix_data_register(&hx, (int)node, dx, LD, NX, NY, es);
+        starpu_matrix_data_register(&ho, (int)node, dout, LD, NX, NY, es);
+        starpu_vector_data_register(&hb, STARPU_MAIN_RAM, (uintptr_t)&bias, NX, es);
+        CU_ASSERT_FATAL(starpu_data_acquire_on_node(hx, STARPU_MAIN_RAM, STARPU_W) == 0);
+        char *px = (char *)starpu_data_get_local_ptr(hx);
+        int64_t lx = starpu_matrix_get_local_ld(hx);
+        for (int r = 0; r < NY; r++)
+            for (int c = 0; c < NX; c++) {
+                if (di) ((double *)(void *)px)[r * lx + c] = X[r * NX + c];
+                else ((float *)(void *)px)[r * lx + c] = (float)X[r * NX + c];
+            }
+        starpu_data_release_on_node(hx, STARPU_MAIN_RAM);
+        size_t size = sizeof(struct tfc_kargs) + 3 * sizeof(struct tfc_kdesc) +
+                      sizeof(struct tfc_fused_prog);
+        struct tfc_kargs *a = calloc(1, size);
+        struct tfc_kerr kerr;
+        memset(&kerr, 0, sizeof kerr);
+        CU_ASSERT_FATAL(a != NULL);
+        a->kind = TFC_K_FUSED;
+        a->n_in = 2;
+        a->n_out = 1;
+        a->err = &kerr;
+        a->flops = NY * NX;
+        a->bytes = 3.0 * (double)bytes;
+        a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {NY, NX}, .numel = NY * NX};
+        a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 1, .dims = {NX}, .numel = NX, .buf = 1};
+        a->d[2] = a->d[0];
+        a->d[2].buf = 2;
+        struct tfc_fused_prog *pg = (struct tfc_fused_prog *)(void *)&a->d[3];
+        pg->n_ops = 2;
+        pg->ops[0] = (struct tfc_fused_op){TFC_K_ADD, 0, 1, 0};
+        pg->ops[1] = (struct tfc_fused_op){TFC_K_RELU, 2, -1, 0};
+        pg->out_reg[0] = 3;
+        struct starpu_task *t = starpu_task_create();
+        t->cl = &tfc_cl_fused;
+        t->nbuffers = 3;
+        t->handles[0] = hx, t->handles[1] = hb, t->handles[2] = ho;
+        t->modes[0] = STARPU_R, t->modes[1] = STARPU_R, t->modes[2] = STARPU_W;
+        t->cl_arg = a;
+        t->cl_arg_size = size;
+        t->cl_arg_free = 0;
+        t->execute_on_a_specific_worker = 1;
+        t->workerid = (unsigned)wid;
+        t->synchronous = 1;
+        CU_ASSERT_FATAL(starpu_task_submit(t) == 0);
+        CU_ASSERT_EQUAL(kerr.set, 0);
+        CU_ASSERT_FATAL(starpu_data_acquire_on_node(ho, STARPU_MAIN_RAM, STARPU_R) == 0);
+        const char *po = (const char *)starpu_data_get_local_ptr(ho);
+        int64_t lo = starpu_matrix_get_local_ld(ho);
+        double e = 0;
+        for (int r = 0; r < NY; r++)
+            for (int c = 0; c < NX; c++) {
+                double z = X[r * NX + c] + Bv[c], want = z > 0 ? z : 0;
+                double got = di ? ((const double *)(const void *)po)[r * lo + c]
+                                : ((const float *)(const void *)po)[r * lo + c];
+                e = fmax(e, fabs(got - want));
+            }
+        starpu_data_release_on_node(ho, STARPU_MAIN_RAM);
+        if (!(e <= tol_of(dt)))
+            fprintf(stderr, "opencl fused ld %s: error %g\n", di ? "f64" : "f32", e);
+        CU_ASSERT(e <= tol_of(dt));
+        starpu_data_unregister(hx), starpu_data_unregister(ho), starpu_data_unregister(hb);
+        starpu_free_on_node(node, dx, bytes), starpu_free_on_node(node, dout, bytes);
+        free(a);
+    }
+}
+
 int main(void)
 {
     unsetenv("TFC_TILE_MIN");
@@ -431,10 +750,13 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     TEST_SUITE("tiling", test_ctx_open, test_ctx_close);
     TEST_ADD(test_matmul_tiles);
+    TEST_ADD(test_elementwise_tiles);
     TEST_ADD(test_chain);
     TEST_ADD(test_training);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
+    TEST_ADD(test_opencl_elementwise);
+    TEST_ADD(test_opencl_fused_ld);
     return test_main();
 }
