@@ -147,9 +147,10 @@ static int chained_consumer(const struct plan *p, int mi)
     return j;
 }
 
-static int alloc_tile_step(struct step *ts, const struct step *st)
+/* A copy of step st with its own arrays, room for nb >= st->n_buf buffers (not yet in a
+ * partition); 0, or -1 when out of memory. */
+static int alloc_tile_step(struct step *ts, const struct step *st, int nb)
 {
-    int nb = st->n_buf;
     *ts = *st;
     ts->args = malloc(st->args_size);
     ts->buf_slot = malloc(sizeof(int) * (size_t)nb);
@@ -168,8 +169,8 @@ static int alloc_tile_step(struct step *ts, const struct step *st)
     }
     if (st->workerids) memcpy(ts->workerids, st->workerids, sizeof(uint32_t) * st->workerids_len);
     memcpy(ts->args, st->args, st->args_size);
-    memcpy(ts->buf_slot, st->buf_slot, sizeof(int) * (size_t)nb);
-    memcpy(ts->modes, st->modes, sizeof *ts->modes * (size_t)nb);
+    memcpy(ts->buf_slot, st->buf_slot, sizeof(int) * (size_t)st->n_buf);
+    memcpy(ts->modes, st->modes, sizeof *ts->modes * (size_t)st->n_buf);
     for (int b = 0; b < nb; b++) ts->buf_part[b] = -1, ts->buf_child[b] = 0;
     ts->unpart_extra = -1;
     return 0;
@@ -202,7 +203,7 @@ static int split_fused(struct plan *p, int *cap_parts, const struct step *st, in
     for (int i = 0; i < mt; i++)
         for (int j = 0; j < nt; j++) {
             struct step *ts = &out[(*n_out)++];
-            if (alloc_tile_step(ts, st)) return -1;
+            if (alloc_tile_step(ts, st, st->n_buf)) return -1;
             int64_t tm = (i + 1) * t <= m ? t : m - i * t, tn = (j + 1) * t <= n ? t : n - j * t;
             struct tfc_kargs *ka = ts->args;
             for (int k = 0; k < nd; k++) {
@@ -254,27 +255,10 @@ static int split_step(struct plan *p, int *cap_parts, const struct step *st, int
     for (int i = 0; i < mt; i++)
         for (int j = 0; j < nt; j++) {
             struct step *ts = &out[(*n_out)++];
-            *ts = *st;
-            ts->args = malloc(st->args_size);
-            ts->buf_slot = malloc(sizeof(int) * 3);
-            ts->modes = malloc(sizeof *ts->modes * 3);
-            ts->buf_child = malloc(sizeof(int) * 3);
-            ts->workerids = st->workerids ? malloc(sizeof(uint32_t) * st->workerids_len) : NULL;
-            ts->buf_part = malloc(sizeof(int) * 3); /* set: the caller frees this step's arrays */
-            if (!ts->args || !ts->buf_slot || !ts->modes || !ts->buf_part || !ts->buf_child ||
-                (st->workerids && !ts->workerids)) {
-                if (!ts->buf_part) { /* the caller would skip it */
-                    free(ts->args); free(ts->buf_slot); free(ts->modes); free(ts->buf_child);
-                    free(ts->workerids);
-                    memset(ts, 0, sizeof *ts);
-                }
-                return -1;
-            }
-            if (st->workerids)
-                memcpy(ts->workerids, st->workerids, sizeof(uint32_t) * st->workerids_len);
+            /* A, B and C: three buffers even when A and B are one tensor (one buffer) */
+            if (alloc_tile_step(ts, st, 3)) return -1;
             int64_t tm = (i + 1) * t <= m ? t : m - i * t, tn = (j + 1) * t <= n ? t : n - j * t;
-            struct tfc_kargs *ka = ts->args;
-            memcpy(ka, a, st->args_size);
+            struct tfc_kargs *ka = ts->args; /* a copy of a */
             int64_t dims[3][2] = {{ta ? k : tm, ta ? tm : k}, {tb ? tn : k, tb ? k : tn}, {tm, tn}};
             int slots[3] = {sa, sb, sc}, child[3] = {i, j, i * nt + j};
             for (int b = 0; b < 3; b++) {
