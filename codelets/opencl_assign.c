@@ -60,11 +60,7 @@ void tfc_assign_opencl(void *buffers[], void *cl_arg)
     cl_command_queue q;
     if (a->kind == TFC_K_ASSIGN) {
         if (a->d[1].buf == d->buf) return; /* v = v: nothing to move (and no overlapping copy) */
-        starpu_opencl_get_current_queue(&q);
-        cl_int err = clEnqueueCopyBuffer(q, X, V, xo, vo, (size_t)n * tfc_kdtype_size(d->dtype),
-                                         0, NULL, NULL);
-        if (err == CL_SUCCESS) err = clFinish(q);
-        if (err != CL_SUCCESS) tfc_ocl_fail(a, "copy", err);
+        tfc_ocl_copy(a, buffers, a->d[1].buf, d->buf, (size_t)n * tfc_kdtype_size(d->dtype));
         return;
     }
     int sub = a->kind == TFC_K_ASSIGN_SUB;

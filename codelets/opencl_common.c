@@ -144,6 +144,19 @@ void tfc_ocl_buf(void *buffers[], int b, cl_mem *mem, cl_ulong *off)
     }
 }
 
+int tfc_ocl_copy(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes)
+{
+    cl_mem src, dst;
+    cl_ulong so, doff;
+    tfc_ocl_buf(buffers, from, &src, &so);
+    tfc_ocl_buf(buffers, to, &dst, &doff);
+    cl_command_queue q;
+    starpu_opencl_get_current_queue(&q);
+    cl_int err = clEnqueueCopyBuffer(q, src, dst, so, doff, bytes, 0, NULL, NULL);
+    if (err == CL_SUCCESS) err = clFinish(q);
+    return err == CL_SUCCESS ? 0 : tfc_ocl_fail(a, "copy", err);
+}
+
 int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size_t gws0,
                 size_t gws1, int nargs, const size_t *sizes, const void *const *vals)
 {

@@ -64,6 +64,10 @@ void tfc_ocl_buf(void *buffers[], int b, cl_mem *mem, cl_ulong *off);
 int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size_t gws0,
                 size_t gws1, int nargs, const size_t *sizes, const void *const *vals);
 
+/* Copies bytes from task buffer `from` to buffer `to` on the worker's queue and waits; records
+ * a failure and returns nonzero on error. */
+int tfc_ocl_copy(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes);
+
 /* Records an OpenCL failure ("OpenCL <what> failed (error N)") and returns -1. */
 int tfc_ocl_fail(const struct tfc_kargs *a, const char *what, cl_int err);
 #endif

@@ -186,19 +186,6 @@ static void bcast_fill(struct bcast_cl *b, const struct tfc_kdesc *out, int n,
     }
 }
 
-static int copy_buf(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes)
-{
-    cl_mem src, dst;
-    cl_ulong so, doff;
-    tfc_ocl_buf(buffers, from, &src, &so);
-    tfc_ocl_buf(buffers, to, &dst, &doff);
-    cl_command_queue q;
-    starpu_opencl_get_current_queue(&q);
-    cl_int err = clEnqueueCopyBuffer(q, src, dst, so, doff, bytes, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clFinish(q);
-    return err == CL_SUCCESS ? 0 : tfc_ocl_fail(a, "copy", err);
-}
-
 void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
@@ -210,12 +197,12 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
     cl_command_queue q;
     cl_kernel k = NULL;
     if (a->kind == TFC_K_IDENTITY || (a->kind == TFC_K_CAST && dt == od->dtype)) {
-        copy_buf(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype));
+        tfc_ocl_copy(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype));
         return;
     }
     tfc_ocl_buf(buffers, ob, &m[3], &off[3]);
     if (a->kind == TFC_K_ADD_N) {
-        if (copy_buf(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype))) return;
+        if (tfc_ocl_copy(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype))) return;
         if (!(k = tfc_ocl_kernel(&prog, "acc", od->dtype, a, &q))) return;
         for (int i = 1; i < a->n_in; i++) {
             tfc_ocl_buf(buffers, a->d[i].buf, &m[0], &off[0]);

@@ -233,19 +233,6 @@ static int zero_run(const struct tfc_kargs *a, void *buffers[], int to, int64_t 
     return ret;
 }
 
-static void copy_whole(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes)
-{
-    cl_mem X, Y;
-    cl_ulong xo, yo;
-    tfc_ocl_buf(buffers, from, &X, &xo);
-    tfc_ocl_buf(buffers, to, &Y, &yo);
-    cl_command_queue q;
-    starpu_opencl_get_current_queue(&q);
-    cl_int err = clEnqueueCopyBuffer(q, X, Y, xo, yo, bytes, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clFinish(q);
-    if (err != CL_SUCCESS) tfc_ocl_fail(a, "copy", err);
-}
-
 /* transpose: output axis i reads input axis perm[i] */
 static void transpose_opencl(const struct tfc_kargs *a, void *buffers[])
 {
@@ -427,7 +414,7 @@ void tfc_layout_opencl(void *buffers[], void *cl_arg)
     const struct tfc_kdesc *d = &a->d[0];
     switch (a->kind) {
     case TFC_K_RESHAPE:
-        copy_whole(a, buffers, d->buf, tfc_kout_desc(a, 0)->buf,
+        tfc_ocl_copy(a, buffers, d->buf, tfc_kout_desc(a, 0)->buf,
                    (size_t)d->numel * tfc_kdtype_size(d->dtype));
         break;
     case TFC_K_TRANSPOSE: transpose_opencl(a, buffers); break;
@@ -439,7 +426,8 @@ void tfc_layout_opencl(void *buffers[], void *cl_arg)
     case TFC_K_SCATTER_ADD: scatter_add_opencl(a, buffers); break;
     case TFC_K_ONE_HOT: one_hot_opencl(a, buffers); break;
     default:
-        tfc_kernel_fail(a, TFC_ERR_RUNTIME, "OpenCL layout: kernel kind %d not implemented",
+        tfc_kernel_fail(a, TFC_ERR_RUNTIME,
+                        "OpenCL layout: no kernel for kind %d (tfc_opencl_layout_ok admitted it)",
                         (int)a->kind);
         break;
     }

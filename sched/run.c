@@ -128,15 +128,8 @@ static struct instance *take_instance(struct plan *p)
         /* a tiled node's operand: StarPU 1.3 partitions asynchronously only data with a home
          * buffer (a lazily allocated parent's children would get their own memory) */
         if (tfc_tiling_is_parent(p, i) && starpu_malloc(&in->bufs[i], (size_t)sl->numel * es)) {
-            for (int j = 0; j < i; j++) {
-                if (in->bufs[j]) {
-                    starpu_data_unregister(in->handles[j]);
-                    starpu_free(in->bufs[j]);
-                } else if (in->handles[j]) {
-                    starpu_data_unregister_submit(in->handles[j]);
-                }
-            }
-            free(in->handles); free(in->bufs); free(in->args_off); free(in->args); free(in);
+            in->bufs[i] = NULL;
+            tfc_instance_free(in, i);
             return NULL;
         }
         if (in->bufs[i]) /* home 0 */

@@ -58,23 +58,28 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
     return TFC_OK;
 }
 
+void tfc_instance_free(struct instance *in, int n_slots)
+{
+    for (int i = 0; i < n_slots; i++) {
+        if (in->bufs[i]) { /* a home buffer (tiling): free it once StarPU lets go */
+            if (in->handles[i]) starpu_data_unregister(in->handles[i]);
+            starpu_free(in->bufs[i]);
+        } else if (in->handles[i]) {
+            starpu_data_unregister_submit(in->handles[i]);
+        }
+    }
+    free(in->handles);
+    free(in->bufs);
+    free(in->args);
+    free(in->args_off);
+    free(in);
+}
+
 void tfc_plan_release_instances(struct plan *p)
 {
     for (struct instance *in = p->free_instances, *next; in; in = next) {
         next = in->next_free;
-        for (int i = 0; i < p->n_slots; i++) {
-            if (in->bufs[i]) { /* a home buffer (tiling): free it once StarPU lets go */
-                if (in->handles[i]) starpu_data_unregister(in->handles[i]);
-                starpu_free(in->bufs[i]);
-            } else if (in->handles[i]) {
-                starpu_data_unregister_submit(in->handles[i]);
-            }
-        }
-        free(in->handles);
-        free(in->bufs);
-        free(in->args);
-        free(in->args_off);
-        free(in);
+        tfc_instance_free(in, p->n_slots);
     }
     p->free_instances = NULL;
 }

@@ -91,5 +91,8 @@ void tfc_cache_unlink(tfc_session *s, struct plan *p);
 void tfc_cache_push_front(tfc_session *s, struct plan *p);
 void tfc_cache_evict(tfc_session *s, struct plan *p);
 void tfc_plan_release_instances(struct plan *p);
+/* Unregisters an instance's handles (frees their home buffers) and frees it; the first
+ * n_slots handles are looked at (fewer while the instance is being built). */
+void tfc_instance_free(struct instance *in, int n_slots);
 
 #endif
