@@ -1,10 +1,12 @@
 /* opencl_common.c: program loading, kernel lookup, argument and error helpers and the support
  * predicate of the OpenCL codelets (see opencl_common.h). */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "opencl_common.h"
+#include "bcast.h" /* tfc_load_i64 */
 #include "../src/tfc.h"
 
 int tfc_opencl_supports(const struct starpu_codelet *cl, const struct tfc_kargs *a)
@@ -155,6 +157,36 @@ int tfc_ocl_copy(const struct tfc_kargs *a, void *buffers[], int from, int to, s
     cl_int err = clEnqueueCopyBuffer(q, src, dst, so, doff, bytes, 0, NULL, NULL);
     if (err == CL_SUCCESS) err = clFinish(q);
     return err == CL_SUCCESS ? 0 : tfc_ocl_fail(a, "copy", err);
+}
+
+cl_mem tfc_ocl_bad_create(const struct tfc_kargs *a)
+{
+    cl_int bad = INT_MAX, err;
+    cl_context ctx;
+    starpu_opencl_get_context(starpu_worker_get_devid(starpu_worker_get_id()), &ctx);
+    cl_mem B = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof bad, &bad,
+                              &err);
+    if (err != CL_SUCCESS) {
+        tfc_ocl_fail(a, "clCreateBuffer", err);
+        return NULL;
+    }
+    return B;
+}
+
+int tfc_ocl_bad_read(const struct tfc_kargs *a, cl_command_queue q, cl_mem B, cl_mem idx,
+                     cl_ulong io, int idx_dtype, int64_t *pos, int64_t *value)
+{
+    cl_int bad = INT_MAX;
+    cl_int err = clEnqueueReadBuffer(q, B, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
+    if (bad == INT_MAX) return 0;
+    unsigned char raw[8] = {0};
+    size_t es = tfc_kdtype_size(idx_dtype);
+    err = clEnqueueReadBuffer(q, idx, CL_TRUE, io + (size_t)bad * es, es, raw, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
+    *pos = bad;
+    *value = tfc_load_i64(raw, idx_dtype, 0);
+    return 1;
 }
 
 int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size_t gws0,

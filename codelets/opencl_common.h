@@ -68,6 +68,14 @@ int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size
  * a failure and returns nonzero on error. */
 int tfc_ocl_copy(const struct tfc_kargs *a, void *buffers[], int from, int to, size_t bytes);
 
+/* Device-side index errors: a one-int buffer holding the first bad position (INT_MAX: none),
+ * which kernels lower with atomic_min. create returns NULL after recording a failure. */
+cl_mem tfc_ocl_bad_create(const struct tfc_kargs *a);
+/* Reads the bad position back: 0 when none, 1 with *pos and *value (element *pos of index
+ * buffer idx at byte offset io, dtype idx_dtype), -1 after recording a failure. */
+int tfc_ocl_bad_read(const struct tfc_kargs *a, cl_command_queue q, cl_mem B, cl_mem idx,
+                     cl_ulong io, int idx_dtype, int64_t *pos, int64_t *value);
+
 /* Records an OpenCL failure ("OpenCL <what> failed (error N)") and returns -1. */
 int tfc_ocl_fail(const struct tfc_kargs *a, const char *what, cl_int err);
 #endif

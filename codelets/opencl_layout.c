@@ -293,48 +293,20 @@ static void concat_split_opencl(const struct tfc_kargs *a, void *buffers[], int 
     }
 }
 
-/* A one-int device buffer holding the first bad index position (INT_MAX: none). */
-static cl_mem bad_create(const struct tfc_kargs *a)
-{
-    cl_int bad = INT_MAX, err;
-    cl_context ctx;
-    starpu_opencl_get_context(starpu_worker_get_devid(starpu_worker_get_id()), &ctx);
-    cl_mem B = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof bad, &bad,
-                              &err);
-    if (err != CL_SUCCESS) {
-        tfc_ocl_fail(a, "clCreateBuffer", err);
-        return NULL;
-    }
-    return B;
-}
-
 /* Reads the bad position back and records layout.c's error for it. */
 static void bad_report(const struct tfc_kargs *a, cl_command_queue q, cl_mem B, cl_mem I,
                        cl_ulong io, const struct tfc_kdesc *ix, int64_t rows)
 {
-    cl_int bad = INT_MAX;
-    cl_int err = clEnqueueReadBuffer(q, B, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
-    if (err != CL_SUCCESS) {
-        tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
-        return;
-    }
-    if (bad == INT_MAX) return;
-    unsigned char raw[8] = {0};
-    size_t es = tfc_kdtype_size(ix->dtype);
-    err = clEnqueueReadBuffer(q, I, CL_TRUE, io + (size_t)bad * es, es, raw, 0, NULL, NULL);
-    if (err != CL_SUCCESS) {
-        tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
-        return;
-    }
-    tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "index %lld at position %lld is outside [0, %lld)",
-                    (long long)tfc_load_i64(raw, ix->dtype, 0), (long long)bad,
-                    (long long)rows);
+    int64_t pos, id;
+    if (tfc_ocl_bad_read(a, q, B, I, io, ix->dtype, &pos, &id) == 1)
+        tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "index %lld at position %lld is outside [0, %lld)",
+                        (long long)id, (long long)pos, (long long)rows);
 }
 
 static void gather_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *p = &a->d[0], *ix = &a->d[1], *o = tfc_kout_desc(a, 0);
-    cl_mem P, I, Y, B = bad_create(a);
+    cl_mem P, I, Y, B = tfc_ocl_bad_create(a);
     cl_ulong po, io, yo;
     if (!B) return;
     tfc_ocl_buf(buffers, p->buf, &P, &po);
@@ -358,7 +330,7 @@ static void gather_opencl(const struct tfc_kargs *a, void *buffers[])
 static void scatter_add_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *u = &a->d[0], *ix = &a->d[1], *o = tfc_kout_desc(a, 0);
-    cl_mem U, I, Y, B = bad_create(a);
+    cl_mem U, I, Y, B = tfc_ocl_bad_create(a);
     cl_ulong uo, io, yo;
     if (!B) return;
     tfc_ocl_buf(buffers, u->buf, &U, &uo);

@@ -89,15 +89,8 @@ static void xent_opencl(void *buffers[], const struct tfc_kargs *a)
     tfc_ocl_buf(buffers, o->buf, &Y, &yo);
     cl_long classes = d->dims[d->rank - 1], rows = o->numel;
     cl_int sparse = a->kind == TFC_K_SPARSE_XENT, l64 = dl->dtype == TFC_INT64;
-    cl_int bad = INT_MAX, err;
-    cl_context ctx;
-    starpu_opencl_get_context(starpu_worker_get_devid(starpu_worker_get_id()), &ctx);
-    cl_mem B = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof bad, &bad,
-                              &err);
-    if (err != CL_SUCCESS) {
-        tfc_ocl_fail(a, "clCreateBuffer", err);
-        return;
-    }
+    cl_mem B = tfc_ocl_bad_create(a);
+    if (!B) return;
     cl_command_queue q;
     cl_kernel k = tfc_ocl_kernel(&prog, "xent", d->dtype, a, &q);
     if (k && !tfc_ocl_run(a, k, q, (size_t)rows, 0, 11,
@@ -106,23 +99,10 @@ static void xent_opencl(void *buffers[], const struct tfc_kargs *a)
                                      sizeof classes, sizeof B},
                           (const void *[]){&sparse, &X, &xo, &L, &lo, &l64, &Y, &yo, &rows,
                                            &classes, &B}) && sparse) {
-        err = clEnqueueReadBuffer(q, B, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
-        if (err != CL_SUCCESS) {
-            tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
-        } else if (bad != INT_MAX) {
-            int64_t id = 0;
-            int32_t id32 = 0;
-            size_t es = l64 ? 8 : 4;
-            err = clEnqueueReadBuffer(q, L, CL_TRUE, lo + (size_t)bad * es, es,
-                                      l64 ? (void *)&id : (void *)&id32, 0, NULL, NULL);
-            if (!l64) id = id32;
-            if (err != CL_SUCCESS)
-                tfc_ocl_fail(a, "clEnqueueReadBuffer", err);
-            else
-                tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE,
-                                "label %lld of row %lld is outside [0, %lld)", (long long)id,
-                                (long long)bad, (long long)classes);
-        }
+        int64_t row, id;
+        if (tfc_ocl_bad_read(a, q, B, L, lo, dl->dtype, &row, &id) == 1)
+            tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "label %lld of row %lld is outside [0, %lld)",
+                            (long long)id, (long long)row, (long long)classes);
     }
     if (k) clReleaseKernel(k);
     clReleaseMemObject(B);
