@@ -210,8 +210,9 @@ static int place(struct builder *b, struct step *st, const struct tfc_node *n, u
     return 0;
 }
 
-/* Test hook (sched/testing.h): with where = STARPU_OPENCL, alternate the OpenCL-capable op
- * steps between OpenCL and the CPU. Set once by a test program before it builds plans. */
+/* Test hook (sched/testing.h): with an accelerator where mask (STARPU_OPENCL, STARPU_CUDA),
+ * alternate the op steps it can run between it and the CPU. Set once by a test program before
+ * it builds plans. */
 static int g_where_alternate;
 
 void tfc_testing_set_where_alternate(int on)
@@ -220,12 +221,13 @@ void tfc_testing_set_where_alternate(int on)
 }
 
 /* The where hook of an op step. Pinned to OpenCL, a step whose codelet has no OpenCL
- * implementation for its kind and dtypes stays unpinned (StarPU picks the CPU codelet). */
+ * implementation for its kind and dtypes stays unpinned (StarPU picks the CPU codelet); every
+ * codelet has a CUDA implementation. */
 static uint32_t op_hook(struct builder *b, const struct step *st)
 {
     uint32_t w = b->opt ? b->opt->where : 0;
-    if (w != STARPU_OPENCL) return w;
-    if (!tfc_opencl_supports(st->cl, st->args)) return 0;
+    if (w != STARPU_OPENCL && w != STARPU_CUDA) return w;
+    if (w == STARPU_OPENCL && !tfc_opencl_supports(st->cl, st->args)) return 0;
     if (g_where_alternate && (b->n_alternated++ & 1)) return STARPU_CPU;
     return w;
 }

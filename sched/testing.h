@@ -16,8 +16,8 @@ void tfc_session_set_hop(tfc_session *s, int on, uint32_t where);
 void tfc_session_set_where(tfc_session *s, uint32_t where);
 /* With where = STARPU_OPENCL, steps whose codelet has no OpenCL implementation for their kind
  * and dtypes stay unpinned. Alternate mode (on = 1; process-wide, set before plans are built)
- * pins every other OpenCL-capable op step to OpenCL and the rest to the CPU, so edges cross
- * memory nodes both ways. */
+ * pins every other op step the device can run (where = STARPU_OPENCL or STARPU_CUDA) to it and
+ * the rest to the CPU, so edges cross memory nodes both ways. */
 void tfc_testing_set_where_alternate(int on);
 /* Task priorities from critical-path ranks on (the default, unless TFC_PRIORITIES=0) or off
  * (every task at priority 0), for comparisons such as bench/priority. */

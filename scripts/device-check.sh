@@ -4,10 +4,12 @@
 # carried along. Logs go to $OUT (or /tmp/devout). Steps, each with its own time limit:
 #   1. the CUDA op sweep: every op task pinned to the CUDA worker (TFC_TEST_WHERE=cuda),
 #      compared with float64 references, and the gradient sweep the same way;
+#   1b. the op sweep again with every matmul split into 2x2 tiles (tiling.c's partitions and
+#      the kernels' leading dimensions on the GPU), pinned to the CUDA worker;
 #   2. the other test programs with the CUDA worker present under dmda (the scheduler places);
 #   3. the flagship MLP step (bench/mlp_step) with CPU workers only and with the GPU, beside
 #      PyTorch on the same GPU and CPU (bench/mlp_torch.py --device cuda|cpu), interleaved.
-# STEPS=... picks a subset (ops grad tests mlp; default all).
+# STEPS=... picks a subset (ops grad tiles tests mlp; default all).
 set -uo pipefail
 carry=${1:-.devcarry}
 out=${OUT:-/tmp/devout}
@@ -24,7 +26,7 @@ export LD_LIBRARY_PATH=/tmp/dc/lib$cudalibs
 export STARPU_HOME=/tmp/dc/starpu-home STARPU_SILENT=1 TFC_TEST_SRCDIR=$PWD/tests
 mkdir -p "$STARPU_HOME"
 bin=/tmp/dc/bin
-steps=${STEPS:-ops grad tests mlp}
+steps=${STEPS:-ops grad tiles tests mlp}
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 deadline=${DEADLINE:-480} # seconds: later steps are cut short or skipped, so that the logs
@@ -39,6 +41,7 @@ run() { # name limit cmd...: runs with a limit, logs to $out/name.log, notes the
     note "$name: rc=$rc in $((SECONDS - t0)) s ($(grep -E 'passed|failed|Run Summary|asserts' "$out/$name.log" | tail -2 | tr -s ' \n' ' '))"
 }
 note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1); $(nproc) cores"
+note "cpu: $(grep -m1 "model name" /proc/cpuinfo); OPENBLAS env: $(env | grep ^OPENBLAS | tr "\n" " ")"
 ldd "$bin/test_ops" | grep -E "not found|cuda|cublas|starpu" | tee -a "$summary"
 # StarPU measures the bus once per STARPU_HOME: do it first, outside the tests' limits.
 t0=$SECONDS
@@ -50,6 +53,14 @@ case " $steps " in *" ops "*)
     run ops_cuda 180 env TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS=dmdas "$bin/test_ops" ;; esac
 case " $steps " in *" grad "*)
     run grad_cuda 150 env TFC_TEST_WHERE=cuda STARPU_SCHED=dmdas "$bin/test_grad" ;; esac
+case " $steps " in *" tiles "*)
+    run tiles_cuda 150 env TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS=dmdas TFC_TILE_MIN=1 \
+        TFC_TILE_SIZE=2 "$bin/test_ops" ;; esac
+case " $steps " in *" tests "*)
+    for t in test_value test_graph test_plan test_session test_sched test_report test_optim \
+             test_train test_errors test_env test_passes test_tiling; do
+        [ -x "$bin/$t" ] && run "$t" 60 env STARPU_SCHED=dmda "$bin/$t"
+    done ;; esac
 case " $steps " in *" mlp "*)
     data=$PWD/$carry/fashion-mnist
     for r in 1 2 3; do
@@ -67,9 +78,4 @@ case " $steps " in *" mlp "*)
             --steps 200 --warmup 20
     done
     grep '^tfc \|^torch ' "$out"/mlp_*.log | tee -a "$summary" ;; esac
-case " $steps " in *" tests "*)
-    for t in test_value test_graph test_plan test_session test_sched test_report test_optim \
-             test_train test_errors test_env test_passes test_tiling; do
-        [ -x "$bin/$t" ] && run "$t" 60 env STARPU_SCHED=dmda "$bin/$t"
-    done ;; esac
 note "done"

@@ -4,8 +4,9 @@
  * every slot kind (fed, variable, intermediate, the same tensor twice) and chains of tiled
  * nodes work across cached runs; a training step with tiling equals the untiled one; bad
  * TFC_TILE_MIN / TFC_TILE_SIZE values and API arguments are errors. With an OpenCL worker
- * (STARPU_OPENCL_ON_CPUS=1) the tiles also run pinned to it, with the consumer of the tiled
- * output on the OpenCL worker too and then on the CPU. The fused element-wise step after a
+ * (STARPU_OPENCL_ON_CPUS=1), and again with a CUDA worker, the tiles also run pinned to it,
+ * with the consumer of the tiled output on that worker too and then on the CPU; the fused and
+ * matmul kernels read strided (ld > width) operands on those devices. The fused element-wise step after a
  * tiled matmul (bias add, relu, ...) is tiled with it: results, task counts, fetched
  * intermediates, and with the OpenCL worker. */
 #include <math.h>
@@ -504,14 +505,28 @@ static void test_bad_values(void)
     tfc_graph_destroy(g);
 }
 
-/* ---- an OpenCL worker: tiles pinned to it, and alternating with the CPU ---------------------- */
+/* ---- an accelerator worker (OpenCL, CUDA): tiles pinned to it, and alternating with the CPU - */
 
-static void test_opencl(void)
+/* The device the next three tests pin to: the OpenCL worker (PoCL here) or a CUDA worker. */
+struct device {
+    const char *hint;                    /* tfc_graph_push_device's name */
+    uint32_t where;                      /* tfc_session_set_where's mask */
+    enum starpu_worker_archtype type;
+};
+static const struct device dev_opencl = {"opencl", STARPU_OPENCL, STARPU_OPENCL_WORKER};
+static const struct device dev_cuda = {"cuda", STARPU_CUDA, STARPU_CUDA_WORKER};
+
+static int have_worker(const struct device *dv)
 {
-    if (!starpu_opencl_worker_get_count()) {
-        fprintf(stderr, "(no OpenCL worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
-        return;
-    }
+    if (starpu_worker_get_count_by_type(dv->type) > 0) return 1;
+    fprintf(stderr, "(no %s worker: skipped%s) ", dv->hint,
+            dv->type == STARPU_OPENCL_WORKER ? "; set STARPU_OPENCL_ON_CPUS=1" : "");
+    return 0;
+}
+
+static void tiles_on_device(const struct device *dv)
+{
+    if (!have_worker(dv)) return;
     const int64_t m = 23, k = 19, n = 31;
     double A[23 * 19], B[19 * 31], C[23 * 31];
     fill(A, m * k, 11), fill(B, k * n, 12);
@@ -526,7 +541,7 @@ static void test_opencl(void)
         tfc_tensor *c = tfc_relu(g, tfc_matmul(g, a, b, 0, 0)); /* the consumer reads it whole */
         tfc_session *s = NULL;
         CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
-        tfc_session_set_where(s, STARPU_OPENCL);
+        tfc_session_set_where(s, dv->where);
         CU_ASSERT_FATAL(tfc_session_set_tiling(s, 1, 8) == TFC_OK);
         CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
         tfc_value *fv[2] = {value_of(TFC_FLOAT32, m, k, A), value_of(TFC_FLOAT32, k, n, B)};
@@ -539,7 +554,7 @@ static void test_opencl(void)
             const tfc_task_record *r = NULL;
             int nr = tfc_session_last_records(s, &r), ocl = 0, relu_ocl = -1;
             for (int i = 0; i < nr; i++) {
-                int on_ocl = starpu_worker_get_type(r[i].worker) == STARPU_OPENCL_WORKER;
+                int on_ocl = starpu_worker_get_type(r[i].worker) == dv->type;
                 if (strcmp(r[i].op, "matmul") == 0)
                     ocl += on_ocl;
                 else
@@ -557,17 +572,21 @@ static void test_opencl(void)
     tfc_testing_set_where_alternate(0);
 }
 
+static void test_opencl(void) { tiles_on_device(&dev_opencl); }
+static void test_cuda(void) { tiles_on_device(&dev_cuda); }
+
 /* relu(matmul + bias) - d (one fused step; d = transpose(dt), produced whole) under a hard
- * "opencl" hint, its result fetched and also read whole by a transpose: the element-wise step
+ * device hint ("opencl", "cuda"), its result fetched and also read whole by a transpose: the element-wise step
  * is tiled with the matmul, every tile on the OpenCL worker. In the second run the tiled
  * tensors are already allocated on the OpenCL device (the transposes read or wrote them
  * whole there), so the tiles are views with a leading dimension in the OpenCL buffers. With
  * the element-wise ops hinted to the CPU instead (a placement unlike the matmul's) the fused
  * step stays one task, on the CPU. */
-static void test_opencl_elementwise(void)
+static void elementwise_on_device(const struct device *dv)
 {
-    if (!starpu_opencl_worker_get_count() || !starpu_cpu_worker_get_count()) {
-        fprintf(stderr, "(no OpenCL or CPU worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
+    if (!have_worker(dv)) return;
+    if (!starpu_cpu_worker_get_count()) {
+        fprintf(stderr, "(no CPU worker: skipped) ");
         return;
     }
     const int64_t m = 23, k = 19, n = 31, T = cdiv(23, 8) * cdiv(31, 8);
@@ -589,7 +608,7 @@ static void test_opencl_elementwise(void)
             tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, (int64_t[]){k, n}));
             tfc_tensor *bt = tfc_placeholder(g, "bias", dt, tfc_shape_of(1, (int64_t[]){n}));
             tfc_tensor *dtt = tfc_placeholder(g, "dt", dt, tfc_shape_of(2, (int64_t[]){n, m}));
-            CU_ASSERT_FATAL(tfc_graph_push_device(g, "opencl", 1) == TFC_OK);
+            CU_ASSERT_FATAL(tfc_graph_push_device(g, dv->hint, 1) == TFC_OK);
             tfc_tensor *c = tfc_matmul(g, a, b, 0, 0);
             tfc_tensor *d = tfc_transpose(g, dtt, perm);
             if (mode == 1) CU_ASSERT_FATAL(tfc_graph_push_device(g, "cpu", 1) == TFC_OK);
@@ -620,14 +639,14 @@ static void test_opencl_elementwise(void)
                 CU_ASSERT_FATAL(st == TFC_OK);
                 double e = max_err(out[0], C, m * n), et = max_err(out[1], CT, m * n);
                 if (!(e <= tol_of(dt)) || !(et <= tol_of(dt)))
-                    fprintf(stderr, "opencl %s mode %d run %d: error %g, transposed %g\n",
-                            di ? "f64" : "f32", mode, rep, e, et);
+                    fprintf(stderr, "%s %s mode %d run %d: error %g, transposed %g\n",
+                            dv->hint, di ? "f64" : "f32", mode, rep, e, et);
                 CU_ASSERT(e <= tol_of(dt));
                 CU_ASSERT(et <= tol_of(dt));
                 const tfc_task_record *rec = NULL;
                 int nr = tfc_session_last_records(s, &rec), mm_ocl = 0, ew = 0, ew_ocl = 0;
                 for (int i = 0; i < nr; i++) {
-                    int on_ocl = starpu_worker_get_type(rec[i].worker) == STARPU_OPENCL_WORKER;
+                    int on_ocl = starpu_worker_get_type(rec[i].worker) == dv->type;
                     if (strcmp(rec[i].op, "matmul") == 0) {
                         mm_ocl += on_ocl;
                     } else if (strcmp(rec[i].op, "transpose") != 0) {
@@ -647,59 +666,127 @@ static void test_opencl_elementwise(void)
         }
 }
 
-/* The fused kernel's leading dimensions on the OpenCL device. StarPU 1.3 makes a child of an
+static void test_opencl_elementwise(void) { elementwise_on_device(&dev_opencl); }
+static void test_cuda_elementwise(void) { elementwise_on_device(&dev_cuda); }
+
+/* A matrix handle of ny x nx elements with row stride ld > nx, allocated on memory node
+ * `node` and filled from x (row-major ny x nx) through the CPU's memory. */
+struct ld_matrix {
+    starpu_data_handle_t h;
+    uintptr_t mem;
+    size_t bytes;
+    unsigned node;
+};
+
+static void ld_matrix_make(struct ld_matrix *mx, unsigned node, enum tfc_dtype dt, int64_t ny,
+                           int64_t nx, int64_t ld, const double *x)
+{
+    size_t es = dt == TFC_FLOAT64 ? sizeof(double) : sizeof(float);
+    mx->node = node;
+    mx->bytes = (size_t)(ld * ny) * es;
+    mx->mem = starpu_malloc_on_node(node, mx->bytes);
+    CU_ASSERT_FATAL(mx->mem != 0);
+    starpu_matrix_data_register(&mx->h, (int)node, mx->mem, (uint32_t)ld, (uint32_t)nx,
+                                (uint32_t)ny, es);
+    if (!x) return; /* an output */
+    CU_ASSERT_FATAL(starpu_data_acquire_on_node(mx->h, STARPU_MAIN_RAM, STARPU_W) == 0);
+    char *px = (char *)starpu_data_get_local_ptr(mx->h);
+    int64_t lx = starpu_matrix_get_local_ld(mx->h);
+    for (int64_t r = 0; r < ny; r++)
+        for (int64_t c = 0; c < nx; c++) {
+            if (dt == TFC_FLOAT64) ((double *)(void *)px)[r * lx + c] = x[r * nx + c];
+            else ((float *)(void *)px)[r * lx + c] = (float)x[r * nx + c];
+        }
+    starpu_data_release_on_node(mx->h, STARPU_MAIN_RAM);
+}
+
+/* Max relative error of the handle's ny x nx elements against want. */
+static double ld_matrix_err(struct ld_matrix *mx, enum tfc_dtype dt, int64_t ny, int64_t nx,
+                            const double *want)
+{
+    CU_ASSERT_FATAL(starpu_data_acquire_on_node(mx->h, STARPU_MAIN_RAM, STARPU_R) == 0);
+    const char *po = (const char *)starpu_data_get_local_ptr(mx->h);
+    int64_t lo = starpu_matrix_get_local_ld(mx->h);
+    double e = 0;
+    for (int64_t r = 0; r < ny; r++)
+        for (int64_t c = 0; c < nx; c++) {
+            double got = dt == TFC_FLOAT64 ? ((const double *)(const void *)po)[r * lo + c]
+                                           : ((const float *)(const void *)po)[r * lo + c];
+            double d = fabs(got - want[r * nx + c]) / (1 + fabs(want[r * nx + c]));
+            if (!(d <= e)) e = d;
+        }
+    starpu_data_release_on_node(mx->h, STARPU_MAIN_RAM);
+    return e;
+}
+
+static void ld_matrix_free(struct ld_matrix *mx)
+{
+    starpu_data_unregister(mx->h);
+    starpu_free_on_node(mx->node, mx->mem, mx->bytes);
+}
+
+/* Runs cl with args a (size bytes) on worker wid over n handles; the kernel's error, or 0. */
+static int run_on_worker(struct starpu_codelet *cl, struct tfc_kargs *a, size_t size, int wid,
+                         int n, const starpu_data_handle_t *h,
+                         const enum starpu_data_access_mode *modes)
+{
+    struct tfc_kerr kerr;
+    memset(&kerr, 0, sizeof kerr);
+    a->err = &kerr;
+    struct starpu_task *t = starpu_task_create();
+    t->cl = cl;
+    t->nbuffers = n;
+    for (int i = 0; i < n; i++) t->handles[i] = h[i], t->modes[i] = modes[i];
+    t->cl_arg = a;
+    t->cl_arg_size = size;
+    t->cl_arg_free = 0;
+    t->execute_on_a_specific_worker = 1;
+    t->workerid = (unsigned)wid;
+    t->synchronous = 1;
+    CU_ASSERT_FATAL(starpu_task_submit(t) == 0);
+    if (kerr.set) fprintf(stderr, "kernel: %s\n", kerr.msg);
+    a->err = NULL;
+    return kerr.set;
+}
+
+/* The kernels' leading dimensions on an accelerator. StarPU 1.3 makes a child of an
  * asynchronous partition a view of its parent (ld > row length) only where the parent's home
- * buffer is, the CPU's memory here; on the OpenCL device each tile gets its own packed copy,
- * so the tiled runs above reach the OpenCL kernel with packed tiles only. Here the tile
- * operands are registered on the OpenCL device's memory node with ld > nx, and one fused task,
- * out = relu(x + bias) (bias a whole vector), runs on the OpenCL worker. */
-static void test_opencl_fused_ld(void)
+ * buffer is, the CPU's memory here; on the OpenCL or CUDA device each tile gets its own packed
+ * copy, so the tiled runs above reach the device kernels with packed tiles only. Here the
+ * operands are registered on the device's memory node with ld > nx, and one task runs on the
+ * device's worker: the fused kernel, out = relu(x + bias) (bias a whole vector), and the
+ * matmul kernel, C = op(A) op(B) under each transpose. */
+static void ld_on_device(const struct device *dv)
 {
     int wid = -1;
-    if (starpu_worker_get_ids_by_type(STARPU_OPENCL_WORKER, &wid, 1) < 1) {
-        fprintf(stderr, "(no OpenCL worker: skipped; set STARPU_OPENCL_ON_CPUS=1) ");
-        return;
-    }
+    if (!have_worker(dv)) return;
+    CU_ASSERT_FATAL(starpu_worker_get_ids_by_type(dv->type, &wid, 1) == 1);
     unsigned node = starpu_worker_get_memory_node((unsigned)wid);
-    enum { NY = 5, NX = 7, LD = 11 };
+    enum { NY = 5, NX = 7, LD = 11, K = 6 };
     for (int di = 0; di < 2; di++) {
         enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
-        size_t es = di ? sizeof(double) : sizeof(float), bytes = (size_t)LD * NY * es;
-        double X[NY * NX], Bv[NX];
+        size_t es = di ? sizeof(double) : sizeof(float);
+        double X[NY * NX], Bv[NX], want[NY * NX];
         fill(X, NY * NX, 41 + di), fill(Bv, NX, 43 + di);
         union { float f[NX]; double d[NX]; } bias;
         for (int i = 0; i < NX; i++) {
             if (di) bias.d[i] = Bv[i];
             else bias.f[i] = (float)Bv[i];
         }
-        uintptr_t dx = starpu_malloc_on_node(node, bytes);
-        uintptr_t dout = starpu_malloc_on_node(node, bytes);
-        CU_ASSERT_FATAL(dx && dout);
-        starpu_data_handle_t hx, hb, ho;
-        starpu_matrix_data_register(&hx, (int)node, dx, LD, NX, NY, es);
-        starpu_matrix_data_register(&ho, (int)node, dout, LD, NX, NY, es);
+        struct ld_matrix mx, mo;
+        ld_matrix_make(&mx, node, dt, NY, NX, LD, X);
+        ld_matrix_make(&mo, node, dt, NY, NX, LD, NULL);
+        starpu_data_handle_t hb;
         starpu_vector_data_register(&hb, STARPU_MAIN_RAM, (uintptr_t)&bias, NX, es);
-        CU_ASSERT_FATAL(starpu_data_acquire_on_node(hx, STARPU_MAIN_RAM, STARPU_W) == 0);
-        char *px = (char *)starpu_data_get_local_ptr(hx);
-        int64_t lx = starpu_matrix_get_local_ld(hx);
-        for (int r = 0; r < NY; r++)
-            for (int c = 0; c < NX; c++) {
-                if (di) ((double *)(void *)px)[r * lx + c] = X[r * NX + c];
-                else ((float *)(void *)px)[r * lx + c] = (float)X[r * NX + c];
-            }
-        starpu_data_release_on_node(hx, STARPU_MAIN_RAM);
         size_t size = sizeof(struct tfc_kargs) + 3 * sizeof(struct tfc_kdesc) +
                       sizeof(struct tfc_fused_prog);
         struct tfc_kargs *a = calloc(1, size);
-        struct tfc_kerr kerr;
-        memset(&kerr, 0, sizeof kerr);
         CU_ASSERT_FATAL(a != NULL);
         a->kind = TFC_K_FUSED;
         a->n_in = 2;
         a->n_out = 1;
-        a->err = &kerr;
         a->flops = NY * NX;
-        a->bytes = 3.0 * (double)bytes;
+        a->bytes = 3.0 * (double)(LD * NY * es);
         a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {NY, NX}, .numel = NY * NX};
         a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 1, .dims = {NX}, .numel = NX, .buf = 1};
         a->d[2] = a->d[0];
@@ -709,39 +796,64 @@ static void test_opencl_fused_ld(void)
         pg->ops[0] = (struct tfc_fused_op){TFC_K_ADD, 0, 1, 0};
         pg->ops[1] = (struct tfc_fused_op){TFC_K_RELU, 2, -1, 0};
         pg->out_reg[0] = 3;
-        struct starpu_task *t = starpu_task_create();
-        t->cl = &tfc_cl_fused;
-        t->nbuffers = 3;
-        t->handles[0] = hx, t->handles[1] = hb, t->handles[2] = ho;
-        t->modes[0] = STARPU_R, t->modes[1] = STARPU_R, t->modes[2] = STARPU_W;
-        t->cl_arg = a;
-        t->cl_arg_size = size;
-        t->cl_arg_free = 0;
-        t->execute_on_a_specific_worker = 1;
-        t->workerid = (unsigned)wid;
-        t->synchronous = 1;
-        CU_ASSERT_FATAL(starpu_task_submit(t) == 0);
-        CU_ASSERT_EQUAL(kerr.set, 0);
-        CU_ASSERT_FATAL(starpu_data_acquire_on_node(ho, STARPU_MAIN_RAM, STARPU_R) == 0);
-        const char *po = (const char *)starpu_data_get_local_ptr(ho);
-        int64_t lo = starpu_matrix_get_local_ld(ho);
-        double e = 0;
+        CU_ASSERT_EQUAL(run_on_worker(&tfc_cl_fused, a, size, wid, 3,
+                                      (starpu_data_handle_t[]){mx.h, hb, mo.h},
+                                      (enum starpu_data_access_mode[]){STARPU_R, STARPU_R,
+                                                                       STARPU_W}), 0);
         for (int r = 0; r < NY; r++)
             for (int c = 0; c < NX; c++) {
-                double z = X[r * NX + c] + Bv[c], want = z > 0 ? z : 0;
-                double got = di ? ((const double *)(const void *)po)[r * lo + c]
-                                : ((const float *)(const void *)po)[r * lo + c];
-                e = fmax(e, fabs(got - want));
+                double z = X[r * NX + c] + Bv[c];
+                want[r * NX + c] = z > 0 ? z : 0;
             }
-        starpu_data_release_on_node(ho, STARPU_MAIN_RAM);
+        double e = ld_matrix_err(&mo, dt, NY, NX, want);
         if (!(e <= tol_of(dt)))
-            fprintf(stderr, "opencl fused ld %s: error %g\n", di ? "f64" : "f32", e);
+            fprintf(stderr, "%s fused ld %s: error %g\n", dv->hint, di ? "f64" : "f32", e);
         CU_ASSERT(e <= tol_of(dt));
-        starpu_data_unregister(hx), starpu_data_unregister(ho), starpu_data_unregister(hb);
-        starpu_free_on_node(node, dx, bytes), starpu_free_on_node(node, dout, bytes);
+        ld_matrix_free(&mx), ld_matrix_free(&mo), starpu_data_unregister(hb);
         free(a);
+
+        /* C [NY, NX] = op(A) op(B), A [NY, K] (or [K, NY]), B [K, NX] (or [NX, K]) */
+        for (int tr = 0; tr < 4; tr++) {
+            int ta = tr & 1, tb = tr >> 1;
+            double A[NY * K], B[K * NX];
+            fill(A, NY * K, 45 + tr), fill(B, K * NX, 49 + tr);
+            ref_mm(A, B, want, NY, K, NX, ta, tb);
+            struct ld_matrix ma, mb, mc;
+            ld_matrix_make(&ma, node, dt, ta ? K : NY, ta ? NY : K, LD + 2, A);
+            ld_matrix_make(&mb, node, dt, tb ? NX : K, tb ? K : NX, LD + 4, B);
+            ld_matrix_make(&mc, node, dt, NY, NX, LD, NULL);
+            size = sizeof(struct tfc_kargs) + 3 * sizeof(struct tfc_kdesc);
+            a = calloc(1, size);
+            CU_ASSERT_FATAL(a != NULL);
+            a->kind = TFC_K_MATMUL;
+            a->n_in = 2;
+            a->n_out = 1;
+            a->flops = 2.0 * NY * NX * K;
+            a->attrs[0].i = ta, a->attrs[1].i = tb;
+            a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2,
+                                         .dims = {ta ? K : NY, ta ? NY : K}, .numel = NY * K};
+            a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 2,
+                                         .dims = {tb ? NX : K, tb ? K : NX}, .numel = K * NX,
+                                         .buf = 1};
+            a->d[2] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {NY, NX},
+                                         .numel = NY * NX, .buf = 2};
+            CU_ASSERT_EQUAL(run_on_worker(&tfc_cl_matmul, a, size, wid, 3,
+                                          (starpu_data_handle_t[]){ma.h, mb.h, mc.h},
+                                          (enum starpu_data_access_mode[]){STARPU_R, STARPU_R,
+                                                                           STARPU_W}), 0);
+            e = ld_matrix_err(&mc, dt, NY, NX, want);
+            if (!(e <= tol_of(dt)))
+                fprintf(stderr, "%s matmul ld %s ta %d tb %d: error %g\n", dv->hint,
+                        di ? "f64" : "f32", ta, tb, e);
+            CU_ASSERT(e <= tol_of(dt));
+            ld_matrix_free(&ma), ld_matrix_free(&mb), ld_matrix_free(&mc);
+            free(a);
+        }
     }
 }
+
+static void test_opencl_ld(void) { ld_on_device(&dev_opencl); }
+static void test_cuda_ld(void) { ld_on_device(&dev_cuda); }
 
 int main(void)
 {
@@ -757,6 +869,9 @@ int main(void)
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
     TEST_ADD(test_opencl_elementwise);
-    TEST_ADD(test_opencl_fused_ld);
+    TEST_ADD(test_opencl_ld);
+    TEST_ADD(test_cuda);
+    TEST_ADD(test_cuda_elementwise);
+    TEST_ADD(test_cuda_ld);
     return test_main();
 }
