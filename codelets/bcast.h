@@ -76,6 +76,25 @@ static inline void tfc_reduced_axes(const struct tfc_kargs *a, int reduced[TFC_K
     }
 }
 
+/* A reduction's input strides in elements: row-major, except that the rows of a 2-D input
+ * are ld apart (a tile of a larger matrix, sched/tiling.c; ld = its row length otherwise). */
+static inline void tfc_reduce_input_strides(const struct tfc_kdesc *d, int64_t ld,
+                                            int64_t st[TFC_K_MAX_RANK])
+{
+    int64_t stride = 1;
+    for (int i = d->rank - 1; i >= 0; i--) {
+        st[i] = stride;
+        stride *= d->rank == 2 && i == 1 ? ld : d->dims[i];
+    }
+}
+
+/* What a mean divides by: the elements per output (count), unless attribute 2 gives the count
+ * of a whole reduction whose partial sums this step adds up (a tiled mean's final step). */
+static inline int64_t tfc_reduce_divisor(const struct tfc_kargs *a, int64_t count)
+{
+    return a->kind == TFC_K_REDUCE_MEAN && a->attrs[2].i > 0 ? a->attrs[2].i : count;
+}
+
 /* Batched matmul: the element offsets of batch bi's matrices in A and B, whose batch dims
  * (all but the last two) broadcast to those of C (nb = C's rank - 2). */
 static inline void tfc_batch_offsets(const struct tfc_kdesc *da, const struct tfc_kdesc *db,

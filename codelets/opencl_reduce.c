@@ -20,7 +20,7 @@ int tfc_opencl_reduce_ok(const struct tfc_kargs *a)
 
 static const char body[] = CL_SRC(
 kernel void TS(reduce)(int kind, global T *x0, ulong xo, global T *y0, ulong yo, red_t r,
-                       long nout, long count)
+                       long nout, long count, long div)
 {
     long o = get_global_id(0);
     if (o >= nout) return;
@@ -43,7 +43,7 @@ kernel void TS(reduce)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
         else if (kind == K_REDUCE_MIN) { if (v < acc || isnan(v)) acc = v; }
         else acc += v;
     }
-    if (kind == K_REDUCE_MEAN) acc = count ? acc / (double)count : NAN;
+    if (kind == K_REDUCE_MEAN) acc = div ? acc / (double)div : NAN;
     y[o] = (T)acc;
 }
 
@@ -99,12 +99,8 @@ void tfc_reduce_opencl(void *buffers[], void *cl_arg)
     tfc_reduced_axes(a, reduced);
     struct red_cl r;
     memset(&r, 0, sizeof r);
-    int64_t stride = 1;
-    int64_t st[TFC_K_MAX_RANK];
-    for (int i = d->rank - 1; i >= 0; i--) {
-        st[i] = stride;
-        stride *= d->dims[i];
-    }
+    int64_t st[TFC_K_MAX_RANK]; /* a 2-D tile's rows are ld apart (sched/tiling.c) */
+    tfc_reduce_input_strides(d, tfc_kdesc_ld(buffers, d), st);
     for (int i = 0; i < d->rank; i++) {
         if (reduced[i]) {
             r.rd[r.nr] = d->dims[i];
@@ -115,12 +111,13 @@ void tfc_reduce_opencl(void *buffers[], void *cl_arg)
         }
     }
     cl_long nout = o->numel, count = nout ? d->numel / nout : 0;
+    cl_long div = tfc_reduce_divisor(a, count);
     cl_int kind = a->kind;
     if (!(k = tfc_ocl_kernel(&prog, "reduce", d->dtype, a, &q))) return;
-    tfc_ocl_run(a, k, q, (size_t)nout, 0, 8,
+    tfc_ocl_run(a, k, q, (size_t)nout, 0, 9,
                 (size_t[]){sizeof kind, sizeof X, sizeof xo, sizeof Y, sizeof yo, sizeof r,
-                           sizeof nout, sizeof count},
-                (const void *[]){&kind, &X, &xo, &Y, &yo, &r, &nout, &count});
+                           sizeof nout, sizeof count, sizeof div},
+                (const void *[]){&kind, &X, &xo, &Y, &yo, &r, &nout, &count, &div});
     clReleaseKernel(k);
 }
 #endif

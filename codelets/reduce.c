@@ -1,6 +1,8 @@
 /* reduce.c: CPU kernels for reduce sum, mean, max, min over a set of axes (with or without
  * keepdims: the output has the same element order either way) and argmax over one axis.
- * Sums accumulate in double. Empty reductions give 0 (sum), NaN (mean), -inf (max), +inf (min). */
+ * Sums accumulate in double. Empty reductions give 0 (sum), NaN (mean), -inf (max), +inf (min).
+ * A tiled reduction (sched/tiling.c) reads 2-D tiles with a leading dimension, and its final
+ * mean divides the sum of partial sums by the whole count (bcast.h tfc_reduce_divisor). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,19 +11,21 @@
 #include "bcast.h"
 #include "../src/tfc.h"
 
-/* Maps every input element to its output element: out_index = sum over kept axes. */
-static void reduce_run(const struct tfc_kargs *a, const void *x, void *y)
+/* Maps every input element to its output element: out_index = sum over kept axes. The
+ * input may be a 2-D tile of a larger matrix (sched/tiling.c): rows ld elements apart. */
+static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, void *y)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int reduced[TFC_K_MAX_RANK];
     tfc_reduced_axes(a, reduced);
-    /* output strides over the input's axes (0 on reduced axes) */
-    int64_t ost[TFC_K_MAX_RANK], stride = 1;
+    /* output strides over the input's axes (0 on reduced axes); the input's own strides */
+    int64_t ost[TFC_K_MAX_RANK], ist[TFC_K_MAX_RANK], stride = 1;
     for (int i = d->rank - 1; i >= 0; i--) {
         ost[i] = reduced[i] ? 0 : stride;
         if (!reduced[i]) stride *= d->dims[i];
     }
-    int64_t n_out = o->numel, count = n_out ? d->numel / n_out : 0;
+    tfc_reduce_input_strides(d, ld, ist);
+    int64_t n_out = o->numel, count = tfc_reduce_divisor(a, n_out ? d->numel / n_out : 0);
     double init = a->kind == TFC_K_REDUCE_MAX ? -INFINITY
                 : a->kind == TFC_K_REDUCE_MIN ? INFINITY : 0.0;
     double *acc = malloc((size_t)(n_out ? n_out : 1) * sizeof(double));
@@ -30,9 +34,9 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, void *y)
         return;
     }
     for (int64_t i = 0; i < n_out; i++) acc[i] = init;
-    int64_t idx[TFC_K_MAX_RANK] = {0}, off = 0;
+    int64_t idx[TFC_K_MAX_RANK] = {0}, off = 0, xo = 0;
     for (int64_t e = 0; e < d->numel; e++) {
-        double v = tfc_load_f64(x, d->dtype, e);
+        double v = tfc_load_f64(x, d->dtype, xo);
         switch (a->kind) {
         case TFC_K_REDUCE_MAX: if (v > acc[off] || isnan(v)) acc[off] = v; break;
         case TFC_K_REDUCE_MIN: if (v < acc[off] || isnan(v)) acc[off] = v; break;
@@ -40,8 +44,10 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, void *y)
         }
         for (int dd = d->rank - 1; dd >= 0; dd--) {
             off += ost[dd];
+            xo += ist[dd];
             if (++idx[dd] < d->dims[dd]) break;
             off -= ost[dd] * d->dims[dd];
+            xo -= ist[dd] * d->dims[dd];
             idx[dd] = 0;
         }
     }
@@ -82,7 +88,7 @@ static void reduce_cpu(void *buffers[], void *cl_arg)
     if (a->kind == TFC_K_ARGMAX)
         argmax_run(a, tfc_kin(buffers, a, 0), out);
     else
-        reduce_run(a, tfc_kin(buffers, a, 0), out);
+        reduce_run(a, tfc_kin(buffers, a, 0), tfc_kdesc_ld(buffers, &a->d[0]), out);
 }
 
 static struct starpu_perfmodel reduce_model = {

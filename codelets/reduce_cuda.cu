@@ -15,6 +15,7 @@ struct reduce_args {
     int64_t kdims[TFC_K_MAX_RANK], kst[TFC_K_MAX_RANK];
     int64_t rdims[TFC_K_MAX_RANK], rst[TFC_K_MAX_RANK];
     int64_t n_out, count;
+    int64_t div;  /* what a mean divides by (bcast.h tfc_reduce_divisor) */
     double init;
 };
 
@@ -30,7 +31,7 @@ static __device__ __forceinline__ double red_op(int kind, double acc, double v)
 static __device__ __forceinline__ void red_store(const struct reduce_args &p, void *y, int64_t o,
                                                  double v)
 {
-    if (p.kind == TFC_K_REDUCE_MEAN) v = p.count ? v / (double)p.count : NAN;
+    if (p.kind == TFC_K_REDUCE_MEAN) v = p.div ? v / (double)p.div : NAN;
     tfc_cu_st_f64(y, p.out_dt, o, v);
 }
 
@@ -159,16 +160,15 @@ static __global__ void argmax_warp_kernel(struct argmax_args p, const void *x, i
     }
 }
 
-static void reduce_args_init(const struct tfc_kargs *a, const void *x, struct reduce_args *pp)
+/* x: the input, rows ld apart when it is a 2-D tile (sched/tiling.c). */
+static void reduce_args_init(const struct tfc_kargs *a, const void *x, int64_t ld,
+                             struct reduce_args *pp)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int reduced[TFC_K_MAX_RANK];
     tfc_reduced_axes(a, reduced);
-    int64_t ist[TFC_K_MAX_RANK], stride = 1;
-    for (int i = d->rank - 1; i >= 0; i--) {
-        ist[i] = stride;
-        stride *= d->dims[i];
-    }
+    int64_t ist[TFC_K_MAX_RANK];
+    tfc_reduce_input_strides(d, ld, ist);
     struct reduce_args &p = *pp;
     p.kind = a->kind;
     p.in_dt = d->dtype;
@@ -191,6 +191,7 @@ static void reduce_args_init(const struct tfc_kargs *a, const void *x, struct re
     }
     p.n_out = o->numel;
     p.count = p.n_out ? d->numel / p.n_out : 0;
+    p.div = tfc_reduce_divisor(a, p.count);
     p.init = a->kind == TFC_K_REDUCE_MAX ? -INFINITY
            : a->kind == TFC_K_REDUCE_MIN ? INFINITY : 0.0;
     if (p.count == 0 || !x) {
@@ -199,10 +200,11 @@ static void reduce_args_init(const struct tfc_kargs *a, const void *x, struct re
     }
 }
 
-static void reduce_cuda(const struct tfc_kargs *a, const void *x, void *y, cudaStream_t s)
+static void reduce_cuda(const struct tfc_kargs *a, const void *x, int64_t ld, void *y,
+                        cudaStream_t s)
 {
     struct reduce_args p;
-    reduce_args_init(a, x, &p);
+    reduce_args_init(a, x, ld, &p);
     if (p.n_out < 4096 && p.count >= 512)
         reduce_block_kernel<<<tfc_cu_blocks(p.n_out, 1), RED_BLOCK, 0, s>>>(p, x, y);
     else
@@ -243,5 +245,5 @@ extern "C" void tfc_reduce_cuda(void *buffers[], void *cl_arg)
     if (a->kind == TFC_K_ARGMAX)
         argmax_cuda(a, tfc_kin(buffers, a, 0), (int64_t *)out, s);
     else
-        reduce_cuda(a, tfc_kin(buffers, a, 0), out, s);
+        reduce_cuda(a, tfc_kin(buffers, a, 0), tfc_kdesc_ld(buffers, &a->d[0]), out, s);
 }

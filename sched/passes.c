@@ -519,6 +519,19 @@ static int emit(struct fuser *f, struct group *gr)
     return 0;
 }
 
+/* Whether a group reads the output of a matmul that tiling will split: then even one op is
+ * worth a fused step, which tiling splits too (the fused kernels take tiles; elementwise.c's do
+ * not). */
+static int reads_tiled(const struct fuser *f, const struct group *gr,
+                       const struct plan_options *opt)
+{
+    for (int i = 0; i < gr->n_ext; i++) {
+        int q = f->producer[gr->ext[i]];
+        if (q >= 0 && tfc_tiling_splits(f->p, &f->p->steps[q], opt)) return 1;
+    }
+    return 0;
+}
+
 int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt)
 {
     if (!opt || !opt->fusion || hooks_on(opt) || p->n_steps < 2) return 0;
@@ -587,7 +600,7 @@ int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt)
             try_join(&f, &gr, best);
         }
         for (int i = 0; i < gr.n_mem; i++) f.in_group[gr.mem[i]] = 0;
-        if (gr.n_mem > 1 && emit(&f, &gr)) {
+        if ((gr.n_mem > 1 || reads_tiled(&f, &gr, opt)) && emit(&f, &gr)) {
             rc = -1;
             goto done;
         }

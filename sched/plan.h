@@ -47,12 +47,8 @@ struct step {
     int *buf_part;         /* NULL, or per buffer: the plan partition (plan->parts) whose child
                             * the task uses instead of the slot's handle */
     int *buf_child;        /* per buffer: that child's index */
-    int parts_first, parts_n; /* the partitions the node submits: [parts_first, +parts_n) */
-    int unparts_first, unparts_n; /* the partitions it ends: [unparts_first, +unparts_n) */
-    int unpart_extra;      /* -1, or one more partition it ends: that of a tiled matmul's
-                            * output whose tiles this (element-wise) node reads in place */
-    int parts_when;        /* TILE_PARTITION: submit parts_* before this task;
-                            * TILE_UNPARTITION: unpartition unparts_* and unpart_extra after it */
+    int parts_when;        /* TILE_PARTITION: submit the partitions whose first tile task this
+                            * is before it; TILE_UNPARTITION: end those whose last it is after */
 };
 
 enum { TILE_PARTITION = 1, TILE_UNPARTITION = 2 };
@@ -65,6 +61,7 @@ struct plan_part {
     int64_t rows, cols;    /* the slot as a row-major 2-D array */
     int64_t tr, tc;        /* tile rows and columns (the last tile of each may be smaller) */
     int nr, nc;            /* grid: child id = r * nc + c */
+    int first, last;       /* the steps that use its tiles first and last */
 };
 
 struct instance;
@@ -157,6 +154,8 @@ tfc_status tfc_tiling_options(struct plan_options *opt, char *msg);
 /* sched/tiling.c: the tiling pass (after priorities): splits each large matmul step into tile
  * steps over partitions of its operands. Nonzero when out of memory. */
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
+/* Whether the tiling pass will split step st (a large 2-D matmul) with these options. */
+int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt);
 /* Whether slot is partitioned by some step (a TEMP slot then needs a home buffer: StarPU 1.3
  * cannot partition lazily allocated data asynchronously). */
 int tfc_tiling_is_parent(const struct plan *p, int slot);

@@ -215,15 +215,15 @@ static starpu_data_handle_t buf_handle(struct tfc_run *run, const struct step *s
     return slot_handle(run, st->buf_slot[j]);
 }
 
-/* Tiling around task i: its node's partitions before the first tile, unpartitions after the
- * last (sched/tiling.c). Nonzero when out of memory. */
+/* Tiling around task i: the partitions it is the first tile task of before it, those it is
+ * the last of after it (sched/tiling.c). Nonzero when out of memory. */
 static int tile_before(struct tfc_run *run, int i)
 {
-    const struct step *st = &run->plan->steps[i];
-    if (!(st->parts_when & TILE_PARTITION)) return 0;
-    for (int q = st->parts_first; q < st->parts_first + st->parts_n; q++) {
-        starpu_data_handle_t parent = slot_handle(run, run->plan->parts[q].slot);
-        run->parts[q] = tfc_tiling_partition(run->plan, q, parent);
+    const struct plan *p = run->plan;
+    if (!(p->steps[i].parts_when & TILE_PARTITION)) return 0;
+    for (int q = 0; q < p->n_parts; q++) {
+        if (p->parts[q].first != i) continue;
+        run->parts[q] = tfc_tiling_partition(p, q, slot_handle(run, p->parts[q].slot));
         if (!run->parts[q]) return -1;
     }
     return 0;
@@ -231,13 +231,11 @@ static int tile_before(struct tfc_run *run, int i)
 
 static void tile_after(struct tfc_run *run, int i)
 {
-    const struct step *st = &run->plan->steps[i];
-    if (!(st->parts_when & TILE_UNPARTITION)) return;
-    for (int k = -1; k < st->unparts_n; k++) {
-        int q = k < 0 ? st->unpart_extra : st->unparts_first + k;
-        if (q < 0) continue;
-        tfc_tiling_unpartition(run->plan, q, slot_handle(run, run->plan->parts[q].slot),
-                               run->parts[q]);
+    const struct plan *p = run->plan;
+    if (!(p->steps[i].parts_when & TILE_UNPARTITION)) return;
+    for (int q = 0; q < p->n_parts; q++) {
+        if (p->parts[q].last != i) continue;
+        tfc_tiling_unpartition(p, q, slot_handle(run, p->parts[q].slot), run->parts[q]);
         run->parts[q] = NULL;
     }
 }

@@ -1,23 +1,30 @@
-/* tiling.c: large matmuls split into tile tasks so that several workers share one node. A
- * plan pass replaces such a step by one task per tile of the output, C[i,j] = op(A)[i,:]
- * op(B)[:,j], over 2-D views (StarPU matrix interfaces with a leading dimension) of the
- * operands' contiguous buffers. Each run partitions the operands with StarPU's asynchronous
- * partitioning (plan, partition_submit / partition_readonly_submit before the first tile,
- * unpartition_submit and clean after the last), so sequential consistency orders the tiles
- * after the producers of A and B and the consumers of C after the tiles. The inner dimension
- * is not split: each tile is one gemm with beta = 0, and nothing accumulates.
+/* tiling.c: large matmuls, and the element-wise steps and reductions that follow them, split
+ * into tile tasks so that several workers share one node. A plan pass replaces such a matmul
+ * step by one task per tile of the output, C[i,j] = op(A)[i,:] op(B)[:,j], over 2-D views
+ * (StarPU matrix interfaces with a leading dimension) of the operands' contiguous buffers. Each
+ * run partitions the operands with StarPU's asynchronous partitioning (plan, partition_submit /
+ * partition_readonly_submit before the first tile task that uses a partition, unpartition_submit
+ * and clean after the last), so sequential consistency orders the tiles after the producers of
+ * A and B and the whole-tensor consumers of C after the tiles. The inner dimension is not split:
+ * each tile is one gemm with beta = 0, and nothing accumulates.
  *
- * A fused element-wise step (codelets/fused.h) that is the next step to touch a tiled matmul's
- * output C, has C's 2-D shape and reads only C, tensors of C's shape, row-broadcast vectors
- * ([n] or [1, n]) and scalars, is split into the same tiles: tile (i, j) reads C's tile (i, j)
- * as the matmul left it (C stays partitioned until the last element-wise tile), the same tile
- * of the other full inputs, the column block j of a row-broadcast input and scalars whole, and
- * writes tile (i, j) of its outputs. */
+ * C stays "live" (partitioned, its tiles holding its value) while the next steps that touch it
+ * can read it tile by tile:
+ *   - a fused element-wise step (codelets/fused.h; passes.c makes a lone element-wise op that
+ *     reads a tiled matmul one too) over C's 2-D shape, reading C, tensors of that shape, row
+ *     vectors ([n], [1, n]), column vectors ([m, 1]) and scalars: tile (i, j) reads tile (i, j)
+ *     of C and of the other full inputs, block j of row vectors, block i of column vectors and
+ *     scalars whole, and writes tile (i, j) of its outputs, which are live in turn;
+ *   - a reduction (sum, mean, max, min, sum_to) of a live tensor over its rows, its columns or
+ *     both: one task per tile writes a partial result, one more task reduces the partials
+ *     (split_reduce). STARPU_REDUX is not used: the partials keep the order of the sums fixed.
+ * The first step that reads or writes a live tensor whole ends its partition before it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
 #include "../src/env.h"
+#include "../codelets/bcast.h"
 #include "../codelets/fused.h"
 
 /* Default threshold: 2*512^3 flops, a gemm of about 1 ms on one core here; below it the
@@ -81,6 +88,11 @@ static int64_t tile_of(const struct plan *p, const struct step *st, const struct
     return cdiv(m, t) * cdiv(n, t) > 1 ? t : 0;
 }
 
+int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt)
+{
+    return opt && tile_of(p, st, opt) != 0;
+}
+
 static int add_part(struct plan *p, int *cap, int slot, int readonly, int64_t rows, int64_t cols,
                     int64_t tr, int64_t tc)
 {
@@ -92,21 +104,24 @@ static int add_part(struct plan *p, int *cap, int slot, int readonly, int64_t ro
         *cap = c2;
     }
     p->parts[p->n_parts++] = (struct plan_part){slot, readonly, rows, cols, tr, tc,
-                                                (int)cdiv(rows, tr), (int)cdiv(cols, tc)};
+                                                (int)cdiv(rows, tr), (int)cdiv(cols, tc), -1, -1};
     return 0;
 }
 
-/* How input k of fused step st relates to the tiled output [m, n]: its tiles. */
-enum { EW_NONE, EW_C, EW_FULL, EW_ROW, EW_SCALAR };
-
-static int ew_input_kind(const struct tfc_kdesc *d, int64_t m, int64_t n)
+/* Rows and columns of tile (i, j) of partition pt (the last row and column may be short). */
+static int64_t tile_rows(const struct plan_part *pt, int i)
 {
-    if (d->buf < 0 || d->numel > UINT32_MAX) return EW_NONE;
-    if (d->numel == 1) return EW_SCALAR;
-    if (d->rank == 2 && d->dims[0] == m && d->dims[1] == n) return EW_FULL;
-    if ((d->rank == 1 && d->dims[0] == n) || (d->rank == 2 && d->dims[0] == 1 && d->dims[1] == n))
-        return EW_ROW;
-    return EW_NONE;
+    return (i + 1) * pt->tr <= pt->rows ? pt->tr : pt->rows - i * pt->tr;
+}
+
+static int64_t tile_cols(const struct plan_part *pt, int j)
+{
+    return (j + 1) * pt->tc <= pt->cols ? pt->tc : pt->cols - j * pt->tc;
+}
+
+static int same_grid(const struct plan_part *x, const struct plan_part *y)
+{
+    return x->rows == y->rows && x->cols == y->cols && x->tr == y->tr && x->tc == y->tc;
 }
 
 static int same_placement(const struct step *x, const struct step *y)
@@ -117,38 +132,34 @@ static int same_placement(const struct step *x, const struct step *y)
                                      sizeof(uint32_t) * x->workerids_len));
 }
 
-/* The fused step that takes tiled matmul step mi's output tile by tile, or -1: the next step
- * that uses C's slot, when it is a fused step over C's shape and dtype with inputs of the
- * kinds above, placed like the matmul. */
-static int chained_consumer(const struct plan *p, int mi)
+/* The pass state. A slot is "live" while a tiled step's tiles of it hold its value (a written
+ * partition not yet ended): a following step can read those tiles in place. */
+struct tiler {
+    struct plan *p;
+    const struct plan_options *opt;
+    struct step *out;      /* the new step list */
+    int n_out, cap_out, cap_parts;
+    int *live;             /* per slot: the written partition holding it, or -1 */
+    int *live_from;        /* per live slot: the (original) step whose tiles wrote it */
+    int n_live;            /* entries of live and live_from */
+};
+
+/* Room for n more steps in tl->out; 0, or -1 when out of memory. */
+static int reserve(struct tiler *tl, int n)
 {
-    const struct step *mm = &p->steps[mi];
-    const struct tfc_kdesc *c = &mm->args->d[2];
-    int cs = mm->buf_slot[c->buf];
-    int64_t m = c->dims[0], n = c->dims[1];
-    int j = mi + 1;
-    for (; j < p->n_steps; j++) {
-        const struct step *st = &p->steps[j];
-        int uses = 0;
-        for (int b = 0; b < st->n_buf && !uses; b++) uses = st->buf_slot[b] == cs;
-        if (uses) break;
-    }
-    if (j == p->n_steps) return -1;
-    const struct step *fs = &p->steps[j];
-    const struct tfc_kargs *a = fs->args;
-    if (fs->cl != &tfc_cl_fused || a->kind != TFC_K_FUSED || !same_placement(mm, fs)) return -1;
-    for (int k = 0; k < a->n_in + a->n_out; k++) {
-        const struct tfc_kdesc *d = &a->d[k];
-        if (d->dtype != c->dtype || d->buf < 0) return -1;
-        int kind = ew_input_kind(d, m, n);
-        if (k >= a->n_in ? kind != EW_FULL : kind == EW_NONE) return -1;
-        if (k >= a->n_in && p->slots[fs->buf_slot[d->buf]].kind != SLOT_TEMP) return -1;
-    }
-    return j;
+    if (tl->n_out + n <= tl->cap_out) return 0;
+    int c = tl->cap_out ? tl->cap_out : 16;
+    while (c < tl->n_out + n) c *= 2;
+    struct step *o = realloc(tl->out, sizeof *o * (size_t)c);
+    if (!o) return -1;
+    memset(o + tl->cap_out, 0, sizeof *o * (size_t)(c - tl->cap_out));
+    tl->out = o;
+    tl->cap_out = c;
+    return 0;
 }
 
-/* A copy of step st with its own arrays, room for nb >= st->n_buf buffers (not yet in a
- * partition); 0, or -1 when out of memory. */
+/* Step ts: a copy of step st with its own arrays and room for nb >= st->n_buf buffers, none
+ * in a partition yet (a step with buf_part owns its arrays); 0, or -1 when out of memory. */
 static int alloc_tile_step(struct step *ts, const struct step *st, int nb)
 {
     *ts = *st;
@@ -157,14 +168,12 @@ static int alloc_tile_step(struct step *ts, const struct step *st, int nb)
     ts->modes = malloc(sizeof *ts->modes * (size_t)nb);
     ts->buf_child = malloc(sizeof(int) * (size_t)nb);
     ts->workerids = st->workerids ? malloc(sizeof(uint32_t) * st->workerids_len) : NULL;
-    ts->buf_part = malloc(sizeof(int) * (size_t)nb); /* set: the caller frees this step's arrays */
+    ts->buf_part = malloc(sizeof(int) * (size_t)nb);
     if (!ts->args || !ts->buf_slot || !ts->modes || !ts->buf_part || !ts->buf_child ||
         (st->workerids && !ts->workerids)) {
-        if (!ts->buf_part) { /* the caller would skip it */
-            free(ts->args); free(ts->buf_slot); free(ts->modes); free(ts->buf_child);
-            free(ts->workerids);
-            memset(ts, 0, sizeof *ts);
-        }
+        free(ts->args); free(ts->buf_slot); free(ts->modes); free(ts->buf_child);
+        free(ts->workerids); free(ts->buf_part);
+        memset(ts, 0, sizeof *ts);
         return -1;
     }
     if (st->workerids) memcpy(ts->workerids, st->workerids, sizeof(uint32_t) * st->workerids_len);
@@ -172,73 +181,40 @@ static int alloc_tile_step(struct step *ts, const struct step *st, int nb)
     memcpy(ts->buf_slot, st->buf_slot, sizeof(int) * (size_t)st->n_buf);
     memcpy(ts->modes, st->modes, sizeof *ts->modes * (size_t)st->n_buf);
     for (int b = 0; b < nb; b++) ts->buf_part[b] = -1, ts->buf_child[b] = 0;
-    ts->unpart_extra = -1;
+    ts->parts_when = 0;
     return 0;
 }
 
-/* Appends to out the tile steps of fused step st, the consumer of the matmul output in slot
- * c_slot, tiled with edge t as partition c_part; 0, or -1 when out of memory. */
-static int split_fused(struct plan *p, int *cap_parts, const struct step *st, int64_t t,
-                       int c_slot, int c_part, struct step *out, int *n_out)
+/* The next step of tl->out, a tile copy of st (nb buffers); NULL when out of memory. */
+static struct step *push_tile(struct tiler *tl, const struct step *st, int nb)
 {
-    const struct tfc_kargs *a = st->args;
-    const struct tfc_kdesc *o = &a->d[a->n_in];
-    int64_t m = o->dims[0], n = o->dims[1];
-    int nd = a->n_in + a->n_out, first = p->n_parts;
-    int kind[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT], part[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT];
-    for (int k = 0; k < nd; k++) { /* emit() gives descriptor k buffer k */
-        const struct tfc_kdesc *d = &a->d[k];
-        int slot = st->buf_slot[d->buf];
-        kind[k] = k < a->n_in && slot == c_slot ? EW_C : ew_input_kind(d, m, n);
-        part[k] = kind[k] == EW_C ? c_part : -1;
-        if (kind[k] == EW_FULL || kind[k] == EW_ROW) {
-            part[k] = p->n_parts;
-            if (kind[k] == EW_FULL ? add_part(p, cap_parts, slot, k < a->n_in, m, n, t, t)
-                                   : add_part(p, cap_parts, slot, 1, 1, n, 1, t))
-                return -1;
-        }
-    }
-    int mt = (int)cdiv(m, t), nt = (int)cdiv(n, t), ntiles = mt * nt;
-    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
-    for (int i = 0; i < mt; i++)
-        for (int j = 0; j < nt; j++) {
-            struct step *ts = &out[(*n_out)++];
-            if (alloc_tile_step(ts, st, st->n_buf)) return -1;
-            int64_t tm = (i + 1) * t <= m ? t : m - i * t, tn = (j + 1) * t <= n ? t : n - j * t;
-            struct tfc_kargs *ka = ts->args;
-            for (int k = 0; k < nd; k++) {
-                struct tfc_kdesc *d = &ka->d[k];
-                int b = d->buf;
-                ts->buf_part[b] = part[k];
-                if (kind[k] == EW_C || kind[k] == EW_FULL) {
-                    d->dims[0] = tm, d->dims[1] = tn;
-                    ts->buf_child[b] = i * nt + j;
-                } else if (kind[k] == EW_ROW) {
-                    d->dims[d->rank - 1] = tn;
-                    ts->buf_child[b] = j;
-                }
-                d->numel = 1;
-                for (int r = 0; r < d->rank; r++) d->numel *= d->dims[r];
-            }
-            tfc_plan_finish_args(ka); /* and the program, as passes.c's emit() does */
-            ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
-            ka->flops = (double)(tm * tn) * (pg->n_ops ? pg->n_ops : 1);
-            ts->cost = st->cost * (double)(tm * tn) / (double)(m * n);
-            ts->parts_first = ts->unparts_first = first;
-            ts->parts_n = ts->unparts_n = p->n_parts - first;
-            ts->unpart_extra = c_part;
-            ts->parts_when = (i == 0 && j == 0 ? TILE_PARTITION : 0) |
-                             (i == mt - 1 && j == nt - 1 ? TILE_UNPARTITION : 0);
-        }
-    if (st->soft_fallback) p->n_soft_fallbacks += ntiles - 1;
-    return 0;
+    if (reserve(tl, 1)) return NULL;
+    struct step *ts = &tl->out[tl->n_out];
+    if (alloc_tile_step(ts, st, nb)) return NULL;
+    tl->n_out++;
+    return ts;
 }
 
-/* Appends to out the tile steps of step st (edge t); 0, or -1 when out of memory. When
- * chained, C's partition stays (its last user unpartitions it). */
-static int split_step(struct plan *p, int *cap_parts, const struct step *st, int64_t t,
-                      int chained, struct step *out, int *n_out)
+/* A descriptor's element count from its dims. */
+static void set_numel(struct tfc_kdesc *d)
 {
+    d->numel = 1;
+    for (int r = 0; r < d->rank; r++) d->numel *= d->dims[r];
+}
+
+static void set_live(struct tiler *tl, int slot, int part, int from)
+{
+    tl->live[slot] = part;
+    tl->live_from[slot] = from;
+}
+
+/* ---- matmul: one task per output tile ------------------------------------------------------ */
+
+/* Appends the tile steps of matmul step si (edge t): C[i,j] = op(A)[i,:] op(B)[:,j]. */
+static int split_matmul(struct tiler *tl, int si, int64_t t)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
     const struct tfc_kargs *a = st->args;
     int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
     const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
@@ -247,24 +223,25 @@ static int split_step(struct plan *p, int *cap_parts, const struct step *st, int
     int first = p->n_parts;
     /* A's row blocks of op(A) (column blocks of A when transposed), B's column blocks of op(B)
      * (row blocks when transposed), C's 2-D tiles */
-    if (add_part(p, cap_parts, sa, 1, da->dims[0], da->dims[1], ta ? k : t, ta ? t : k) ||
-        add_part(p, cap_parts, sb, 1, db->dims[0], db->dims[1], tb ? t : k, tb ? k : t) ||
-        add_part(p, cap_parts, sc, 0, m, n, t, t))
+    if (add_part(p, &tl->cap_parts, sa, 1, da->dims[0], da->dims[1], ta ? k : t, ta ? t : k) ||
+        add_part(p, &tl->cap_parts, sb, 1, db->dims[0], db->dims[1], tb ? t : k, tb ? k : t) ||
+        add_part(p, &tl->cap_parts, sc, 0, m, n, t, t))
         return -1;
-    int mt = (int)cdiv(m, t), nt = (int)cdiv(n, t), ntiles = mt * nt;
-    for (int i = 0; i < mt; i++)
-        for (int j = 0; j < nt; j++) {
-            struct step *ts = &out[(*n_out)++];
+    tl->live[sa] = tl->live[sb] = -1; /* read through new partitions: earlier tiles end first */
+    const struct plan_part *pc = &p->parts[first + 2];
+    for (int i = 0; i < pc->nr; i++)
+        for (int j = 0; j < pc->nc; j++) {
             /* A, B and C: three buffers even when A and B are one tensor (one buffer) */
-            if (alloc_tile_step(ts, st, 3)) return -1;
-            int64_t tm = (i + 1) * t <= m ? t : m - i * t, tn = (j + 1) * t <= n ? t : n - j * t;
+            struct step *ts = push_tile(tl, st, 3);
+            if (!ts) return -1;
+            int64_t tm = tile_rows(pc, i), tn = tile_cols(pc, j);
             struct tfc_kargs *ka = ts->args; /* a copy of a */
             int64_t dims[3][2] = {{ta ? k : tm, ta ? tm : k}, {tb ? tn : k, tb ? k : tn}, {tm, tn}};
-            int slots[3] = {sa, sb, sc}, child[3] = {i, j, i * nt + j};
+            int slots[3] = {sa, sb, sc}, child[3] = {i, j, i * pc->nc + j};
             for (int b = 0; b < 3; b++) {
                 ka->d[b].dims[0] = dims[b][0];
                 ka->d[b].dims[1] = dims[b][1];
-                ka->d[b].numel = dims[b][0] * dims[b][1];
+                set_numel(&ka->d[b]);
                 ka->d[b].buf = b;
                 ts->buf_slot[b] = slots[b];
                 ts->modes[b] = b < 2 ? STARPU_R : STARPU_W;
@@ -274,16 +251,249 @@ static int split_step(struct plan *p, int *cap_parts, const struct step *st, int
             ts->n_buf = 3;
             tfc_plan_finish_args(ka);
             ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
-            ts->parts_first = ts->unparts_first = first;
-            ts->parts_n = 3;
-            ts->unparts_n = chained ? 2 : 3; /* A, B (and C) */
-            ts->unpart_extra = -1;
-            ts->parts_when = (i == 0 && j == 0 ? TILE_PARTITION : 0) |
-                             (i == mt - 1 && j == nt - 1 ? TILE_UNPARTITION : 0);
         }
-    if (st->soft_fallback) p->n_soft_fallbacks += ntiles - 1; /* it counts tasks */
+    set_live(tl, sc, first + 2, si);
     return 0;
 }
+
+/* ---- element-wise: a fused step over the tiles of a live input ---------------------------- */
+
+/* How operand d of a fused step relates to an [m, n] output tiled by grid pt. */
+enum { EW_NONE, EW_FULL, EW_ROW, EW_COL, EW_SCALAR };
+
+static int ew_kind(const struct tfc_kdesc *d, int64_t m, int64_t n)
+{
+    if (d->buf < 0 || d->numel > UINT32_MAX) return EW_NONE;
+    if (d->numel == 1) return EW_SCALAR;
+    if (d->rank == 2 && d->dims[0] == m && d->dims[1] == n) return EW_FULL;
+    if ((d->rank == 1 && d->dims[0] == n) || (d->rank == 2 && d->dims[0] == 1 && d->dims[1] == n))
+        return EW_ROW;
+    if (d->rank == 2 && d->dims[0] == m && d->dims[1] == 1) return EW_COL;
+    return EW_NONE;
+}
+
+/* The live partition fused step si reads in tiles, or -1: a live input of its output's 2-D
+ * shape, written by a step placed like it; every other operand full (inputs of another grid
+ * than the live one's are not), a row [n] / [1, n] or column [m, 1] vector, or a scalar; its
+ * outputs intermediates of that shape. */
+static int fused_source(const struct tiler *tl, int si)
+{
+    const struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    if (st->cl != &tfc_cl_fused || a->kind != TFC_K_FUSED) return -1;
+    int q = -1;
+    for (int k = 0; k < a->n_in && q < 0; k++) {
+        int s = st->buf_slot[a->d[k].buf];
+        if (a->d[k].buf >= 0 && tl->live[s] >= 0 &&
+            same_placement(&p->steps[tl->live_from[s]], st))
+            q = tl->live[s];
+    }
+    if (q < 0) return -1;
+    const struct plan_part *pt = &p->parts[q];
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    for (int k = 0; k < a->n_in + a->n_out; k++) {
+        const struct tfc_kdesc *d = &a->d[k];
+        if (d->dtype != o->dtype) return -1;
+        int kind = ew_kind(d, pt->rows, pt->cols);
+        if (k >= a->n_in ? kind != EW_FULL : kind == EW_NONE) return -1;
+        int s = st->buf_slot[d->buf];
+        if (k >= a->n_in && p->slots[s].kind != SLOT_TEMP) return -1;
+        if (k < a->n_in && tl->live[s] >= 0 &&
+            (kind != EW_FULL || !same_grid(&p->parts[tl->live[s]], pt)))
+            return -1;
+    }
+    return q;
+}
+
+/* Appends the tile steps of fused step si over the grid of live partition q: tile (i, j)
+ * reads tile (i, j) of each full input (live ones in place, others through a read-only
+ * partition), column block j of row vectors, row block i of column vectors, scalars whole,
+ * and writes tile (i, j) of its outputs, which become live. */
+static int split_fused(struct tiler *tl, int si, int q)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    const struct plan_part grid = p->parts[q]; /* a copy: add_part may move p->parts */
+    int nd = a->n_in + a->n_out;
+    int kind[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT], part[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT];
+    for (int k = 0; k < nd; k++) { /* emit() gives descriptor k buffer k */
+        const struct tfc_kdesc *d = &a->d[k];
+        int slot = st->buf_slot[d->buf], ro = k < a->n_in;
+        kind[k] = ew_kind(d, grid.rows, grid.cols);
+        part[k] = -1;
+        if (kind[k] == EW_FULL && ro && tl->live[slot] >= 0) {
+            part[k] = tl->live[slot];
+            continue;
+        }
+        int r = 0;
+        if (kind[k] == EW_FULL)
+            r = add_part(p, &tl->cap_parts, slot, ro, grid.rows, grid.cols, grid.tr, grid.tc);
+        else if (kind[k] == EW_ROW)
+            r = add_part(p, &tl->cap_parts, slot, 1, 1, grid.cols, 1, grid.tc);
+        else if (kind[k] == EW_COL)
+            r = add_part(p, &tl->cap_parts, slot, 1, grid.rows, 1, grid.tr, 1);
+        else
+            continue;
+        if (r) return -1;
+        part[k] = p->n_parts - 1;
+    }
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    for (int i = 0; i < grid.nr; i++)
+        for (int j = 0; j < grid.nc; j++) {
+            struct step *ts = push_tile(tl, st, st->n_buf);
+            if (!ts) return -1;
+            int64_t tm = tile_rows(&grid, i), tn = tile_cols(&grid, j);
+            struct tfc_kargs *ka = ts->args;
+            for (int k = 0; k < nd; k++) {
+                struct tfc_kdesc *d = &ka->d[k];
+                int b = d->buf;
+                ts->buf_part[b] = part[k];
+                if (kind[k] == EW_FULL) {
+                    d->dims[0] = tm, d->dims[1] = tn;
+                    ts->buf_child[b] = i * grid.nc + j;
+                } else if (kind[k] == EW_ROW) {
+                    d->dims[d->rank - 1] = tn;
+                    ts->buf_child[b] = j;
+                } else if (kind[k] == EW_COL) {
+                    d->dims[0] = tm;
+                    ts->buf_child[b] = i;
+                }
+                set_numel(d);
+            }
+            tfc_plan_finish_args(ka); /* and the program, as passes.c's emit() does */
+            ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
+            ka->flops = (double)(tm * tn) * (pg->n_ops ? pg->n_ops : 1);
+            ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
+        }
+    for (int k = a->n_in; k < nd; k++) set_live(tl, st->buf_slot[a->d[k].buf], part[k], si);
+    return 0;
+}
+
+/* ---- reductions: partial results per tile, then one step over them ------------------------ */
+
+/* Which axes of its 2-D input reduce step st reduces (bit 0: rows, axis 0; bit 1: columns), or
+ * 0 when it is not a reduction tiling takes. */
+static int reduce_axes(const struct step *st)
+{
+    const struct tfc_kargs *a = st->args;
+    if (st->cl != &tfc_cl_reduce) return 0;
+    if (a->kind != TFC_K_REDUCE_SUM && a->kind != TFC_K_REDUCE_MEAN &&
+        a->kind != TFC_K_REDUCE_MAX && a->kind != TFC_K_REDUCE_MIN && a->kind != TFC_K_SUM_TO)
+        return 0;
+    const struct tfc_kdesc *d = &a->d[0], *o = &a->d[a->n_in];
+    if (d->rank != 2 || d->buf < 0 || o->buf < 0 || o->dtype != d->dtype) return 0;
+    int reduced[TFC_K_MAX_RANK];
+    tfc_reduced_axes(a, reduced);
+    return (reduced[0] ? 1 : 0) | (reduced[1] ? 2 : 0);
+}
+
+/* The live partition reduce step si reads in tiles, or -1. */
+static int reduce_source(const struct tiler *tl, int si)
+{
+    const struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    if (!reduce_axes(st)) return -1;
+    const struct tfc_kdesc *d = &st->args->d[0];
+    int s = st->buf_slot[d->buf];
+    if (tl->live[s] < 0 || !same_placement(&p->steps[tl->live_from[s]], st)) return -1;
+    const struct plan_part *pt = &p->parts[tl->live[s]];
+    return pt->rows == d->dims[0] && pt->cols == d->dims[1] ? tl->live[s] : -1;
+}
+
+/* A new intermediate slot of the plan: rows x cols elements of dtype dt; its index or -1. */
+static int add_slot(struct tiler *tl, int dt, int64_t rows, int64_t cols)
+{
+    struct plan *p = tl->p;
+    struct slot *sl = realloc(p->slots, sizeof *sl * (size_t)(p->n_slots + 1));
+    if (!sl) return -1;
+    p->slots = sl;
+    int *lv = realloc(tl->live, sizeof(int) * (size_t)(p->n_slots + 1));
+    if (lv) tl->live = lv;
+    int *lf = lv ? realloc(tl->live_from, sizeof(int) * (size_t)(p->n_slots + 1)) : NULL;
+    if (lf) tl->live_from = lf;
+    if (!lv || !lf) return -1;
+    struct slot *ns = &sl[p->n_slots];
+    memset(ns, 0, sizeof *ns);
+    ns->kind = SLOT_TEMP;
+    ns->desc.dtype = (enum tfc_dtype)dt;
+    ns->desc.shape.rank = 2;
+    ns->desc.shape.dims[0] = rows;
+    ns->desc.shape.dims[1] = cols;
+    ns->numel = rows * cols;
+    ns->ref = -1;
+    tl->live[p->n_slots] = -1;
+    return p->n_slots++;
+}
+
+/* Appends the steps of reduce step si over the tiles of live partition q, [m, n] in tiles of
+ * tr x tc (mt x nt of them): tile (i, j) reduces its tile into a partial result, kept in a new
+ * intermediate P, and one step reduces P into the node's output:
+ *   rows (axis 0):    P [mt, n],  tile (i, j) writes P[i, block j]  (a 1 x tn tile of P)
+ *   columns (axis 1): P [nt, m],  tile (i, j) writes P[j, block i]  (rows keep tiles contiguous)
+ *   both:             P [mt, nt], tile (i, j) writes P[i, j]
+ * and the last step reduces P over its axis 0 (over everything for both). Sums and means add
+ * partial sums (the mean divides by the whole count), max and min take those of the tiles. */
+static int split_reduce(struct tiler *tl, int si, int q)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    const struct plan_part grid = p->parts[q];
+    int axes = reduce_axes(st);
+    int partial_kind = a->kind == TFC_K_REDUCE_MAX || a->kind == TFC_K_REDUCE_MIN
+                           ? a->kind : TFC_K_REDUCE_SUM;
+    int64_t pr = axes == 2 ? grid.nc : grid.nr, pc = axes == 1 ? grid.cols
+                                                  : axes == 2 ? grid.rows : grid.nc;
+    int ps = add_slot(tl, a->d[0].dtype, pr, pc); /* (moves p->slots, not p->steps) */
+    if (ps < 0) return -1;
+    if (add_part(p, &tl->cap_parts, ps, 0, pr, pc, 1, axes == 1 ? grid.tc : axes == 2 ? grid.tr
+                                                                                        : 1))
+        return -1;
+    int pp = p->n_parts - 1, xb = a->d[0].buf, ob = a->d[a->n_in].buf;
+    for (int i = 0; i < grid.nr; i++)
+        for (int j = 0; j < grid.nc; j++) {
+            struct step *ts = push_tile(tl, st, st->n_buf);
+            if (!ts) return -1;
+            struct tfc_kargs *ka = ts->args;
+            int64_t tm = tile_rows(&grid, i), tn = tile_cols(&grid, j);
+            ka->kind = partial_kind;
+            ka->attrs[0] = (struct tfc_kattr){0};  /* axes: 0, 1, or all (none listed) */
+            if (axes != 3) ka->attrs[0].n = 1, ka->attrs[0].v[0] = axes == 1 ? 0 : 1;
+            ka->attrs[2].i = 0;
+            ka->d[0].dims[0] = tm, ka->d[0].dims[1] = tn;
+            set_numel(&ka->d[0]);
+            struct tfc_kdesc *o = &ka->d[ka->n_in];
+            o->rank = 1;
+            o->dims[0] = axes == 1 ? tn : axes == 2 ? tm : 1;
+            set_numel(o);
+            ts->buf_part[xb] = q;
+            ts->buf_child[xb] = i * grid.nc + j;
+            ts->buf_slot[ob] = ps;
+            ts->modes[ob] = STARPU_W;
+            ts->buf_part[ob] = pp;
+            ts->buf_child[ob] = axes == 2 ? j * grid.nr + i : i * grid.nc + j;
+            tfc_plan_finish_args(ka);
+            ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
+        }
+    /* the last step: P reduced over its rows (everything for both), whole */
+    struct step *fs = push_tile(tl, st, st->n_buf);
+    if (!fs) return -1;
+    struct tfc_kargs *ka = fs->args;
+    if (a->kind == TFC_K_SUM_TO) ka->kind = TFC_K_REDUCE_SUM;
+    ka->attrs[0] = (struct tfc_kattr){0};
+    if (axes != 3) ka->attrs[0].n = 1, ka->attrs[0].v[0] = 0;
+    ka->attrs[2].i = a->kind == TFC_K_REDUCE_MEAN ? a->d[0].numel / a->d[a->n_in].numel : 0;
+    ka->d[0].dims[0] = pr, ka->d[0].dims[1] = pc;
+    set_numel(&ka->d[0]);
+    fs->buf_slot[xb] = ps;
+    tfc_plan_finish_args(ka);
+    fs->cost = st->cost * (double)(pr * pc) / (double)(grid.rows * grid.cols);
+    return 0;
+}
+
+/* ---- the pass ---------------------------------------------------------------------------- */
 
 static void free_tile_steps(struct step *steps, int n)
 {
@@ -294,79 +504,81 @@ static void free_tile_steps(struct step *steps, int n)
     }
 }
 
+/* Each partition is submitted before its first tile task and ended after its last one. */
+static void mark_lifetimes(struct plan *p, struct step *steps, int n)
+{
+    for (int q = 0; q < p->n_parts; q++) p->parts[q].first = p->parts[q].last = -1;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; steps[i].buf_part && b < steps[i].n_buf; b++) {
+            int q = steps[i].buf_part[b];
+            if (q < 0) continue;
+            if (p->parts[q].first < 0) p->parts[q].first = i;
+            p->parts[q].last = i;
+        }
+    for (int q = 0; q < p->n_parts; q++) {
+        if (p->parts[q].first < 0) continue;
+        steps[p->parts[q].first].parts_when |= TILE_PARTITION;
+        steps[p->parts[q].last].parts_when |= TILE_UNPARTITION;
+    }
+}
+
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
     if (!opt) return 0;
     int64_t *edge = calloc((size_t)p->n_steps + 1, sizeof *edge);
-    /* chain[i]: for a tiled matmul, its fused consumer step, else -1; for that consumer, the
-     * matmul (a step whose first tile must wait for the matmul's partition index) */
-    int *chain = malloc(sizeof(int) * ((size_t)p->n_steps + 1));
-    int *from = malloc(sizeof(int) * ((size_t)p->n_steps + 1));
-    if (!edge || !chain || !from) {
-        free(edge); free(chain); free(from);
+    char *split = calloc((size_t)p->n_steps + 1, 1);
+    if (!edge || !split) {
+        free(edge); free(split);
         return -1;
     }
-    int total = 0, any = 0;
-    for (int i = 0; i < p->n_steps; i++) chain[i] = from[i] = -1;
-    for (int i = 0; i < p->n_steps; i++) {
-        if (from[i] >= 0) { /* a chained consumer: edge already set */
-            const struct tfc_kdesc *o = &p->steps[i].args->d[p->steps[i].args->n_in];
-            total += (int)(cdiv(o->dims[0], edge[i]) * cdiv(o->dims[1], edge[i]));
-            continue;
-        }
-        edge[i] = tile_of(p, &p->steps[i], opt);
-        if (!edge[i]) {
-            total++;
-            continue;
-        }
-        const struct tfc_kdesc *c = &p->steps[i].args->d[2];
-        total += (int)(cdiv(c->dims[0], edge[i]) * cdiv(c->dims[1], edge[i]));
-        any = 1;
-        int j = chained_consumer(p, i);
-        if (j > i && from[j] < 0) { /* one matmul per consumer: another C is partitioned anew */
-            chain[i] = j;
-            from[j] = i;
-            edge[j] = edge[i];
-        }
-    }
+    int any = 0;
+    for (int i = 0; i < p->n_steps; i++) any |= (edge[i] = tile_of(p, &p->steps[i], opt)) != 0;
     if (!any) {
-        free(edge); free(chain); free(from);
+        free(edge); free(split);
         return 0;
     }
-    /* build the new step list; on failure the plan keeps its old one untouched */
-    struct step *out = calloc((size_t)total, sizeof *out);
-    int *c_part = malloc(sizeof(int) * ((size_t)p->n_steps + 1)); /* per matmul: C's part */
-    int n_out = 0, cap_parts = 0, rc = out && c_part ? 0 : -1;
+    struct tiler tl = {.p = p, .opt = opt, .cap_parts = p->n_parts, .n_live = p->n_slots};
+    tl.live = malloc(sizeof(int) * ((size_t)p->n_slots + 1));
+    tl.live_from = malloc(sizeof(int) * ((size_t)p->n_slots + 1));
+    int rc = tl.live && tl.live_from ? 0 : -1;
+    for (int s = 0; !rc && s < p->n_slots; s++) tl.live[s] = -1;
     for (int i = 0; i < p->n_steps && !rc; i++) {
         const struct step *st = &p->steps[i];
-        if (!edge[i]) {
-            out[n_out++] = *st; /* shallow: ownership moves on success */
-        } else if (from[i] >= 0) {
-            const struct step *mm = &p->steps[from[i]];
-            rc = split_fused(p, &cap_parts, st, edge[i], mm->buf_slot[mm->args->d[2].buf],
-                             c_part[from[i]], out, &n_out);
-        } else {
-            c_part[i] = p->n_parts + 2; /* split_step adds A, B, C */
-            rc = split_step(p, &cap_parts, st, edge[i], chain[i] >= 0, out, &n_out);
+        int q;
+        if (edge[i]) {
+            rc = split_matmul(&tl, i, edge[i]);
+            split[i] = 1;
+        } else if ((q = fused_source(&tl, i)) >= 0) {
+            rc = split_fused(&tl, i, q);
+            split[i] = 1;
+        } else if ((q = reduce_source(&tl, i)) >= 0) {
+            rc = split_reduce(&tl, i, q);
+            split[i] = 1;
+        } else if (!(rc = reserve(&tl, 1))) {
+            tl.out[tl.n_out++] = *st; /* shallow: ownership moves on success */
+            /* it reads or writes its slots whole: their tiles end before it */
+            for (int b = 0; b < st->n_buf; b++) tl.live[st->buf_slot[b]] = -1;
         }
     }
-    free(c_part);
-    if (rc) {
-        if (out) free_tile_steps(out, total); /* calloc'd: unused entries are zero */
-        free(out);
-        free(edge); free(chain); free(from);
+    free(tl.live); free(tl.live_from); free(edge);
+    if (rc) { /* the plan keeps its old steps; the caller frees it */
+        if (tl.out) free_tile_steps(tl.out, tl.n_out);
+        free(tl.out); free(split);
         return -1;
     }
+    p->n_soft_fallbacks = 0;
+    for (int i = 0; i < tl.n_out; i++) p->n_soft_fallbacks += tl.out[i].soft_fallback;
     for (int i = 0; i < p->n_steps; i++) { /* the split steps' own arrays */
-        if (!edge[i]) continue;
+        if (!split[i]) continue;
         free(p->steps[i].args); free(p->steps[i].buf_slot); free(p->steps[i].modes);
         free(p->steps[i].workerids);
         p->n_tiled++;
     }
+    free(split);
     free(p->steps);
-    free(edge); free(chain); free(from);
-    p->steps = out;
-    p->n_steps = n_out;
+    p->steps = tl.out;
+    p->n_steps = tl.n_out;
+    mark_lifetimes(p, p->steps, p->n_steps);
     return 0;
 }
 

@@ -195,7 +195,7 @@ static void run_fetches(tfc_graph *g, int tile, int n_feeds, tfc_tensor *const *
 /* c = a @ w, then a fused element-wise step over c: (0) relu(bias_add(c, b[n])), fetched;
  * (1) relu(c + b[1, n]) with c fetched too; (2) relu(c + b[n]) * 0.5 - d[m, n] with c, the
  * inner sum (a second output of the fused step) and the result fetched; (3) relu(c + e[m, 1])
- * (a column broadcast: the element-wise step stays one task). Sizes that are not multiples
+ * (a column broadcast: row block i of e goes with tile row i). Sizes that are not multiples
  * of the tile, float32 and float64: equal to a float64 reference and to the untiled run; the
  * element-wise step is one task per tile of c. */
 static void test_elementwise_tiles(void)
@@ -260,14 +260,10 @@ static void test_elementwise_tiles(void)
                 /* untiled: the matmul and the fused step */
                 CU_ASSERT_EQUAL(tw, 2);
                 CU_ASSERT_EQUAL(nw, 1);
-                if (v == 3) { /* the column-broadcast input keeps the element-wise step whole */
-                    CU_ASSERT_EQUAL(tt, (uint64_t)tiles + 1);
-                    CU_ASSERT_EQUAL(nt, 1);
-                } else { /* one matmul task and one element-wise task per tile */
-                    CU_ASSERT_EQUAL(tt, (uint64_t)(2 * tiles));
-                    CU_ASSERT_EQUAL(nt, tiles);
-                }
-                if (tt != (uint64_t)(v == 3 ? tiles + 1 : 2 * tiles))
+                /* one matmul task and one element-wise task per tile */
+                CU_ASSERT_EQUAL(tt, (uint64_t)(2 * tiles));
+                CU_ASSERT_EQUAL(nt, tiles);
+                if (tt != (uint64_t)(2 * tiles))
                     fprintf(stderr, "v=%d m=%lld n=%lld: %llu tasks, %d element-wise\n", v,
                             (long long)m, (long long)n, (unsigned long long)tt, nt);
                 for (int j = 0; j < n_fetch; j++) {
@@ -291,10 +287,117 @@ static void test_elementwise_tiles(void)
             }
 }
 
+/* ---- reductions of a tiled tensor ----------------------------------------------------------- */
+
+/* c = a @ w [m, n], then a reduction of c (or of relu(c + b), a fused step tiled with the
+ * matmul) over its rows, its columns or both: sum, mean, max, min, with and without keepdims;
+ * case 9 also fetches relu(c) (one op, fused and tiled), so c's tiles feed two steps. Tiled,
+ * the reduction is one task per tile of c plus one over the partial results; results equal a
+ * float64 reference and the untiled run. */
+static void test_reduce_tiles(void)
+{
+    const int64_t mkn[][3] = {{23, 19, 31}, {37, 29, 41}};
+    const int tile = 8, n_cases = 10;
+    for (int di = 0; di < 2; di++)
+        for (int q = 0; q < 2; q++)
+            for (int cs = 0; cs < n_cases; cs++) {
+                enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+                int64_t m = mkn[q][0], k = mkn[q][1], n = mkn[q][2];
+                double *A = malloc(sizeof(double) * (size_t)(m * k));
+                double *W = malloc(sizeof(double) * (size_t)(k * n));
+                double *C = malloc(sizeof(double) * (size_t)(m * n));
+                double *R = malloc(sizeof(double) * (size_t)(m * n));
+                double *want = malloc(sizeof(double) * (size_t)(m + n));
+                double Bv[64];
+                CU_ASSERT_FATAL(A && W && C && R && want);
+                fill(A, m * k, 51 + q), fill(W, k * n, 53 + q), fill(Bv, n, 55 + q);
+                ref_mm(A, W, C, m, k, n, 0, 0);
+                /* what is reduced: c, or relu(c + b) for case 8 */
+                for (int64_t i = 0; i < m * n; i++) {
+                    double z = C[i] + Bv[i % n];
+                    R[i] = cs == 8 ? (z > 0 ? z : 0) : C[i];
+                }
+                /* axes: 1 rows (axis 0), 2 columns (axis 1), 3 both; kind: 0 sum 1 mean 2 max
+                 * 3 min */
+                static const int axes_of[] = {1, 2, 3, 1, 2, 3, 1, 2, 1, 1};
+                static const int kind_of[] = {0, 0, 0, 1, 1, 1, 2, 3, 0, 0};
+                int axes = axes_of[cs], kind = kind_of[cs], keep = cs & 1;
+                int64_t n_out = axes == 1 ? n : axes == 2 ? m : 1;
+                for (int64_t o = 0; o < n_out; o++) {
+                    double acc = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0;
+                    int64_t cnt = 0;
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++) {
+                            if ((axes == 1 && j != o) || (axes == 2 && i != o)) continue;
+                            double v = R[i * n + j];
+                            acc = kind == 2 ? fmax(acc, v) : kind == 3 ? fmin(acc, v) : acc + v;
+                            cnt++;
+                        }
+                    want[o] = kind == 1 ? acc / (double)cnt : acc;
+                }
+                tfc_graph *g = NULL;
+                CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+                tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, (int64_t[]){m, k}));
+                tfc_tensor *w = tfc_placeholder(g, "w", dt, tfc_shape_of(2, (int64_t[]){k, n}));
+                tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(1, (int64_t[]){n}));
+                tfc_tensor *c = tfc_matmul(g, a, w, 0, 0);
+                tfc_tensor *x = cs == 8 ? tfc_relu(g, tfc_bias_add(g, c, b)) : c;
+                tfc_tensor *extra = cs == 9 ? tfc_relu(g, c) : NULL;
+                int ax[2] = {axes == 2 ? 1 : 0, 1}, n_ax = axes == 3 ? 0 : 1;
+                tfc_tensor *r = kind == 0   ? tfc_reduce_sum(g, x, n_ax, ax, keep)
+                                : kind == 1 ? tfc_reduce_mean(g, x, n_ax, ax, keep)
+                                : kind == 2 ? tfc_reduce_max(g, x, n_ax, ax, keep)
+                                            : tfc_reduce_min(g, x, n_ax, ax, keep);
+                CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+                tfc_tensor *ft[3] = {a, w, b};
+                tfc_value *fv[3] = {value_of(dt, m, k, A), value_of(dt, k, n, W), NULL};
+                CU_ASSERT_FATAL(tfc_value_create(dt, tfc_shape_of(1, (int64_t[]){n}), &fv[2]) ==
+                                TFC_OK);
+                for (int64_t i = 0; i < n; i++) {
+                    if (dt == TFC_FLOAT32) ((float *)tfc_value_data(fv[2]))[i] = (float)Bv[i];
+                    else ((double *)tfc_value_data(fv[2]))[i] = Bv[i];
+                }
+                tfc_tensor *fetch[2] = {r, extra};
+                int n_fetch = extra ? 2 : 1;
+                tfc_value *whole[2] = {NULL}, *tiled[2] = {NULL};
+                int nw, nt;
+                uint64_t tw, tt;
+                const char *rname = tfc_tensor_name(r);
+                run_fetches(g, 0, 3, ft, fv, n_fetch, fetch, whole, rname, &nw, &tw);
+                run_fetches(g, tile, 3, ft, fv, n_fetch, fetch, tiled, rname, &nt, &tt);
+                int64_t tiles = cdiv(m, tile) * cdiv(n, tile);
+                int ew = cs == 8 || cs == 9; /* a fused step between or beside */
+                CU_ASSERT_EQUAL(nw, 1);
+                CU_ASSERT_EQUAL(tw, (uint64_t)(2 + ew));
+                CU_ASSERT_EQUAL(nt, tiles + 1);
+                CU_ASSERT_EQUAL(tt, (uint64_t)((2 + ew) * tiles + 1));
+                if (nt != tiles + 1 || tt != (uint64_t)((2 + ew) * tiles + 1))
+                    fprintf(stderr, "case %d m=%lld n=%lld: %llu tasks, %d of the reduction\n",
+                            cs, (long long)m, (long long)n, (unsigned long long)tt, nt);
+                CU_ASSERT_EQUAL(tfc_value_numel(tiled[0]), n_out);
+                double e1 = max_err(whole[0], want, n_out), e2 = max_err(tiled[0], want, n_out);
+                if (!(e1 <= tol_of(dt)) || !(e2 <= tol_of(dt)))
+                    fprintf(stderr, "%s case %d m=%lld n=%lld: error %g (whole %g)\n",
+                            di ? "f64" : "f32", cs, (long long)m, (long long)n, e2, e1);
+                CU_ASSERT(e1 <= tol_of(dt));
+                CU_ASSERT(e2 <= tol_of(dt));
+                if (extra) {
+                    for (int64_t i = 0; i < m * n; i++) R[i] = C[i] > 0 ? C[i] : 0;
+                    CU_ASSERT(max_err(tiled[1], R, m * n) <= tol_of(dt));
+                }
+                for (int j = 0; j < n_fetch; j++)
+                    tfc_value_destroy(whole[j]), tfc_value_destroy(tiled[j]);
+                for (int j = 0; j < 3; j++) tfc_value_destroy(fv[j]);
+                tfc_graph_destroy(g);
+                free(A), free(W), free(C), free(R), free(want);
+            }
+}
+
 /* ---- operands of every kind, chains, cached runs -------------------------------------------- */
 
 /* y = relu(x) (an intermediate) @ W (a variable) -> z = y @ y^T (the same tensor twice, an
- * intermediate input of a tiled node) + 1, fetched; then both runs again from the cache. */
+ * intermediate input of a tiled node) + 1 (tiled with z's matmul), fetched; then both runs
+ * again from the cache. */
 static void test_chain(void)
 {
     const int64_t m = 45, k = 30, n = 27;
@@ -327,8 +430,8 @@ static void test_chain(void)
         if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
         CU_ASSERT_FATAL(st == TFC_OK);
         tfc_session_get_stats(s, &after);
-        /* relu 1, y: 5x3 tiles, z: 5x5 tiles, add 1 */
-        CU_ASSERT_EQUAL(after.tasks - before.tasks, 1 + 15 + 25 + 1);
+        /* relu 1, y: 5x3 tiles, z: 5x5 tiles, the add (one op, fused) with z's tiles: 25 */
+        CU_ASSERT_EQUAL(after.tasks - before.tasks, 1 + 15 + 25 + 25);
         CU_ASSERT(max_err(out[0], Z, m * m) <= 1e-12);
         CU_ASSERT(max_err(out[1], Y, m * n) <= 1e-12);
         tfc_value_destroy(out[0]), tfc_value_destroy(out[1]);
@@ -527,49 +630,69 @@ static int have_worker(const struct device *dv)
 static void tiles_on_device(const struct device *dv)
 {
     if (!have_worker(dv)) return;
-    const int64_t m = 23, k = 19, n = 31;
-    double A[23 * 19], B[19 * 31], C[23 * 31];
+    const int64_t m = 23, k = 19, n = 31, T = cdiv(23, 8) * cdiv(31, 8);
+    double A[23 * 19], B[19 * 31], C[23 * 31], S[31];
     fill(A, m * k, 11), fill(B, k * n, 12);
     ref_mm(A, B, C, m, k, n, 0, 0);
     for (int64_t i = 0; i < m * n; i++) C[i] = C[i] > 0 ? C[i] : 0;
-    for (int mode = 0; mode < 2; mode++) { /* 0: relu on OpenCL too; 1: relu on the CPU */
-        tfc_testing_set_where_alternate(mode == 1);
-        tfc_graph *g = NULL;
+    for (int64_t j = 0; j < n; j++) {
+        S[j] = 0;
+        for (int64_t i = 0; i < m; i++) S[j] += C[i * n + j];
+    }
+    for (int mode = 0; mode < 2; mode++) { /* 0: all on the device; 1: relu on the CPU */
+        tfc_graph *g = NULL; /* hard hints (the session's where hook would turn fusion off) */
         CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
         tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){m, k}));
         tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){k, n}));
-        tfc_tensor *c = tfc_relu(g, tfc_matmul(g, a, b, 0, 0)); /* the consumer reads it whole */
+        CU_ASSERT_FATAL(tfc_graph_push_device(g, dv->hint, 1) == TFC_OK);
+        tfc_tensor *mm = tfc_matmul(g, a, b, 0, 0);
+        if (mode == 1) CU_ASSERT_FATAL(tfc_graph_push_device(g, "cpu", 1) == TFC_OK);
+        tfc_tensor *c = tfc_relu(g, mm);
+        if (mode == 1) CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
+        tfc_tensor *sum = tfc_reduce_sum(g, c, 1, (int[]){0}, 0);
+        CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
         tfc_session *s = NULL;
         CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
-        tfc_session_set_where(s, dv->where);
         CU_ASSERT_FATAL(tfc_session_set_tiling(s, 1, 8) == TFC_OK);
         CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
         tfc_value *fv[2] = {value_of(TFC_FLOAT32, m, k, A), value_of(TFC_FLOAT32, k, n, B)};
         for (int rep = 0; rep < 2; rep++) {
-            tfc_value *out = NULL;
-            tfc_status st = tfc_session_run(s, 2, (tfc_tensor *[]){a, b}, fv, 1, &c, &out, 0, NULL);
+            tfc_value *out[2] = {NULL, NULL};
+            tfc_status st = tfc_session_run(s, 2, (tfc_tensor *[]){a, b}, fv, 2,
+                                            (tfc_tensor *[]){c, sum}, out, 0, NULL);
             if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
             CU_ASSERT_FATAL(st == TFC_OK);
-            CU_ASSERT(max_err(out, C, m * n) <= 1e-4);
+            CU_ASSERT(max_err(out[0], C, m * n) <= 1e-4);
+            CU_ASSERT(max_err(out[1], S, n) <= 1e-4);
             const tfc_task_record *r = NULL;
-            int nr = tfc_session_last_records(s, &r), ocl = 0, relu_ocl = -1;
+            int nr = tfc_session_last_records(s, &r), mm = 0, relu = 0, red = 0;
+            int mm_dev = 0, relu_dev = 0, red_dev = 0;
             for (int i = 0; i < nr; i++) {
-                int on_ocl = starpu_worker_get_type(r[i].worker) == dv->type;
-                if (strcmp(r[i].op, "matmul") == 0)
-                    ocl += on_ocl;
+                int on_dev = starpu_worker_get_type(r[i].worker) == dv->type;
+                if (strcmp(r[i].node, tfc_tensor_name(c)) == 0)
+                    relu++, relu_dev += on_dev;
+                else if (strcmp(r[i].node, tfc_tensor_name(sum)) == 0)
+                    red++, red_dev += on_dev;
                 else
-                    relu_ocl = on_ocl;
+                    mm++, mm_dev += on_dev;
             }
-            CU_ASSERT_EQUAL(nr, cdiv(m, 8) * cdiv(n, 8) + 1);
-            CU_ASSERT_EQUAL(ocl, cdiv(m, 8) * cdiv(n, 8));
-            CU_ASSERT_EQUAL(relu_ocl, mode == 0);
-            tfc_value_destroy(out);
+            /* the matmul's tiles on the device; relu (one op, fused) and the reduction tiled
+             * with it there, or whole on the CPU and the device after it */
+            CU_ASSERT_EQUAL(mm, T);
+            CU_ASSERT_EQUAL(mm_dev, T);
+            CU_ASSERT_EQUAL(relu, mode == 0 ? T : 1);
+            CU_ASSERT_EQUAL(relu_dev, mode == 0 ? T : 0);
+            CU_ASSERT_EQUAL(red, mode == 0 ? T + 1 : 1);
+            CU_ASSERT_EQUAL(red_dev, red);
+            if (relu != (mode == 0 ? T : 1) || red != (mode == 0 ? T + 1 : 1))
+                fprintf(stderr, "%s mode %d: %d relu tasks (%d on it), %d reduce (%d)\n",
+                        dv->hint, mode, relu, relu_dev, red, red_dev);
+            tfc_value_destroy(out[0]), tfc_value_destroy(out[1]);
         }
         tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
         tfc_session_destroy(s);
         tfc_graph_destroy(g);
     }
-    tfc_testing_set_where_alternate(0);
 }
 
 static void test_opencl(void) { tiles_on_device(&dev_opencl); }
@@ -863,6 +986,7 @@ int main(void)
     TEST_SUITE("tiling", test_ctx_open, test_ctx_close);
     TEST_ADD(test_matmul_tiles);
     TEST_ADD(test_elementwise_tiles);
+    TEST_ADD(test_reduce_tiles);
     TEST_ADD(test_chain);
     TEST_ADD(test_training);
     TEST_ADD(test_defaults);
