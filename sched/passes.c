@@ -287,7 +287,8 @@ void tfc_fold_release(struct plan *p)
 static int fusable(const struct plan *p, const tfc_graph *g, const struct step *st)
 {
     const struct tfc_kargs *a = st->args;
-    if (st->cl != &tfc_cl_elementwise || a->n_out != 1 || (g->nodes[st->node]->op->flags & TFC_OP_SOURCE))
+    if (st->cl != &tfc_cl_elementwise || a->n_out != 1 ||
+        (g->nodes[st->node]->op->flags & TFC_OP_SOURCE))
         return 0; /* (a source's step is the snapshot of a fetched variable) */
     int k = a->kind;
     if (!tfc_fused_is_unary(k) && !tfc_fused_is_binary(k) && k != TFC_K_ADD_N) return 0;

@@ -3,12 +3,13 @@
  * reference and the untiled result; the task counts and records show the split; operands of
  * every slot kind (fed, variable, intermediate, the same tensor twice) and chains of tiled
  * nodes work across cached runs; a training step with tiling equals the untiled one; bad
- * TFC_TILE_MIN / TFC_TILE_SIZE values and API arguments are errors. With an OpenCL worker
- * (STARPU_OPENCL_ON_CPUS=1), and again with a CUDA worker, the tiles also run pinned to it,
- * with the consumer of the tiled output on that worker too and then on the CPU; the fused and
- * matmul kernels read strided (ld > width) operands on those devices. The fused element-wise step after a
- * tiled matmul (bias add, relu, ...) is tiled with it: results, task counts, fetched
- * intermediates, and with the OpenCL worker. */
+ * TFC_TILE_MIN / TFC_TILE_SIZE values and API arguments are errors. The fused element-wise
+ * step after a tiled matmul (bias add, relu, ...; one op too) is tiled with it, and so is a
+ * reduction of a tiled tensor (one partial task per tile and one over the partials): results,
+ * task counts, fetched intermediates. With an OpenCL worker (STARPU_OPENCL_ON_CPUS=1), and
+ * again with a CUDA worker, the tiles also run pinned to it, with the consumers on that worker
+ * too and then on the CPU; the fused, matmul and reduce kernels read strided (ld > width)
+ * operands on those devices. */
 #include <math.h>
 #include <starpu.h>
 #include <string.h>
@@ -699,8 +700,8 @@ static void test_opencl(void) { tiles_on_device(&dev_opencl); }
 static void test_cuda(void) { tiles_on_device(&dev_cuda); }
 
 /* relu(matmul + bias) - d (one fused step; d = transpose(dt), produced whole) under a hard
- * device hint ("opencl", "cuda"), its result fetched and also read whole by a transpose: the element-wise step
- * is tiled with the matmul, every tile on the OpenCL worker. In the second run the tiled
+ * device hint ("opencl", "cuda"), its result fetched and also read whole by a transpose: the
+ * element-wise step is tiled with the matmul, every tile on that device's worker. In the second run the tiled
  * tensors are already allocated on the OpenCL device (the transposes read or wrote them
  * whole there), so the tiles are views with a leading dimension in the OpenCL buffers. With
  * the element-wise ops hinted to the CPU instead (a placement unlike the matmul's) the fused
@@ -877,8 +878,8 @@ static int run_on_worker(struct starpu_codelet *cl, struct tfc_kargs *a, size_t 
  * buffer is, the CPU's memory here; on the OpenCL or CUDA device each tile gets its own packed
  * copy, so the tiled runs above reach the device kernels with packed tiles only. Here the
  * operands are registered on the device's memory node with ld > nx, and one task runs on the
- * device's worker: the fused kernel, out = relu(x + bias) (bias a whole vector), and the
- * matmul kernel, C = op(A) op(B) under each transpose. */
+ * device's worker: the fused kernel, out = relu(x + bias) (bias a whole vector), the matmul
+ * kernel, C = op(A) op(B) under each transpose, and the reduce kernel over rows and columns. */
 static void ld_on_device(const struct device *dv)
 {
     int wid = -1;
@@ -970,6 +971,44 @@ static void ld_on_device(const struct device *dv)
                         di ? "f64" : "f32", ta, tb, e);
             CU_ASSERT(e <= tol_of(dt));
             ld_matrix_free(&ma), ld_matrix_free(&mb), ld_matrix_free(&mc);
+            free(a);
+        }
+
+        /* the reduce kernel: X [NY, NX] (ld LD) summed over its rows (axis 0) into [NX], then
+         * its mean over its columns (axis 1) into [NY] */
+        for (int ax = 0; ax < 2; ax++) {
+            int64_t n_out = ax ? NY : NX;
+            struct ld_matrix mr;
+            ld_matrix_make(&mx, node, dt, NY, NX, LD, X);
+            ld_matrix_make(&mr, node, dt, 1, n_out, n_out, NULL);
+            size = sizeof(struct tfc_kargs) + 2 * sizeof(struct tfc_kdesc);
+            a = calloc(1, size);
+            CU_ASSERT_FATAL(a != NULL);
+            a->kind = ax ? TFC_K_REDUCE_MEAN : TFC_K_REDUCE_SUM;
+            a->n_in = 1;
+            a->n_out = 1;
+            a->flops = NY * NX;
+            a->attrs[0].n = 1, a->attrs[0].v[0] = ax;
+            a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {NY, NX},
+                                         .numel = NY * NX};
+            a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {1, n_out},
+                                         .numel = n_out, .buf = 1};
+            CU_ASSERT_EQUAL(run_on_worker(&tfc_cl_reduce, a, size, wid, 2,
+                                          (starpu_data_handle_t[]){mx.h, mr.h},
+                                          (enum starpu_data_access_mode[]){STARPU_R,
+                                                                           STARPU_W}), 0);
+            for (int64_t o = 0; o < n_out; o++) {
+                double acc = 0;
+                for (int64_t j = 0; j < (ax ? NX : NY); j++)
+                    acc += ax ? X[o * NX + j] : X[j * NX + o];
+                want[o] = ax ? acc / NX : acc;
+            }
+            e = ld_matrix_err(&mr, dt, 1, n_out, want);
+            if (!(e <= tol_of(dt)))
+                fprintf(stderr, "%s reduce ld %s axis %d: error %g\n", dv->hint,
+                        di ? "f64" : "f32", ax, e);
+            CU_ASSERT(e <= tol_of(dt));
+            ld_matrix_free(&mx), ld_matrix_free(&mr);
             free(a);
         }
     }
