@@ -211,12 +211,6 @@ struct tfc_cu_err {
     long long value;
 };
 
-enum tfc_cu_err_kind {
-    TFC_CU_ERR_DIV0 = 1, /* "integer division by zero" */
-    TFC_CU_ERR_GATHER,   /* "index %lld at position %lld is outside [0, %lld)" */
-    TFC_CU_ERR_LABEL,    /* "label %lld of row %lld is outside [0, %lld)" */
-};
-
 static __device__ __forceinline__ void tfc_cu_raise(struct tfc_cu_err *e, int64_t pos)
 {
     if (e)
@@ -226,10 +220,12 @@ static __device__ __forceinline__ void tfc_cu_raise(struct tfc_cu_err *e, int64_
 /* Resets the calling worker's slot on stream s and returns it (NULL if it could not be made;
  * kernels then skip the recording). */
 struct tfc_cu_err *tfc_cu_err_begin(const struct tfc_kargs *a, cudaStream_t s);
-/* After the kernels that may raise: reads the offending value from idx (dtype idx_dtype, may
- * be NULL), copies the slot to pinned memory and enqueues a host function that calls
- * tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, ...) when something was raised. bound is the
- * valid range's end, for the message. */
+/* After the kernels that may raise (kind: enum tfc_kerr_kind): a one-thread kernel reads the
+ * offending value from idx (dtype idx_dtype, may be NULL) and, when something was raised,
+ * writes the record into the run's mapped host record (a->err->dev; the run formats it after
+ * its tasks end). Without such a record: copies the slot to pinned memory and enqueues a host
+ * function that calls tfc_kernel_fail (a stream round trip through the host per task). bound
+ * is the valid range's end, for the message. */
 void tfc_cu_err_end(const struct tfc_kargs *a, cudaStream_t s, struct tfc_cu_err *e, int kind,
                     int64_t bound, const void *idx, int idx_dtype);
 

@@ -4,6 +4,7 @@
  * device) by tfc_cuda_libs_init, or lazily by the first kernel that needs it. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "cuda_common.h"
 
 struct tfc_cu_worker {
@@ -78,6 +79,28 @@ static void shutdown_worker(void *arg)
     w->hslot = NULL;
 }
 
+extern "C" struct tfc_kerr_dev *tfc_cuda_kerr_dev_alloc(void)
+{
+    if (!starpu_cuda_worker_get_count())
+        return NULL;
+    void *p = NULL;
+    /* portable and mapped: with unified addressing the host pointer is valid in kernels on
+     * every device */
+    if (cudaHostAlloc(&p, sizeof(struct tfc_kerr_dev), cudaHostAllocMapped |
+                                                        cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL; /* kernels fall back to the host-function path */
+    }
+    memset(p, 0, sizeof(struct tfc_kerr_dev));
+    return (struct tfc_kerr_dev *)p;
+}
+
+extern "C" void tfc_cuda_kerr_dev_free(struct tfc_kerr_dev *d)
+{
+    if (d)
+        cudaFreeHost(d);
+}
+
 extern "C" void tfc_cuda_libs_init(void)
 {
     starpu_cublas_init();
@@ -133,26 +156,31 @@ static __global__ void err_fixup(struct tfc_cu_err *e, const void *idx, int dt)
         e->value = tfc_cu_ld_i64(idx, dt, (int64_t)e->first);
 }
 
+/* Writes a raised error into the run's record in mapped host memory (fields, then the flag). */
+static __global__ void err_record(const struct tfc_cu_err *e, const void *idx, int dt,
+                                  struct tfc_kerr_dev *rec, int kind, int node, int64_t bound)
+{
+    if (e->first == ~0ULL || rec->set)
+        return;
+    rec->kind = kind;
+    rec->node = node;
+    rec->pos = (int64_t)e->first;
+    rec->value = idx ? tfc_cu_ld_i64(idx, dt, (int64_t)e->first) : 0;
+    rec->bound = bound;
+    __threadfence_system();
+    rec->set = 1;
+}
+
 /* Runs on a CUDA-owned host thread once the stream reaches it; no CUDA calls here. */
 static void CUDART_CB err_callback(void *p)
 {
     struct err_rec *r = (struct err_rec *)p;
     unsigned long long first = r->h->first;
     if (first != ~0ULL) {
-        long long pos = (long long)first, val = r->h->value, bound = (long long)r->bound;
-        switch (r->kind) {
-        case TFC_CU_ERR_DIV0:
-            tfc_kernel_fail(r->a, TFC_ERR_OUT_OF_RANGE, "integer division by zero");
-            break;
-        case TFC_CU_ERR_GATHER:
-            tfc_kernel_fail(r->a, TFC_ERR_OUT_OF_RANGE,
-                            "index %lld at position %lld is outside [0, %lld)", val, pos, bound);
-            break;
-        default:
-            tfc_kernel_fail(r->a, TFC_ERR_OUT_OF_RANGE,
-                            "label %lld of row %lld is outside [0, %lld)", val, pos, bound);
-            break;
-        }
+        char msg[200];
+        tfc_kerr_format(r->kind, (long long)first, r->h->value, (long long)r->bound, msg,
+                        sizeof msg);
+        tfc_kernel_fail(r->a, TFC_ERR_OUT_OF_RANGE, "%s", msg);
     }
     free(r);
 }
@@ -176,6 +204,11 @@ struct tfc_cu_err *tfc_cu_err_begin(const struct tfc_kargs *a, cudaStream_t s)
 void tfc_cu_err_end(const struct tfc_kargs *a, cudaStream_t s, struct tfc_cu_err *e, int kind,
                     int64_t bound, const void *idx, int idx_dtype)
 {
+    if (e && a->err && a->err->dev) { /* the run's mapped record: no host round trip */
+        err_record<<<1, 1, 0, s>>>(e, idx, idx_dtype, a->err->dev, kind, a->node, bound);
+        tfc_cu_check_launch(a, "err_record");
+        return;
+    }
     struct tfc_cu_worker *w = worker_state();
     if (!e || !w || !w->hslot)
         return;

@@ -4,6 +4,7 @@
 #ifndef TFC_KARGS_H
 #define TFC_KARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -61,12 +62,30 @@ struct tfc_kdesc {
     int32_t pad_;
 };
 
+/* Range errors a device kernel finds (the message each kind gives: tfc_kerr_format). */
+enum tfc_kerr_kind {
+    TFC_CU_ERR_DIV0 = 1, /* "integer division by zero" */
+    TFC_CU_ERR_GATHER,   /* "index %lld at position %lld is outside [0, %lld)" */
+    TFC_CU_ERR_LABEL,    /* "label %lld of row %lld is outside [0, %lld)" */
+};
+
+/* A range error as a CUDA kernel writes it straight into host memory (mapped, pinned): no
+ * host function per task; the run reads it once its tasks have ended (tfc_kerr_take_device). */
+struct tfc_kerr_dev {
+    volatile int32_t set;
+    int32_t kind;  /* enum tfc_kerr_kind */
+    int32_t node;
+    int32_t pad_;
+    int64_t pos, value, bound;
+};
+
 /* The first kernel failure of a run; written once (compare-and-swap on `set`). */
 struct tfc_kerr {
     int set;
     int status;   /* a tfc_status */
     int node;     /* the failing node's id */
     char msg[200];
+    struct tfc_kerr_dev *dev; /* NULL, or the instance's device record (CUDA workers) */
 };
 
 /* An attribute value: `i` for ints, dtypes and bools, `f` for floats, `v[0..n)` for lists. */
@@ -104,6 +123,11 @@ static inline const struct tfc_kdesc *tfc_kout_desc(const struct tfc_kargs *a, i
 /* Records the first failure of the run (thread-safe; later failures are dropped). */
 void tfc_kernel_fail(const struct tfc_kargs *a, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The message of a range error of kind `kind` (enum tfc_kerr_kind) into msg[len]. */
+void tfc_kerr_format(int kind, long long pos, long long value, long long bound, char *msg,
+                     size_t len);
+/* Moves a device record, if one was written, into e (unless e is already set) and clears it. */
+void tfc_kerr_take_device(struct tfc_kerr *e);
 
 #ifdef __cplusplus
 }

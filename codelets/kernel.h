@@ -124,6 +124,10 @@ void tfc_optimizer_cuda(void *buffers[], void *cl_arg);
 /* Creates/destroys per-worker cuDNN handles (called at context start/stop). */
 void tfc_cuda_libs_init(void);
 void tfc_cuda_libs_shutdown(void);
+/* A run instance's device error record (mapped pinned host memory), or NULL when StarPU has
+ * no CUDA worker or it cannot be allocated; freed by tfc_cuda_kerr_dev_free. */
+struct tfc_kerr_dev *tfc_cuda_kerr_dev_alloc(void);
+void tfc_cuda_kerr_dev_free(struct tfc_kerr_dev *d);
 #endif
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include "kernel.h"
+#include "../src/tfc.h"
 
 uint32_t tfc_model_footprint(struct starpu_task *task)
 {
@@ -33,4 +34,33 @@ void tfc_kernel_fail(const struct tfc_kargs *a, int status, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+}
+
+void tfc_kerr_format(int kind, long long pos, long long value, long long bound, char *msg,
+                     size_t len)
+{
+    switch (kind) {
+    case TFC_CU_ERR_DIV0: snprintf(msg, len, "integer division by zero"); break;
+    case TFC_CU_ERR_GATHER:
+        snprintf(msg, len, "index %lld at position %lld is outside [0, %lld)", value, pos, bound);
+        break;
+    default:
+        snprintf(msg, len, "label %lld of row %lld is outside [0, %lld)", value, pos, bound);
+        break;
+    }
+}
+
+void tfc_kerr_take_device(struct tfc_kerr *e)
+{
+    struct tfc_kerr_dev *d = e->dev;
+    if (!d || !d->set) return;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the record's fields before its flag */
+    if (!e->set) {
+        e->set = 1;
+        e->status = TFC_ERR_OUT_OF_RANGE;
+        e->node = d->node;
+        tfc_kerr_format(d->kind, (long long)d->pos, (long long)d->value, (long long)d->bound,
+                        e->msg, sizeof e->msg);
+    }
+    d->set = 0;
 }

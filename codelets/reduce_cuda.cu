@@ -3,7 +3,8 @@
  * computing what reduce.c computes: accumulation in double, NaN sticky for max/min, empty
  * reductions give 0 (sum), NaN (mean), -inf (max), +inf (min); argmax gives the first maximum.
  * Many outputs: one thread per output visiting its elements in the CPU's order. Few outputs
- * over many elements: one block (reduce) or one warp (argmax) per output. */
+ * over many elements: one block (reduce) or one warp (argmax) per output; in between (a bias
+ * gradient), 32 outputs per block with 8 threads on each. */
 #include "cuda_common.h"
 #include "bcast.h" /* tfc_reduced_axes, host side */
 
@@ -97,6 +98,43 @@ static __global__ void reduce_block_kernel(struct reduce_args p, const void *x, 
         }
         if (threadIdx.x == 0)
             red_store(p, y, o, sh[0]);
+        __syncthreads();
+    }
+}
+
+#define COLS_X 32 /* outputs per block */
+#define COLS_Y 8  /* threads sharing one output's elements */
+
+/* Few outputs over a moderate count (a bias gradient: [batch, units] summed over the batch):
+ * a block takes COLS_X neighbouring outputs (neighbouring addresses when the kept axis is the
+ * inner one), COLS_Y threads share each output's elements, and shared memory adds them up. */
+static __global__ void reduce_cols_kernel(struct reduce_args p, const void *x, void *y)
+{
+    __shared__ double sh[COLS_Y][COLS_X + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    for (int64_t o0 = (int64_t)blockIdx.x * COLS_X; o0 < p.n_out;
+         o0 += (int64_t)gridDim.x * COLS_X) {
+        int64_t o = o0 + tx;
+        double acc = p.init;
+        if (o < p.n_out) {
+            int64_t base = red_base(p, o);
+            for (int64_t r = ty; r < p.count; r += COLS_Y) {
+                int64_t off = base, rem = r;
+                for (int d = p.nr - 1; d >= 0; d--) {
+                    int64_t q = rem / p.rdims[d];
+                    off += (rem - q * p.rdims[d]) * p.rst[d];
+                    rem = q;
+                }
+                acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off));
+            }
+        }
+        sh[ty][tx] = acc;
+        __syncthreads();
+        if (ty == 0 && o < p.n_out) {
+            double v = sh[0][tx];
+            for (int k = 1; k < COLS_Y; k++) v = red_op(p.kind, v, sh[k][tx]);
+            red_store(p, y, o, v);
+        }
         __syncthreads();
     }
 }
@@ -205,9 +243,12 @@ static void reduce_cuda(const struct tfc_kargs *a, const void *x, int64_t ld, vo
 {
     struct reduce_args p;
     reduce_args_init(a, x, ld, &p);
-    if (p.n_out < 4096 && p.count >= 512)
+    if (p.n_out < 4096 && p.count >= 512) {
         reduce_block_kernel<<<tfc_cu_blocks(p.n_out, 1), RED_BLOCK, 0, s>>>(p, x, y);
-    else
+    } else if (p.n_out < 65536 && p.count >= 32) {
+        int64_t blocks = (p.n_out + COLS_X - 1) / COLS_X;
+        reduce_cols_kernel<<<(unsigned)blocks, dim3(COLS_X, COLS_Y), 0, s>>>(p, x, y);
+    } else
         reduce_thread_kernel<<<tfc_cu_blocks(p.n_out), TFC_CU_THREADS, 0, s>>>(p, x, y);
     tfc_cu_check_launch(a, "reduce");
 }

@@ -121,6 +121,9 @@ static struct instance *take_instance(struct plan *p)
         a->err = &in->err;
         off += (p->steps[i].args_size + 15) & ~(size_t)15;
     }
+#ifdef STARPU_USE_CUDA
+    in->err.dev = tfc_cuda_kerr_dev_alloc(); /* CUDA kernels' range errors, no host round trip */
+#endif
     for (int i = 0; i < p->n_slots; i++) {
         const struct slot *sl = &p->slots[i];
         if (sl->kind != SLOT_TEMP) continue;
@@ -463,12 +466,15 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
         if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
     tfc_status st = run->status;
     struct tfc_kerr *e = &run->inst->err;
+    tfc_kerr_take_device(e); /* every task has ended: a CUDA kernel's record is complete */
     if (!st && e->set) {
         struct tfc_node *n = s->g->nodes[e->node];
         st = (tfc_status)e->status;
         snprintf(run->msg, sizeof run->msg, "node '%s' (%s): %s", n->name, n->op->name, e->msg);
     }
+    struct tfc_kerr_dev *dev = e->dev;
     memset(e, 0, sizeof *e);
+    e->dev = dev;
     for (int i = 0; fetch_values && i < p->n_fetches; i++) {
         fetch_values[i] = st ? NULL : run->fetch_values[i];
         if (!st) run->fetch_values[i] = NULL;

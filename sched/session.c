@@ -68,6 +68,9 @@ void tfc_instance_free(struct instance *in, int n_slots)
             starpu_data_unregister_submit(in->handles[i]);
         }
     }
+#ifdef STARPU_USE_CUDA
+    tfc_cuda_kerr_dev_free(in->err.dev);
+#endif
     free(in->handles);
     free(in->bufs);
     free(in->args);

@@ -1762,6 +1762,11 @@ static void expect_run_error(tfc_session *s, const char *label, tfc_tensor *in0,
         REPORT("%s: the message '%s' does not name node '%s'", label, msg ? msg : "(null)", node);
     else
         PASS();
+    if (!msg || !strstr(msg, " is outside [0, ")) /* the kernel's position, value and range */
+        REPORT("%s: the message '%s' does not say which index is outside which range", label,
+               msg ? msg : "(null)");
+    else
+        PASS();
     if (st == TFC_OK) tfc_value_destroy(got);
     else if (got != NULL) REPORT("%s: a failed run left a fetch value", label);
 }
