@@ -190,8 +190,11 @@ int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *
     struct step *st = &p->steps[p->n_steps - 1];
     const struct tfc_node *n = g->nodes[st->node];
     const struct tfc_kargs *a = st->args;
-    /* a placement hint asks for a task on a device: keep it, and its checks */
-    if (n->op->n_state || n->n_ctrl || n->device.kind != TFC_DEVICE_ANY || !st->cl->cpu_funcs[0])
+    /* a hard placement hint asks for a task on a device: keep it, and its checks; a soft one
+     * only prefers a device for a task, and a value folded at plan time needs none (a graph
+     * built under a soft "cuda" scope folds its constant subgraphs as an unhinted one does) */
+    if (n->op->n_state || n->n_ctrl || (n->device.kind != TFC_DEVICE_ANY && n->device.hard) ||
+        !st->cl->cpu_funcs[0])
         return 0;
     size_t out_bytes = 0;
     for (int j = 0; j < st->n_buf; j++) {

@@ -376,6 +376,33 @@ static void test_const_fold(void)
     tfc_graph_destroy(g);
 }
 
+/* Folding under placement hints: a soft hint (a preference) folds as no hint does; a hard
+ * hint keeps the hinted ops as tasks on that device. */
+static void test_fold_hints(void)
+{
+    for (int hard = 0; hard < 2; hard++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        CU_ASSERT_EQUAL_FATAL(tfc_graph_push_device(g, "cpu", hard), TFC_OK);
+        tfc_tensor *k = tfc_mul(g, tfc_fill(g, S1(20), TFC_FLOAT64, 2.0),
+                                tfc_scalar(g, TFC_FLOAT64, 3.0)); /* constants only */
+        tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, S1(20));
+        tfc_tensor *y = tfc_add(g, x, k);
+        CU_ASSERT_EQUAL_FATAL(tfc_graph_pop_device(g), TFC_OK);
+        tfc_value *xv = rand_value(TFC_FLOAT64, S1(20), -1, 1, 52), *on[1], *off[1];
+        /* fusion off: fill, mul folded, add runs (soft); fill, mul, add run (hard) */
+        CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE | TFC_PASS_CONST_FOLD, 1, &x, &xv, 1, &y, on),
+                        hard ? 3 : 1);
+        CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE, 1, &x, &xv, 1, &y, off), 3);
+        CU_ASSERT(max_diff(on[0], off[0]) <= 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(tfc_value_get(on[0], 3), tfc_value_get(xv, 3) + 6.0, 1e-12);
+        destroy_all(1, on);
+        destroy_all(1, off);
+        tfc_value_destroy(xv);
+        tfc_graph_destroy(g);
+    }
+}
+
 /* A folded value reused by repeated and concurrent-instance runs of the cached plan. */
 static void test_fold_cached_runs(void)
 {
@@ -470,6 +497,7 @@ int main(void)
         TEST_ADD(test_cse_variable_update);
         TEST_ADD(test_const_fold);
         TEST_ADD(test_fold_cached_runs);
+        TEST_ADD(test_fold_hints);
         TEST_ADD(test_env_values);
     }
     return test_main();
