@@ -603,6 +603,8 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
     /* tiling after fusion: it expects one matmul step per node */
     if (tfc_plan_priorities(b.p, opt) || tfc_plan_tile(b.p, opt))
         fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    else
+        tfc_plan_mark_sinks(b.p);
 done:
     tfc_cse_free(b.cse);
     free(order);

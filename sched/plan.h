@@ -49,6 +49,7 @@ struct step {
     int *buf_child;        /* per buffer: that child's index */
     int parts_when;        /* TILE_PARTITION: submit the partitions whose first tile task this
                             * is before it; TILE_UNPARTITION: end those whose last it is after */
+    int signals;           /* 1: its task's callback counts the run down (tfc_plan_mark_sinks) */
 };
 
 enum { TILE_PARTITION = 1, TILE_UNPARTITION = 2 };
@@ -86,6 +87,7 @@ struct plan {
     int n_parts;           /* tiling: partitions the runs submit (sched/tiling.c) */
     struct plan_part *parts;
     int n_tiled;           /* nodes split into tile tasks */
+    int n_signals;         /* steps with signals set */
     char *warning;         /* NULL, or what the runs of this plan report (soft fallbacks) */
     /* cache bookkeeping (under the session lock) */
     struct instance *free_instances;
@@ -154,6 +156,11 @@ tfc_status tfc_tiling_options(struct plan_options *opt, char *msg);
 /* sched/tiling.c: the tiling pass (after priorities): splits each large matmul step into tile
  * steps over partitions of its operands. Nonzero when out of memory. */
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
+/* sched/priority.c: marks the steps whose completion a run waits for (step->signals): those
+ * no later step waits for through StarPU's data dependencies (no later conflicting access to a
+ * slot), and tile tasks (their children do not order them by slot). Every other step ends
+ * before one of those starts, so a run is over when they are. */
+void tfc_plan_mark_sinks(struct plan *p);
 /* Whether the tiling pass will split step st (a large 2-D matmul) with these options. */
 int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt);
 /* Whether slot is partitioned by some step (a TEMP slot then needs a home buffer: StarPU 1.3

@@ -104,6 +104,31 @@ static double step_cost(const struct step *st, const struct plan_options *opt)
     return tfc_model_analytic_cost(&t, 0);
 }
 
+/* ---- the steps a run waits for -------------------------------------------------------------- */
+
+void tfc_plan_mark_sinks(struct plan *p)
+{
+    /* backwards: per slot, whether a later step reads it / writes it */
+    char *later_r = calloc((size_t)p->n_slots + 1, 1), *later_w = calloc((size_t)p->n_slots + 1, 1);
+    p->n_signals = 0;
+    for (int i = p->n_steps - 1; i >= 0; i--) {
+        struct step *st = &p->steps[i];
+        int waited_for = 0;
+        for (int j = 0; later_r && later_w && j < st->n_buf && !waited_for; j++) {
+            int s = st->buf_slot[j];
+            waited_for = later_w[s] || ((st->modes[j] & STARPU_W) && later_r[s]);
+        }
+        st->signals = !waited_for || st->buf_part != NULL; /* (out of memory: every step) */
+        p->n_signals += st->signals;
+        for (int j = 0; later_r && later_w && j < st->n_buf; j++) {
+            if (st->modes[j] & STARPU_W) later_w[st->buf_slot[j]] = 1;
+            if (st->modes[j] & STARPU_R) later_r[st->buf_slot[j]] = 1;
+        }
+    }
+    free(later_r);
+    free(later_w);
+}
+
 /* ---- ranks ------------------------------------------------------------------------------ */
 
 struct edge {
@@ -166,16 +191,30 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
         for (; e >= 0 && edges[e].to == i; e--)
             if (st->rank > best[edges[e].from]) best[edges[e].from] = st->rank;
     }
-    int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0;
+    /* Priorities only order tasks that are ready at once. When every step depends on the one
+     * before (edges are sorted by `to`), never two are: all keep priority 0, the cheapest in
+     * StarPU's queues (a non-zero priority makes a queue stage that is allocated and freed
+     * around each task when the queue holds one at a time). */
+    int chain = 1;
+    for (int i = 1, e = 0; i < N && chain; i++) {
+        int from_prev = 0;
+        for (; e < E && edges[e].to <= i; e++)
+            from_prev |= edges[e].to == i && edges[e].from == i - 1;
+        chain = from_prev;
+    }
+    int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0 && !chain;
+    /* ranks map onto [0, max] when the range holds 0 (prio, lws, dmdas): the least critical
+     * tasks, usually the most numerous, get 0 */
+    double lo = on && opt->prio_min < 0 && opt->prio_max > 0 ? 0 : on ? opt->prio_min : 0;
     for (int i = 0; i < N; i++) {
         struct step *st = &p->steps[i];
         if (!on) {
             st->priority = 0;
             continue;
         }
-        double lo = opt->prio_min, hi = opt->prio_max;
+        double hi = opt->prio_max;
         double v = nearbyint(lo + st->rank / max_rank * (hi - lo));
-        st->priority = v <= lo ? opt->prio_min : v >= hi ? opt->prio_max : (int)v;
+        st->priority = v <= lo ? (int)lo : v >= hi ? opt->prio_max : (int)v;
     }
     free(last_writer); free(reader_head); free(reader_step); free(reader_next);
     free(edges); free(best);

@@ -303,8 +303,10 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
     task->cl_arg = run->inst->args + run->inst->args_off[i];
     task->cl_arg_size = st->args_size;
     task->cl_arg_free = 0;
-    task->callback_func = task_done;
-    task->callback_arg = &run->cbs[i];
+    if (st->signals || run->records) { /* the others end before a signalling one starts */
+        task->callback_func = task_done;
+        task->callback_arg = &run->cbs[i];
+    }
     task->name = run->s->g->nodes[st->node]->name;
     if (st->where) task->where = st->where;
     if (st->workerids) { /* one device: the scheduler chooses among its workers */
@@ -362,7 +364,8 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
         n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
     }
     if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
-    run->pending = p->n_steps + n_acquire;
+    int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
+    run->pending = n_wait + n_acquire;
     p->running++;
     run->submitted = 1;
     for (int i = 0; i < p->n_steps; i++) {
@@ -373,7 +376,9 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
             if (task) discard_task(task);
             tile_abort(run);
             /* later tasks would read what this one never wrote: submit nothing more */
-            __atomic_sub_fetch(&run->pending, p->n_steps - i + n_acquire, __ATOMIC_ACQ_REL);
+            int unsent = 0;
+            for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
+            __atomic_sub_fetch(&run->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
             struct tfc_node *n = s->g->nodes[p->steps[i].node];
             return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
                             "node '%s' (%s): %s", n->name, n->op->name,

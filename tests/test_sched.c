@@ -94,11 +94,21 @@ static void test_ranks_chain_beside_wide(void)
         CU_ASSERT(l->priority < head->priority);
         CU_ASSERT_EQUAL(l->priority, tail->priority); /* same rank as the chain's last step */
     }
-    /* mapping: the highest rank gets the maximum, everything stays in the range */
+    /* mapping: the highest rank gets the maximum, ranks map onto [0, max] (a range holding 0:
+     * the least critical get the cheap priority 0) */
     CU_ASSERT_EQUAL(head->priority, 100);
     for (int i = 0; i < p->n_steps; i++)
-        CU_ASSERT(p->steps[i].priority >= -100 && p->steps[i].priority <= 100);
-    CU_ASSERT_EQUAL(p->steps[step_of(p, leaves[0])].priority, -100 + 200 / CHAIN); /* 1/8 */
+        CU_ASSERT(p->steps[i].priority >= 0 && p->steps[i].priority <= 100);
+    CU_ASSERT_EQUAL(p->steps[step_of(p, leaves[0])].priority, (int)nearbyint(100.0 / CHAIN));
+    tfc_plan_free(p);
+
+    /* the chain alone: every step waits for the one before, never two are ready at once, so
+     * priorities would order nothing: all 0 (the ranks stay) */
+    p = build(g, 1, &x, &xv, 0, NULL, 1, &chain[CHAIN - 1], &opt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->n_steps, CHAIN);
+    for (int i = 0; i < p->n_steps; i++) CU_ASSERT_EQUAL(p->steps[i].priority, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p->steps[0].rank, CHAIN * cost, 1e-9);
     tfc_plan_free(p);
 
     /* the full int range (prio, lws, dmdas): no overflow, the same order */
@@ -109,7 +119,7 @@ static void test_ranks_chain_beside_wide(void)
     CU_ASSERT_EQUAL(p->steps[step_of(p, chain[0])].priority, INT_MAX);
     CU_ASSERT(p->steps[step_of(p, chain[1])].priority < INT_MAX);
     CU_ASSERT(p->steps[step_of(p, leaves[0])].priority < p->steps[step_of(p, chain[1])].priority);
-    CU_ASSERT(p->steps[step_of(p, leaves[0])].priority > INT_MIN);
+    CU_ASSERT(p->steps[step_of(p, leaves[0])].priority > 0);
     tfc_plan_free(p);
 
     /* [0, 0] (eager, dmda, heteroprio), priorities off, and no options: all 0, ranks kept */
@@ -123,6 +133,44 @@ static void test_ranks_chain_beside_wide(void)
         tfc_plan_free(p);
     }
     tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* The steps a run waits for (tfc_plan_mark_sinks): those no later step waits for. The chain's
+ * last step (the chain's others end before it starts) and every independent leaf; a reader of
+ * a variable that a later step updates (write after read) does not signal, the update does. */
+static void test_sinks(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x, *leaves[WIDE], *chain[CHAIN], *targets[WIDE + 1];
+    chain_beside_wide(g, &x, leaves, chain);
+    for (int i = 0; i < WIDE; i++) targets[i] = leaves[i];
+    targets[WIDE] = chain[CHAIN - 1];
+    tfc_value *xv;
+    tfc_value_create(TFC_FLOAT32, S1(1024), &xv);
+    struct plan_options opt = {.priorities = 1, .prio_min = -100, .prio_max = 100};
+    struct plan *p = build(g, 1, &x, &xv, 0, NULL, WIDE + 1, targets, &opt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (int k = 0; k < CHAIN; k++)
+        CU_ASSERT_EQUAL(p->steps[step_of(p, chain[k])].signals, k == CHAIN - 1);
+    for (int i = 0; i < WIDE; i++) CU_ASSERT_EQUAL(p->steps[step_of(p, leaves[i])].signals, 1);
+    CU_ASSERT_EQUAL(p->n_signals, WIDE + 1);
+    tfc_plan_free(p);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+
+    tfc_graph_create(&g);
+    tfc_tensor *v = tfc_variable(g, "v", TFC_FLOAT32, S1(16), tfc_init_zeros());
+    tfc_tensor *r = tfc_neg(g, v);
+    tfc_tensor *u = tfc_assign_add(g, v, tfc_fill(g, S1(16), TFC_FLOAT32, 1.0));
+    tfc_tensor *y = tfc_exp(g, r);
+    p = build(g, 0, NULL, NULL, 1, &y, 1, &u, &opt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->steps[step_of(p, r)].signals, 0); /* the update and exp wait for it */
+    CU_ASSERT_EQUAL(p->steps[step_of(p, u)].signals, 1);
+    CU_ASSERT_EQUAL(p->steps[step_of(p, y)].signals, 1);
+    tfc_plan_free(p);
     tfc_graph_destroy(g);
 }
 
@@ -194,10 +242,11 @@ static void test_session_priorities(void)
             CU_ASSERT_EQUAL(p->steps[step_of(p, chain[0])].priority, info.max_priority);
             CU_ASSERT(p->steps[step_of(p, leaves[0])].priority < info.max_priority);
         }
-        /* the testing switch agrees */
+        /* the testing switch agrees (a plan of the chain and one leaf: not a chain) */
         tfc_session_set_priorities(s, off);
-        CU_ASSERT_EQUAL(tfc_session_run(s, 1, &x, &xv, 0, NULL, NULL, 1, &chain[0]), TFC_OK);
-        CU_ASSERT_EQUAL(s->mru->steps[0].priority,
+        tfc_tensor *two[2] = {chain[1], leaves[0]};
+        CU_ASSERT_EQUAL(tfc_session_run(s, 1, &x, &xv, 0, NULL, NULL, 2, two), TFC_OK);
+        CU_ASSERT_EQUAL(s->mru->steps[step_of(s->mru, chain[0])].priority,
                         off && info.min_priority < info.max_priority ? info.max_priority : 0);
         tfc_session_destroy(s);
     }
@@ -562,6 +611,7 @@ int main(void)
         TEST_SUITE("priorities", NULL, NULL);
         TEST_ADD(test_ranks_chain_beside_wide);
         TEST_ADD(test_ranks_war_and_fetch);
+        TEST_ADD(test_sinks);
         TEST_ADD(test_device_strings_and_scopes);
     }
     {
