@@ -20,32 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 #include "../src/tfc.h"
+#include "benchutil.h"
 
 #define ROWS 8192
 #define MAX_EVERY 8
 #define MAX_ROUNDS 16
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* sorts v; the q-quantile (nearest rank) */
-static double quantile(double *v, int n, double q)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    int i = (int)(q * (n - 1) + 0.5);
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -158,25 +137,25 @@ int main(int argc, char **argv)
             int n_ck = 0;
             double t_start = 0;
             for (int i = -warmup; i < steps; i++) {
-                if (i == 0) t_start = now();
+                if (i == 0) t_start = bench_now();
                 tfc_value *bv[2];
                 if (tfc_batcher_next(b, bv, NULL)) die("batcher", tfc_batcher_errmsg(b));
-                double t0 = now();
+                double t0 = bench_now();
                 if (tfc_session_run(s, 2, (tfc_tensor *[]){xin, yin}, bv, 0, NULL, NULL, 1,
                                     &train))
                     die("step", tfc_session_errmsg(s));
                 if (n > 0 && (i + warmup + 1) % n == 0) {
-                    double c0 = now();
+                    double c0 = bench_now();
                     tfc_input_position pos = {.seed = 7 + (uint64_t)round};
                     tfc_batcher_position(b, &pos.epoch, &pos.step);
                     if (tfc_store_checkpoint(st, s, i + warmup + 1, &pos))
                         die("checkpoint", tfc_store_errmsg(st));
-                    if (i >= 0) ck[n_ck++] = (now() - c0) * 1e3;
+                    if (i >= 0) ck[n_ck++] = (bench_now() - c0) * 1e3;
                 }
-                if (i >= 0) t[i] = (now() - t0) * 1e3;
+                if (i >= 0) t[i] = (bench_now() - t0) * 1e3;
             }
             if (tfc_store_flush(st)) die("flush", tfc_store_errmsg(st));
-            double wall = (now() - t_start) * 1e3 / steps;
+            double wall = (bench_now() - t_start) * 1e3 / steps;
             if (n > 0 && !ckpt_bytes) {
                 int nc = 0;
                 tfc_checkpoint_info *list = NULL;
@@ -195,10 +174,10 @@ int main(int argc, char **argv)
             double mean = 0;
             for (int i = 0; i < steps; i++) mean += t[i];
             fig[e][F_MEAN][round] = mean / steps;
-            fig[e][F_MEDIAN][round] = quantile(t, steps, 0.5);
-            fig[e][F_P99][round] = quantile(t, steps, 0.99);
-            fig[e][F_MAX][round] = quantile(t, steps, 1.0);
-            fig[e][F_CKPT][round] = quantile(ck, n_ck, 0.5);
+            fig[e][F_MEDIAN][round] = bench_quantile(t, steps, 0.5);
+            fig[e][F_P99][round] = bench_quantile(t, steps, 0.99);
+            fig[e][F_MAX][round] = bench_quantile(t, steps, 1.0);
+            fig[e][F_CKPT][round] = bench_quantile(ck, n_ck, 0.5);
             fig[e][F_WALL][round] = wall;
             printf("round %d, every %3d: median %.3f ms, mean %.3f ms, max %.1f ms, %d "
                    "checkpoints timed (call %.2f ms), wall %.3f ms/step\n",
@@ -212,7 +191,7 @@ int main(int argc, char **argv)
     printf("|---|---|---|---|---|---|---|\n");
     double med[MAX_EVERY][F_N];
     for (int e = 0; e < n_every; e++) {
-        for (int f = 0; f < F_N; f++) med[e][f] = quantile(fig[e][f], rounds, 0.5);
+        for (int f = 0; f < F_N; f++) med[e][f] = bench_quantile(fig[e][f], rounds, 0.5);
         if (every[e] > 0)
             printf("| %d | %.3f | %.3f | %.3f | %.1f | %.2f | %.3f |\n", every[e],
                    med[e][F_MEDIAN], med[e][F_MEAN], med[e][F_P99], med[e][F_MAX], med[e][F_CKPT],

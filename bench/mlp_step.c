@@ -24,29 +24,9 @@
 #include <time.h>
 #include <sys/resource.h>
 #include "../src/tfc.h"
+#include "benchutil.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* sorts v; the q-quantile (nearest rank) */
-static double quantile(double *v, int n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    int i = (int)(q * (n - 1) + 0.5);
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -111,14 +91,14 @@ int main(int argc, char **argv)
     if (steps < 1 || warmup < 0 || profile < 0 || batch < 1) die("usage", "bad value");
 
     /* data: uint8 [60000,28,28] -> float32 [60000,784] in [0,1]; labels uint8 [60000] */
-    double t_load = now();
+    double t_load = bench_now();
     tfc_value *raw = load(data, "train-images-idx3-ubyte.gz"), *images;
     tfc_value *labels_v = load(data, "train-labels-idx1-ubyte.gz");
     int64_t n = tfc_value_shape(raw).dims[0];
     if (tfc_value_normalize_u8(raw, 1.0f / 255.0f, 0.0f, &images)) die("normalize", tfc_errmsg());
     tfc_value_destroy(raw);
     if (tfc_value_reshape(images, tfc_shape_of(2, (int64_t[]){n, 784}))) die("reshape", tfc_errmsg());
-    t_load = now() - t_load;
+    t_load = bench_now() - t_load;
 
     tfc_ctx *ctx;
     if (tfc_ctx_create(&ctx)) die("context", tfc_errmsg());
@@ -166,10 +146,10 @@ int main(int argc, char **argv)
             tfc_value *bv[2], *lv = NULL;
             if (tfc_batcher_next(b, bv, NULL)) die("batcher", tfc_batcher_errmsg(b));
             int fetch = phase != 2;
-            double t0 = now();
+            double t0 = bench_now();
             if (tfc_session_run(s, 2, feeds, bv, fetch, &loss, fetch ? &lv : NULL, 1, &train))
                 die("run", tfc_session_errmsg(s));
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             if (phase == 1) t_fetch[i] = dt;
             if (phase == 2) t_nofetch[i] = dt;
             if (lv) {
@@ -181,13 +161,13 @@ int main(int argc, char **argv)
     }
     double tasks_per_step = (double)(st1.tasks - st0.tasks) / (double)steps;
     tfc_batcher_destroy(b);
-    double med = quantile(t_fetch, steps, 0.5) * 1e3, p10 = quantile(t_fetch, steps, 0.1) * 1e3,
-           p90 = quantile(t_fetch, steps, 0.9) * 1e3;
-    double med_nf = quantile(t_nofetch, steps, 0.5) * 1e3, mean = 0;
+    double med = bench_quantile(t_fetch, steps, 0.5) * 1e3, p10 = bench_quantile(t_fetch, steps, 0.1) * 1e3,
+           p90 = bench_quantile(t_fetch, steps, 0.9) * 1e3;
+    double med_nf = bench_quantile(t_nofetch, steps, 0.5) * 1e3, mean = 0;
     for (int i = 0; i < steps; i++) mean += t_fetch[i] * 1e3 / steps;
 
     /* (b), (c): one full epoch end to end, a fresh shuffled batcher, the last batch partial */
-    double t_epoch = now();
+    double t_epoch = bench_now();
     if (tfc_batcher_create(2, sources, batch, seed + 1, TFC_BATCHER_SHUFFLE, &b))
         die("batcher", tfc_errmsg());
     int64_t epoch_steps = tfc_batcher_steps_per_epoch(b), seen = 0;
@@ -196,10 +176,10 @@ int main(int argc, char **argv)
         tfc_value *bv[2], *lv;
         if (tfc_batcher_next(b, bv, NULL)) die("batcher", tfc_batcher_errmsg(b));
         seen += tfc_value_shape(bv[1]).dims[0];
-        double t0 = now();
+        double t0 = bench_now();
         if (tfc_session_run(s, 2, feeds, bv, 1, &loss, &lv, 1, &train))
             die("run", tfc_session_errmsg(s));
-        t0 = now() - t0;
+        t0 = bench_now() - t0;
         epoch_run += t0;
         if (t0 > epoch_max) epoch_max = t0;
         epoch_loss += tfc_value_get(lv, 0);
@@ -207,7 +187,7 @@ int main(int argc, char **argv)
     }
     double waited = tfc_batcher_wait_seconds(b);
     tfc_batcher_destroy(b);
-    t_epoch = now() - t_epoch;
+    t_epoch = bench_now() - t_epoch;
 
     /* (d) memory: peak RSS against what the step needs, computed from the shapes */
     const int64_t dims[4] = {784, 256, 128, 10};
@@ -239,10 +219,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < profile; i++) {
             tfc_value *bv[2], *lv;
             if (tfc_batcher_next(b, bv, NULL)) die("batcher", tfc_batcher_errmsg(b));
-            double t0 = now();
+            double t0 = bench_now();
             if (tfc_session_run(s, 2, feeds, bv, 1, &loss, &lv, 1, &train))
                 die("run", tfc_session_errmsg(s));
-            wall += now() - t0;
+            wall += bench_now() - t0;
             tfc_value_destroy(lv);
             const tfc_task_record *r;
             int nr = tfc_session_last_records(s, &r);

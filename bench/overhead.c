@@ -7,13 +7,7 @@
 #include <time.h>
 #include <starpu.h>
 #include "../src/tfc.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "benchutil.h"
 
 static void empty(void *buffers[], void *arg) { (void)buffers; (void)arg; }
 
@@ -22,33 +16,21 @@ static struct starpu_codelet empty_cl = {
 
 static double bare(starpu_data_handle_t *h, int n, int chain)
 {
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < n; i++)
         starpu_task_insert(&empty_cl, STARPU_R, chain ? h[i] : h[0], STARPU_W, h[i + 1], 0);
     starpu_task_wait_for_all();
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 static double ours(tfc_session *s, tfc_tensor **targets, int n_targets)
 {
-    double t0 = now();
+    double t0 = bench_now();
     if (tfc_session_run(s, 0, NULL, NULL, 0, NULL, NULL, n_targets, targets)) {
         fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
         exit(1);
     }
-    return now() - t0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -91,7 +73,7 @@ int main(int argc, char **argv)
             tb[r] = bare(h, n, chain);
             to[r] = ours(s, tgt, n_targets);
         }
-        double mb = median(tb, reps) / n * 1e6, mo = median(to, reps) / n * 1e6;
+        double mb = bench_median(tb, reps) / n * 1e6, mo = bench_median(to, reps) / n * 1e6;
         printf("%-12s %12.2f %12.2f %8.2f\n", chain ? "chain" : "independent", mb, mo, mo / mb);
         tfc_session_stats st;
         tfc_session_get_stats(s, &st);

@@ -13,35 +13,17 @@
 #include <stdlib.h>
 #include <time.h>
 #include "../src/tfc.h"
+#include "benchutil.h"
 #include "../sched/testing.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static double run(tfc_session *s, int n_targets, tfc_tensor **targets)
 {
-    double t0 = now();
+    double t0 = bench_now();
     if (tfc_session_run(s, 0, NULL, NULL, 0, NULL, NULL, n_targets, targets)) {
         fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
         exit(1);
     }
-    return now() - t0;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -108,8 +90,8 @@ int main(int argc, char **argv)
         t_chain[r] = run(on, 1, &targets[wide]);
         t_wide[r] = run(on, wide, targets);
     }
-    double m_on = median(t_on, reps) * 1e3, m_off = median(t_off, reps) * 1e3;
-    double m_chain = median(t_chain, reps) * 1e3, m_wide = median(t_wide, reps) * 1e3;
+    double m_on = bench_median(t_on, reps) * 1e3, m_off = bench_median(t_off, reps) * 1e3;
+    double m_chain = bench_median(t_chain, reps) * 1e3, m_wide = bench_median(t_wide, reps) * 1e3;
     int workers = info.n_cpu_workers + info.n_cuda_workers + info.n_opencl_workers;
     /* the wide work alone keeps every worker busy: it is m_wide * workers of work */
     double spread = m_chain / workers + m_wide, bound = spread > m_chain ? spread : m_chain;

@@ -16,25 +16,7 @@
 #include <time.h>
 #include <starpu.h>
 #include "../src/tfc.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
+#include "benchutil.h"
 
 /* ---- the hand-written StarPU tiled sgemm -------------------------------------------------- */
 
@@ -81,14 +63,14 @@ static void bare_setup(struct bare *x, float *A, float *B, float *C, int n, int 
 
 static double bare_run(struct bare *x)
 {
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < x->g; i++)
         for (int j = 0; j < x->g; j++)
             starpu_task_insert(&bare_cl, STARPU_R, starpu_data_get_sub_data(x->a, 1, i),
                                STARPU_R, starpu_data_get_sub_data(x->b, 1, j), STARPU_W,
                                starpu_data_get_sub_data(x->c, 2, i, j), 0);
     starpu_task_wait_for_all();
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 static void bare_teardown(struct bare *x)
@@ -105,12 +87,12 @@ static void bare_teardown(struct bare *x)
 
 static double node_run(tfc_session *s, tfc_tensor **ft, tfc_value **fv, tfc_tensor *c)
 {
-    double t0 = now();
+    double t0 = bench_now();
     if (tfc_session_run(s, 2, ft, fv, 0, NULL, NULL, 1, &c)) {
         fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
         exit(1);
     }
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 static tfc_session *session(tfc_ctx *ctx, tfc_graph *g, double min_flops, int tile)
@@ -129,10 +111,10 @@ static double cblas_run(const float *A, const float *B, float *C, int n, int thr
 {
     starpu_pause();
     openblas_set_num_threads(threads);
-    double t0 = now();
+    double t0 = bench_now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C,
                 n);
-    double t = now() - t0;
+    double t = bench_now() - t0;
     openblas_set_num_threads(1); /* back to the runtime's setting: one thread inside tasks */
     starpu_resume();
     return t;
@@ -233,8 +215,8 @@ int main(int argc, char **argv)
             }
         }
     }
-    double m_tfc = median(t_tfc, reps), m_bare = median(t_bare, reps);
-    double m_c2 = median(t_c2, reps), m_c1 = median(t_c1, reps), m_whole = median(t_whole, reps);
+    double m_tfc = bench_median(t_tfc, reps), m_bare = bench_median(t_bare, reps);
+    double m_c2 = bench_median(t_c2, reps), m_c1 = bench_median(t_c1, reps), m_whole = bench_median(t_whole, reps);
     double gf = 2.0 * n * (double)n * n * 1e-9;
     printf("matmul %dx%dx%d float32, %u StarPU workers (%u CPU), STARPU_SCHED=%s, tiles %d x %d "
            "of %d, %d repeats, load average %.2f %.2f %.2f, max rel error %.2g\n",
@@ -259,7 +241,7 @@ int main(int argc, char **argv)
         node_run(s, ft, fv, c);
         double *t = calloc((size_t)reps, 8);
         for (int r = 0; r < reps; r++) t[r] = node_run(s, ft, fv, c);
-        printf(" %d: %.2f ms;", edges[e], median(t, reps) * 1e3);
+        printf(" %d: %.2f ms;", edges[e], bench_median(t, reps) * 1e3);
         free(t);
         tfc_session_destroy(s);
     }

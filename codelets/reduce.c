@@ -11,6 +11,42 @@
 #include "bcast.h"
 #include "../src/tfc.h"
 
+static inline double red_step(int kind, double acc, double v)
+{
+    switch (kind) {
+    case TFC_K_REDUCE_MAX: return (v > acc || isnan(v)) ? v : acc;
+    case TFC_K_REDUCE_MIN: return (v < acc || isnan(v)) ? v : acc;
+    default: return acc + v;
+    }
+}
+
+/* The common 2-D float cases, over rows (axis 0: bias gradients, the partial sums of tiled
+ * reductions and split-K) or over columns (axis 1), as loops the compiler vectorizes; each
+ * output still adds its elements in the generic loop's order, so the results are the same. */
+#define REDUCE_2D(T)                                                                          \
+    static void reduce_2d_##T(int kind, const T *x, int64_t m, int64_t n, int64_t ld,        \
+                              int over_rows, double *acc)                                    \
+    {                                                                                         \
+        if (over_rows) {                                                                      \
+            for (int64_t r = 0; r < m; r++) {                                                 \
+                const T *row = x + r * ld;                                                    \
+                if (kind != TFC_K_REDUCE_MAX && kind != TFC_K_REDUCE_MIN)                   \
+                    for (int64_t j = 0; j < n; j++) acc[j] += (double)row[j];                 \
+                else                                                                          \
+                    for (int64_t j = 0; j < n; j++) acc[j] = red_step(kind, acc[j], row[j]);  \
+            }                                                                                 \
+        } else {                                                                              \
+            for (int64_t r = 0; r < m; r++) {                                                 \
+                const T *row = x + r * ld;                                                    \
+                double s = acc[r];                                                            \
+                for (int64_t j = 0; j < n; j++) s = red_step(kind, s, row[j]);                \
+                acc[r] = s;                                                                   \
+            }                                                                                 \
+        }                                                                                     \
+    }
+REDUCE_2D(float)
+REDUCE_2D(double)
+
 /* Maps every input element to its output element: out_index = sum over kept axes. The
  * input may be a 2-D tile of a larger matrix (sched/tiling.c): rows ld elements apart. */
 static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, void *y)
@@ -34,14 +70,15 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, voi
         return;
     }
     for (int64_t i = 0; i < n_out; i++) acc[i] = init;
+    int two_d = d->rank == 2 && reduced[0] != reduced[1] &&
+                (d->dtype == TFC_FLOAT32 || d->dtype == TFC_FLOAT64);
+    if (two_d && d->dtype == TFC_FLOAT32)
+        reduce_2d_float(a->kind, x, d->dims[0], d->dims[1], ld, reduced[0], acc);
+    else if (two_d)
+        reduce_2d_double(a->kind, x, d->dims[0], d->dims[1], ld, reduced[0], acc);
     int64_t idx[TFC_K_MAX_RANK] = {0}, off = 0, xo = 0;
-    for (int64_t e = 0; e < d->numel; e++) {
-        double v = tfc_load_f64(x, d->dtype, xo);
-        switch (a->kind) {
-        case TFC_K_REDUCE_MAX: if (v > acc[off] || isnan(v)) acc[off] = v; break;
-        case TFC_K_REDUCE_MIN: if (v < acc[off] || isnan(v)) acc[off] = v; break;
-        default: acc[off] += v;
-        }
+    for (int64_t e = 0; !two_d && e < d->numel; e++) {
+        acc[off] = red_step(a->kind, acc[off], tfc_load_f64(x, d->dtype, xo));
         for (int dd = d->rank - 1; dd >= 0; dd--) {
             off += ost[dd];
             xo += ist[dd];

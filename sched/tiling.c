@@ -36,6 +36,10 @@
  * matrix then splits into equal tiles. */
 static const int64_t tile_edges[] = {1024, 512, 256};
 #define TILES_PER_WORKER 4
+/* Split-K (a single output tile over a long k): chunks per worker, and their least length (a
+ * gemm of k = 256 still runs near peak; shorter chunks make the partial sums cost more). */
+#define KCHUNKS_PER_WORKER 2
+#define KCHUNK_MIN 256
 
 /* ---- options ----------------------------------------------------------------------------- */
 
@@ -71,7 +75,9 @@ static int64_t tile_edge(const struct plan_options *opt, int64_t m, int64_t n)
 }
 
 /* The tile edge for step st, or 0 when it stays whole. */
-static int64_t tile_of(const struct plan *p, const struct step *st, const struct plan_options *opt)
+/* Whether step st is a matmul worth splitting: 2-D, float, above the threshold, every operand
+ * a buffer, its output an intermediate, and someone to share it with. */
+static int big_matmul(const struct plan *p, const struct step *st, const struct plan_options *opt)
 {
     const struct tfc_kargs *a = st->args;
     if (opt->tile_min <= 0 || st->cl != &tfc_cl_matmul || a->kind != TFC_K_MATMUL) return 0;
@@ -82,10 +88,35 @@ static int64_t tile_of(const struct plan *p, const struct step *st, const struct
     if (c->dtype != TFC_FLOAT32 && c->dtype != TFC_FLOAT64) return 0;
     for (int i = 0; i < 3; i++) /* every operand has a buffer (no zero-element ones) */
         if (a->d[i].buf < 0 || a->d[i].numel > UINT32_MAX) return 0;
-    if (p->slots[st->buf_slot[a->d[2].buf]].kind != SLOT_TEMP) return 0;
+    return p->slots[st->buf_slot[a->d[2].buf]].kind == SLOT_TEMP;
+}
+
+/* The output tile edge for step st, or 0 when its output stays whole. */
+static int64_t tile_of(const struct plan *p, const struct step *st, const struct plan_options *opt)
+{
+    if (!big_matmul(p, st, opt)) return 0;
+    const struct tfc_kdesc *c = &st->args->d[2];
     int64_t m = c->dims[0], n = c->dims[1];
     int64_t t = tile_edge(opt, m, n);
     return cdiv(m, t) * cdiv(n, t) > 1 ? t : 0;
+}
+
+/* The inner-dimension chunk of a big matmul whose output is a single tile (short and narrow,
+ * over a long k: X^T dY of a large batch), or 0: TFC_TILE_SIZE when set, else k split in
+ * KCHUNKS_PER_WORKER chunks per worker, at least KCHUNK_MIN long. */
+static int64_t kchunk_of(const struct plan *p, const struct step *st,
+                         const struct plan_options *opt)
+{
+    if (!big_matmul(p, st, opt) || tile_of(p, st, opt)) return 0;
+    const struct tfc_kargs *a = st->args;
+    int64_t k = a->attrs[0].i ? a->d[0].dims[0] : a->d[0].dims[1];
+    int64_t c = opt->tile_size;
+    if (c <= 0) {
+        int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
+        c = cdiv(k, (int64_t)KCHUNKS_PER_WORKER * w);
+        if (c < KCHUNK_MIN) c = KCHUNK_MIN;
+    }
+    return cdiv(k, c) > 1 ? c : 0;
 }
 
 int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt)
@@ -208,6 +239,31 @@ static void set_live(struct tiler *tl, int slot, int part, int from)
     tl->live_from[slot] = from;
 }
 
+/* A new intermediate slot of the plan: rows x cols elements of dtype dt; its index or -1. */
+static int add_slot(struct tiler *tl, int dt, int64_t rows, int64_t cols)
+{
+    struct plan *p = tl->p;
+    struct slot *sl = realloc(p->slots, sizeof *sl * (size_t)(p->n_slots + 1));
+    if (!sl) return -1;
+    p->slots = sl;
+    int *lv = realloc(tl->live, sizeof(int) * (size_t)(p->n_slots + 1));
+    if (lv) tl->live = lv;
+    int *lf = lv ? realloc(tl->live_from, sizeof(int) * (size_t)(p->n_slots + 1)) : NULL;
+    if (lf) tl->live_from = lf;
+    if (!lv || !lf) return -1;
+    struct slot *ns = &sl[p->n_slots];
+    memset(ns, 0, sizeof *ns);
+    ns->kind = SLOT_TEMP;
+    ns->desc.dtype = (enum tfc_dtype)dt;
+    ns->desc.shape.rank = 2;
+    ns->desc.shape.dims[0] = rows;
+    ns->desc.shape.dims[1] = cols;
+    ns->numel = rows * cols;
+    ns->ref = -1;
+    tl->live[p->n_slots] = -1;
+    return p->n_slots++;
+}
+
 /* ---- matmul: one task per output tile ------------------------------------------------------ */
 
 /* Appends the tile steps of matmul step si (edge t): C[i,j] = op(A)[i,:] op(B)[:,j]. */
@@ -253,6 +309,81 @@ static int split_matmul(struct tiler *tl, int si, int64_t t)
             ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
         }
     set_live(tl, sc, first + 2, si);
+    return 0;
+}
+
+/* Appends the steps of matmul step si split along k in chunks of c (kc of them): chunk i
+ * computes op(A)[:, chunk i] op(B)[chunk i, :] into block i of a new intermediate P
+ * [kc * m, n], one gemm each with beta = 0; then one reduce step sums P's blocks (P seen as
+ * [kc, m * n], over axis 0, in double) into C. A partial sum per chunk instead of
+ * STARPU_REDUX accumulation: the order of the sums, and so the result, does not depend on
+ * which worker ran which chunk. */
+static int split_inner(struct tiler *tl, int si, int64_t c)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
+    int64_t m = dc->dims[0], n = dc->dims[1], k = ta ? da->dims[0] : da->dims[1];
+    int64_t kc = cdiv(k, c);
+    int sa = st->buf_slot[da->buf], sb = st->buf_slot[db->buf], sc = st->buf_slot[dc->buf];
+    int ps = add_slot(tl, dc->dtype, kc * m, n);
+    if (ps < 0) return -1;
+    int first = p->n_parts;
+    /* A's column blocks (row blocks when transposed), B's row blocks (column blocks when
+     * transposed), P's blocks of m rows */
+    if (add_part(p, &tl->cap_parts, sa, 1, da->dims[0], da->dims[1], ta ? c : m, ta ? m : c) ||
+        add_part(p, &tl->cap_parts, sb, 1, db->dims[0], db->dims[1], tb ? n : c, tb ? c : n) ||
+        add_part(p, &tl->cap_parts, ps, 0, kc * m, n, m, n))
+        return -1;
+    tl->live[sa] = tl->live[sb] = -1;
+    for (int64_t i = 0; i < kc; i++) {
+        struct step *ts = push_tile(tl, st, 3);
+        if (!ts) return -1;
+        int64_t kk = (i + 1) * c <= k ? c : k - i * c;
+        struct tfc_kargs *ka = ts->args;
+        int64_t dims[3][2] = {{ta ? kk : m, ta ? m : kk}, {tb ? n : kk, tb ? kk : n}, {m, n}};
+        int slots[3] = {sa, sb, ps};
+        for (int b = 0; b < 3; b++) {
+            ka->d[b].dims[0] = dims[b][0];
+            ka->d[b].dims[1] = dims[b][1];
+            set_numel(&ka->d[b]);
+            ka->d[b].buf = b;
+            ts->buf_slot[b] = slots[b];
+            ts->modes[b] = b < 2 ? STARPU_R : STARPU_W;
+            ts->buf_part[b] = first + b;
+            ts->buf_child[b] = (int)i;
+        }
+        ts->n_buf = 3;
+        tfc_plan_finish_args(ka);
+        ts->cost = st->cost * (double)kk / (double)k;
+    }
+    /* the sum of the blocks: a reduce step of its own arguments (two operands) */
+    struct step *fs = push_tile(tl, st, 2);
+    if (!fs) return -1;
+    size_t size = sizeof(struct tfc_kargs) + 2 * sizeof(struct tfc_kdesc);
+    struct tfc_kargs *ra = calloc(1, size);
+    if (!ra) return -1; /* fs still owns the matmul's copy, freed with it */
+    free(fs->args);
+    fs->args = ra;
+    fs->args_size = size;
+    fs->cl = &tfc_cl_reduce;
+    ra->kind = TFC_K_REDUCE_SUM;
+    ra->node = a->node;
+    ra->n_in = 1;
+    ra->n_out = 1;
+    ra->attrs[0].n = 1; /* axes {0}: the blocks */
+    ra->d[0] = (struct tfc_kdesc){.dtype = dc->dtype, .rank = 2, .dims = {kc, m * n},
+                                  .numel = kc * m * n, .buf = 0};
+    ra->d[1] = *dc;
+    ra->d[1].buf = 1;
+    fs->n_buf = 2;
+    fs->buf_slot[0] = ps, fs->modes[0] = STARPU_R;
+    fs->buf_slot[1] = sc, fs->modes[1] = STARPU_W;
+    tfc_plan_finish_args(ra);
+    fs->cost = st->cost * (double)(kc * m * n) / (a->flops > 0 ? a->flops : 1);
+    tl->live[sc] = -1;
     return 0;
 }
 
@@ -402,31 +533,6 @@ static int reduce_source(const struct tiler *tl, int si)
     return pt->rows == d->dims[0] && pt->cols == d->dims[1] ? tl->live[s] : -1;
 }
 
-/* A new intermediate slot of the plan: rows x cols elements of dtype dt; its index or -1. */
-static int add_slot(struct tiler *tl, int dt, int64_t rows, int64_t cols)
-{
-    struct plan *p = tl->p;
-    struct slot *sl = realloc(p->slots, sizeof *sl * (size_t)(p->n_slots + 1));
-    if (!sl) return -1;
-    p->slots = sl;
-    int *lv = realloc(tl->live, sizeof(int) * (size_t)(p->n_slots + 1));
-    if (lv) tl->live = lv;
-    int *lf = lv ? realloc(tl->live_from, sizeof(int) * (size_t)(p->n_slots + 1)) : NULL;
-    if (lf) tl->live_from = lf;
-    if (!lv || !lf) return -1;
-    struct slot *ns = &sl[p->n_slots];
-    memset(ns, 0, sizeof *ns);
-    ns->kind = SLOT_TEMP;
-    ns->desc.dtype = (enum tfc_dtype)dt;
-    ns->desc.shape.rank = 2;
-    ns->desc.shape.dims[0] = rows;
-    ns->desc.shape.dims[1] = cols;
-    ns->numel = rows * cols;
-    ns->ref = -1;
-    tl->live[p->n_slots] = -1;
-    return p->n_slots++;
-}
-
 /* Appends the steps of reduce step si over the tiles of live partition q, [m, n] in tiles of
  * tr x tc (mt x nt of them): tile (i, j) reduces its tile into a partial result, kept in a new
  * intermediate P, and one step reduces P into the node's output:
@@ -531,8 +637,12 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         free(edge); free(split);
         return -1;
     }
-    int any = 0;
-    for (int i = 0; i < p->n_steps; i++) any |= (edge[i] = tile_of(p, &p->steps[i], opt)) != 0;
+    int any = 0; /* edge: > 0 an output tile edge, < 0 minus a split-K chunk */
+    for (int i = 0; i < p->n_steps; i++) {
+        edge[i] = tile_of(p, &p->steps[i], opt);
+        if (!edge[i]) edge[i] = -kchunk_of(p, &p->steps[i], opt);
+        any |= edge[i] != 0;
+    }
     if (!any) {
         free(edge); free(split);
         return 0;
@@ -546,7 +656,7 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         const struct step *st = &p->steps[i];
         int q;
         if (edge[i]) {
-            rc = split_matmul(&tl, i, edge[i]);
+            rc = edge[i] > 0 ? split_matmul(&tl, i, edge[i]) : split_inner(&tl, i, -edge[i]);
             split[i] = 1;
         } else if ((q = fused_source(&tl, i)) >= 0) {
             rc = split_fused(&tl, i, q);

@@ -163,6 +163,79 @@ static void test_matmul_tiles(void)
     }
 }
 
+/* ---- a long inner dimension: split-K ----------------------------------------------------- */
+
+/* A matmul whose output is one tile but whose inner dimension is long (X^T dY of a large
+ * batch) is split along k: one task per chunk of k writing partial products, one reduce task
+ * adding them. Every transpose, float32 and float64, k not a multiple of the chunk: equal to a
+ * float64 reference and to the untiled result. Then the automatic rule: with TFC_TILE_SIZE
+ * auto, an 8 x 4096 x 8 product above the threshold splits into 2 chunks per worker. */
+static void test_split_k(void)
+{
+    const int64_t m = 5, k = 300, n = 7;
+    const int chunk = 64, kc = (300 + 63) / 64;
+    double A[5 * 300], B[300 * 7], C[5 * 7];
+    for (int di = 0; di < 2; di++)
+        for (int tr = 0; tr < 4; tr++) {
+            enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+            int ta = tr & 1, tb = tr >> 1;
+            fill(A, m * k, 61 + tr), fill(B, k * n, 65 + tr);
+            ref_mm(A, B, C, m, k, n, ta, tb);
+            tfc_graph *g = NULL;
+            CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+            int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
+            tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, sa));
+            tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, sb));
+            tfc_tensor *c = tfc_matmul(g, a, b, ta, tb);
+            CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+            tfc_tensor *ft[2] = {a, b};
+            tfc_value *fv[2] = {value_of(dt, sa[0], sa[1], A), value_of(dt, sb[0], sb[1], B)};
+            int nw, nt;
+            uint64_t tw, tt;
+            tfc_value *whole = run_tiled(g, 0, 0, 2, ft, fv, c, tfc_tensor_name(c), &nw, &tw);
+            tfc_value *split = run_tiled(g, 1, chunk, 2, ft, fv, c, tfc_tensor_name(c), &nt, &tt);
+            CU_ASSERT_EQUAL(nw, 1);
+            CU_ASSERT_EQUAL(nt, kc + 1); /* the chunks and the sum */
+            CU_ASSERT_EQUAL(tt, (uint64_t)kc + 1);
+            double e1 = max_err(whole, C, m * n), e2 = max_err(split, C, m * n);
+            if (!(e2 <= tol_of(dt)) || nt != kc + 1)
+                fprintf(stderr, "split-K %s ta %d tb %d: %d tasks, error %g (whole %g)\n",
+                        di ? "f64" : "f32", ta, tb, nt, e2, e1);
+            CU_ASSERT(e1 <= tol_of(dt));
+            CU_ASSERT(e2 <= tol_of(dt));
+            tfc_value_destroy(whole), tfc_value_destroy(split);
+            tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
+            tfc_graph_destroy(g);
+        }
+    /* auto: 8 x 4096 x 8 above a threshold of 1 flop, one output tile: 2 chunks per worker
+     * (at least 256 long); with one worker, no split */
+    const int64_t M = 8, K = 4096, N = 8;
+    double *X = malloc(sizeof(double) * (size_t)(M * K));
+    double *Y = malloc(sizeof(double) * (size_t)(K * N));
+    double Z[64];
+    CU_ASSERT_FATAL(X && Y);
+    fill(X, M * K, 71), fill(Y, K * N, 72);
+    ref_mm(X, Y, Z, M, K, N, 0, 0);
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){M, K}));
+    tfc_tensor *y = tfc_placeholder(g, "y", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){K, N}));
+    tfc_tensor *z = tfc_matmul(g, x, y, 0, 0);
+    tfc_tensor *ft[2] = {x, y};
+    tfc_value *fv[2] = {value_of(TFC_FLOAT32, M, K, X), value_of(TFC_FLOAT32, K, N, Y)};
+    int nz;
+    uint64_t tz;
+    tfc_value *out = run_tiled(g, 1, 0, 2, ft, fv, z, tfc_tensor_name(z), &nz, &tz);
+    int w = (int)starpu_worker_get_count();
+    int64_t c = cdiv(K, 2 * w) < 256 ? 256 : cdiv(K, 2 * w), want = w < 2 ? 1 : cdiv(K, c) + 1;
+    CU_ASSERT_EQUAL(nz, want);
+    CU_ASSERT(max_err(out, Z, M * N) <= 1e-4);
+    tfc_value_destroy(out);
+    tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
+    tfc_graph_destroy(g);
+    free(X), free(Y);
+}
+
 /* ---- the element-wise step after a tiled matmul ------------------------------------------- */
 
 /* Runs the fetches with feeds on a session with tiling (edge tile, or off when tile is 0),
@@ -701,9 +774,9 @@ static void test_cuda(void) { tiles_on_device(&dev_cuda); }
 
 /* relu(matmul + bias) - d (one fused step; d = transpose(dt), produced whole) under a hard
  * device hint ("opencl", "cuda"), its result fetched and also read whole by a transpose: the
- * element-wise step is tiled with the matmul, every tile on that device's worker. In the second run the tiled
- * tensors are already allocated on the OpenCL device (the transposes read or wrote them
- * whole there), so the tiles are views with a leading dimension in the OpenCL buffers. With
+ * element-wise step is tiled with the matmul, every tile on that device's worker. In the
+ * second run the tiled tensors are already allocated on the device (the transposes read or
+ * wrote them whole there). With
  * the element-wise ops hinted to the CPU instead (a placement unlike the matmul's) the fused
  * step stays one task, on the CPU. */
 static void elementwise_on_device(const struct device *dv)
@@ -1026,6 +1099,7 @@ int main(void)
     TEST_ADD(test_matmul_tiles);
     TEST_ADD(test_elementwise_tiles);
     TEST_ADD(test_reduce_tiles);
+    TEST_ADD(test_split_k);
     TEST_ADD(test_chain);
     TEST_ADD(test_training);
     TEST_ADD(test_defaults);
