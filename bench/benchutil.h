@@ -35,4 +35,26 @@ static inline double bench_median(double *v, int n)
     return bench_quantile(v, n, 0.5);
 }
 
+#ifdef BENCH_CBLAS
+#include <cblas.h>
+#include <starpu.h>
+/* Seconds of one row-major float32 cblas_sgemm C[m,n] = A[m,k] B[k,n] on `threads` OpenBLAS
+ * threads, StarPU's workers paused meanwhile (idle workers poll in a tight loop: they would
+ * take the cores from OpenBLAS's threads); OpenBLAS goes back to one thread, the runtime's
+ * setting inside tasks. */
+static inline double bench_cblas_sgemm(const float *A, const float *B, float *C, int m, int k,
+                                       int n, int threads)
+{
+    starpu_pause();
+    openblas_set_num_threads(threads);
+    double t0 = bench_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, k, B, n, 0.0f, C,
+                n);
+    double t = bench_now() - t0;
+    openblas_set_num_threads(1);
+    starpu_resume();
+    return t;
+}
+#endif
+
 #endif

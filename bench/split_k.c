@@ -5,12 +5,12 @@
  * cblas_sgemm on 2 OpenBLAS threads and on 1 (StarPU's workers paused meanwhile); interleaved
  * repeats, medians. Usage: split_k [M K N] [repeats]
  * The last line is machine-readable ("split_k key=value ..."). */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <starpu.h>
 #include "../src/tfc.h"
+#define BENCH_CBLAS
 #include "benchutil.h"
 
 static double node_run(tfc_session *s, tfc_tensor **ft, tfc_value **fv, tfc_tensor *c)
@@ -21,20 +21,6 @@ static double node_run(tfc_session *s, tfc_tensor **ft, tfc_value **fv, tfc_tens
         exit(1);
     }
     return bench_now() - t0;
-}
-
-static double cblas_run(const float *A, const float *B, float *C, int m, int k, int n,
-                        int threads)
-{
-    starpu_pause(); /* idle workers poll: they would take the cores from OpenBLAS's threads */
-    openblas_set_num_threads(threads);
-    double t0 = bench_now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, k, B, n, 0.0f, C,
-                n);
-    double t = bench_now() - t0;
-    openblas_set_num_threads(1);
-    starpu_resume();
-    return t;
 }
 
 int main(int argc, char **argv)
@@ -94,7 +80,7 @@ int main(int argc, char **argv)
     }
     tfc_session_get_stats(split, &st1);
     int tasks = (int)(st1.tasks - st0.tasks);
-    cblas_run(A, B, R, m, k, n, 2);
+    bench_cblas_sgemm(A, B, R, m, k, n, 2);
     double err = 0;
     const float *O = tfc_value_cdata(out);
     for (size_t i = 0; i < nc; i++) err = fmax(err, fabs(O[i] - R[i]) / (1 + fabs(R[i])));
@@ -114,8 +100,8 @@ int main(int argc, char **argv)
             switch ((q + r) % 4) {
             case 0: t_split[r] = node_run(split, ft, fv, c); break;
             case 1: t_whole[r] = node_run(whole, ft, fv, c); break;
-            case 2: t_c2[r] = cblas_run(A, B, R, m, k, n, 2); break;
-            default: t_c1[r] = cblas_run(A, B, R, m, k, n, 1); break;
+            case 2: t_c2[r] = bench_cblas_sgemm(A, B, R, m, k, n, 2); break;
+            default: t_c1[r] = bench_cblas_sgemm(A, B, R, m, k, n, 1); break;
             }
     double ms = bench_median(t_split, reps), mw = bench_median(t_whole, reps);
     double m2 = bench_median(t_c2, reps), m1 = bench_median(t_c1, reps);

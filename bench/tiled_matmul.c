@@ -16,6 +16,7 @@
 #include <time.h>
 #include <starpu.h>
 #include "../src/tfc.h"
+#define BENCH_CBLAS
 #include "benchutil.h"
 
 /* ---- the hand-written StarPU tiled sgemm -------------------------------------------------- */
@@ -105,21 +106,6 @@ static tfc_session *session(tfc_ctx *ctx, tfc_graph *g, double min_flops, int ti
     return s;
 }
 
-/* One cblas_sgemm on `threads` OpenBLAS threads, StarPU's workers paused meanwhile (idle
- * workers poll in a tight loop: they would take the cores from OpenBLAS's threads). */
-static double cblas_run(const float *A, const float *B, float *C, int n, int threads)
-{
-    starpu_pause();
-    openblas_set_num_threads(threads);
-    double t0 = bench_now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C,
-                n);
-    double t = bench_now() - t0;
-    openblas_set_num_threads(1); /* back to the runtime's setting: one thread inside tasks */
-    starpu_resume();
-    return t;
-}
-
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 2048, reps = argc > 2 ? atoi(argv[2]) : 9;
@@ -183,7 +169,7 @@ int main(int argc, char **argv)
     }
     int tile = (n + grid - 1) / grid;
     /* check the result against one cblas call */
-    cblas_run(A, B, R, n, 2);
+    bench_cblas_sgemm(A, B, R, n, n, n, 2);
     double err = 0;
     const float *O = tfc_value_cdata(out);
     for (size_t i = 0; i < nn; i++) err = fmax(err, fabs(O[i] - R[i]) / (1 + fabs(R[i])));
@@ -209,8 +195,8 @@ int main(int argc, char **argv)
             switch ((k + r) % 5) {
             case 0: t_tfc[r] = node_run(tiled, ft, fv, c); break;
             case 1: t_bare[r] = bare_run(&bare); break;
-            case 2: t_c2[r] = cblas_run(A, B, R, n, 2); break;
-            case 3: t_c1[r] = cblas_run(A, B, R, n, 1); break;
+            case 2: t_c2[r] = bench_cblas_sgemm(A, B, R, n, n, n, 2); break;
+            case 3: t_c1[r] = bench_cblas_sgemm(A, B, R, n, n, n, 1); break;
             default: t_whole[r] = node_run(whole, ft, fv, c); break;
             }
         }

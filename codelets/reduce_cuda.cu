@@ -71,6 +71,23 @@ static __global__ void reduce_thread_kernel(struct reduce_args p, const void *x,
     }
 }
 
+/* Output o's elements r0, r0 + step, ... folded into acc (in that order). */
+static __device__ __forceinline__ double red_strided(const struct reduce_args &p, const void *x,
+                                                     int64_t base, int64_t r0, int64_t step,
+                                                     double acc)
+{
+    for (int64_t r = r0; r < p.count; r += step) {
+        int64_t off = base, rem = r;
+        for (int d = p.nr - 1; d >= 0; d--) {
+            int64_t q = rem / p.rdims[d];
+            off += (rem - q * p.rdims[d]) * p.rst[d];
+            rem = q;
+        }
+        acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off));
+    }
+    return acc;
+}
+
 #define RED_BLOCK 256
 
 /* One block per output. */
@@ -78,17 +95,7 @@ static __global__ void reduce_block_kernel(struct reduce_args p, const void *x, 
 {
     __shared__ double sh[RED_BLOCK];
     for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
-        int64_t base = red_base(p, o);
-        double acc = p.init;
-        for (int64_t r = threadIdx.x; r < p.count; r += blockDim.x) {
-            int64_t off = base, rem = r;
-            for (int d = p.nr - 1; d >= 0; d--) {
-                int64_t q = rem / p.rdims[d];
-                off += (rem - q * p.rdims[d]) * p.rst[d];
-                rem = q;
-            }
-            acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off));
-        }
+        double acc = red_strided(p, x, red_base(p, o), threadIdx.x, blockDim.x, p.init);
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int w = RED_BLOCK / 2; w > 0; w >>= 1) {
@@ -115,19 +122,7 @@ static __global__ void reduce_cols_kernel(struct reduce_args p, const void *x, v
     for (int64_t o0 = (int64_t)blockIdx.x * COLS_X; o0 < p.n_out;
          o0 += (int64_t)gridDim.x * COLS_X) {
         int64_t o = o0 + tx;
-        double acc = p.init;
-        if (o < p.n_out) {
-            int64_t base = red_base(p, o);
-            for (int64_t r = ty; r < p.count; r += COLS_Y) {
-                int64_t off = base, rem = r;
-                for (int d = p.nr - 1; d >= 0; d--) {
-                    int64_t q = rem / p.rdims[d];
-                    off += (rem - q * p.rdims[d]) * p.rst[d];
-                    rem = q;
-                }
-                acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off));
-            }
-        }
+        double acc = o < p.n_out ? red_strided(p, x, red_base(p, o), ty, COLS_Y, p.init) : p.init;
         sh[ty][tx] = acc;
         __syncthreads();
         if (ty == 0 && o < p.n_out) {

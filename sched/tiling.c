@@ -91,6 +91,23 @@ static int big_matmul(const struct plan *p, const struct step *st, const struct 
     return p->slots[st->buf_slot[a->d[2].buf]].kind == SLOT_TEMP;
 }
 
+/* A 2-D matmul step's shape: C [m, n] = op(A) op(B) over k, and its operands' slots. */
+struct mm_shape {
+    int ta, tb;
+    int64_t m, n, k;
+    int sa, sb, sc;
+};
+
+static struct mm_shape mm_shape_of(const struct step *st)
+{
+    const struct tfc_kargs *a = st->args;
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
+    struct mm_shape s = {a->attrs[0].i != 0, a->attrs[1].i != 0, dc->dims[0], dc->dims[1], 0,
+                         st->buf_slot[da->buf], st->buf_slot[db->buf], st->buf_slot[dc->buf]};
+    s.k = s.ta ? da->dims[0] : da->dims[1];
+    return s;
+}
+
 /* The output tile edge for step st, or 0 when its output stays whole. */
 static int64_t tile_of(const struct plan *p, const struct step *st, const struct plan_options *opt)
 {
@@ -108,9 +125,7 @@ static int64_t kchunk_of(const struct plan *p, const struct step *st,
                          const struct plan_options *opt)
 {
     if (!big_matmul(p, st, opt) || tile_of(p, st, opt)) return 0;
-    const struct tfc_kargs *a = st->args;
-    int64_t k = a->attrs[0].i ? a->d[0].dims[0] : a->d[0].dims[1];
-    int64_t c = opt->tile_size;
+    int64_t k = mm_shape_of(st).k, c = opt->tile_size;
     if (c <= 0) {
         int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
         c = cdiv(k, (int64_t)KCHUNKS_PER_WORKER * w);
@@ -272,10 +287,10 @@ static int split_matmul(struct tiler *tl, int si, int64_t t)
     struct plan *p = tl->p;
     const struct step *st = &p->steps[si];
     const struct tfc_kargs *a = st->args;
-    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
-    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
-    int64_t m = dc->dims[0], n = dc->dims[1], k = ta ? da->dims[0] : da->dims[1];
-    int sa = st->buf_slot[da->buf], sb = st->buf_slot[db->buf], sc = st->buf_slot[dc->buf];
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1];
+    struct mm_shape s = mm_shape_of(st);
+    int ta = s.ta, tb = s.tb, sa = s.sa, sb = s.sb, sc = s.sc;
+    int64_t m = s.m, n = s.n, k = s.k;
     int first = p->n_parts;
     /* A's row blocks of op(A) (column blocks of A when transposed), B's column blocks of op(B)
      * (row blocks when transposed), C's 2-D tiles */
@@ -323,11 +338,10 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
     struct plan *p = tl->p;
     const struct step *st = &p->steps[si];
     const struct tfc_kargs *a = st->args;
-    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
     const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
-    int64_t m = dc->dims[0], n = dc->dims[1], k = ta ? da->dims[0] : da->dims[1];
-    int64_t kc = cdiv(k, c);
-    int sa = st->buf_slot[da->buf], sb = st->buf_slot[db->buf], sc = st->buf_slot[dc->buf];
+    struct mm_shape s = mm_shape_of(st);
+    int ta = s.ta, tb = s.tb, sa = s.sa, sb = s.sb, sc = s.sc;
+    int64_t m = s.m, n = s.n, k = s.k, kc = cdiv(k, c);
     int ps = add_slot(tl, dc->dtype, kc * m, n);
     if (ps < 0) return -1;
     int first = p->n_parts;
