@@ -281,6 +281,35 @@ static int add_slot(struct tiler *tl, int dt, int64_t rows, int64_t cols)
 
 /* ---- matmul: one task per output tile ------------------------------------------------------ */
 
+/* Appends a gemm task of matmul step st on tiles: op(A) [tm, tk] (A's child ca of partition
+ * first), op(B) [tk, tn] (B's child cb of first + 1), C [tm, tn] (child cc of first + 2, a
+ * tile of C or a block of partial products in slot sc); three buffers even when A and B are
+ * one tensor. NULL when out of memory. */
+static struct step *push_gemm(struct tiler *tl, const struct step *st, const int slots[3],
+                              int first, const int child[3], int64_t tm, int64_t tk, int64_t tn)
+{
+    struct step *ts = push_tile(tl, st, 3);
+    if (!ts) return NULL;
+    const struct tfc_kargs *a = st->args;
+    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    struct tfc_kargs *ka = ts->args; /* a copy of a */
+    int64_t dims[3][2] = {{ta ? tk : tm, ta ? tm : tk}, {tb ? tn : tk, tb ? tk : tn}, {tm, tn}};
+    for (int b = 0; b < 3; b++) {
+        ka->d[b].dims[0] = dims[b][0];
+        ka->d[b].dims[1] = dims[b][1];
+        set_numel(&ka->d[b]);
+        ka->d[b].buf = b;
+        ts->buf_slot[b] = slots[b];
+        ts->modes[b] = b < 2 ? STARPU_R : STARPU_W;
+        ts->buf_part[b] = first + b;
+        ts->buf_child[b] = child[b];
+    }
+    ts->n_buf = 3;
+    tfc_plan_finish_args(ka);
+    ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
+    return ts;
+}
+
 /* Appends the tile steps of matmul step si (edge t): C[i,j] = op(A)[i,:] op(B)[:,j]. */
 static int split_matmul(struct tiler *tl, int si, int64_t t)
 {
@@ -302,26 +331,9 @@ static int split_matmul(struct tiler *tl, int si, int64_t t)
     const struct plan_part *pc = &p->parts[first + 2];
     for (int i = 0; i < pc->nr; i++)
         for (int j = 0; j < pc->nc; j++) {
-            /* A, B and C: three buffers even when A and B are one tensor (one buffer) */
-            struct step *ts = push_tile(tl, st, 3);
-            if (!ts) return -1;
-            int64_t tm = tile_rows(pc, i), tn = tile_cols(pc, j);
-            struct tfc_kargs *ka = ts->args; /* a copy of a */
-            int64_t dims[3][2] = {{ta ? k : tm, ta ? tm : k}, {tb ? tn : k, tb ? k : tn}, {tm, tn}};
             int slots[3] = {sa, sb, sc}, child[3] = {i, j, i * pc->nc + j};
-            for (int b = 0; b < 3; b++) {
-                ka->d[b].dims[0] = dims[b][0];
-                ka->d[b].dims[1] = dims[b][1];
-                set_numel(&ka->d[b]);
-                ka->d[b].buf = b;
-                ts->buf_slot[b] = slots[b];
-                ts->modes[b] = b < 2 ? STARPU_R : STARPU_W;
-                ts->buf_part[b] = first + b;
-                ts->buf_child[b] = child[b];
-            }
-            ts->n_buf = 3;
-            tfc_plan_finish_args(ka);
-            ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
+            if (!push_gemm(tl, st, slots, first, child, tile_rows(pc, i), k, tile_cols(pc, j)))
+                return -1;
         }
     set_live(tl, sc, first + 2, si);
     return 0;
@@ -352,26 +364,10 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
         add_part(p, &tl->cap_parts, ps, 0, kc * m, n, m, n))
         return -1;
     tl->live[sa] = tl->live[sb] = -1;
-    for (int64_t i = 0; i < kc; i++) {
-        struct step *ts = push_tile(tl, st, 3);
-        if (!ts) return -1;
-        int64_t kk = (i + 1) * c <= k ? c : k - i * c;
-        struct tfc_kargs *ka = ts->args;
-        int64_t dims[3][2] = {{ta ? kk : m, ta ? m : kk}, {tb ? n : kk, tb ? kk : n}, {m, n}};
-        int slots[3] = {sa, sb, ps};
-        for (int b = 0; b < 3; b++) {
-            ka->d[b].dims[0] = dims[b][0];
-            ka->d[b].dims[1] = dims[b][1];
-            set_numel(&ka->d[b]);
-            ka->d[b].buf = b;
-            ts->buf_slot[b] = slots[b];
-            ts->modes[b] = b < 2 ? STARPU_R : STARPU_W;
-            ts->buf_part[b] = first + b;
-            ts->buf_child[b] = (int)i;
-        }
-        ts->n_buf = 3;
-        tfc_plan_finish_args(ka);
-        ts->cost = st->cost * (double)kk / (double)k;
+    for (int i = 0; i < (int)kc; i++) {
+        int slots[3] = {sa, sb, ps}, child[3] = {i, i, i};
+        if (!push_gemm(tl, st, slots, first, child, m, (i + 1) * c <= k ? c : k - i * c, n))
+            return -1;
     }
     /* the sum of the blocks: a reduce step of its own arguments (two operands) */
     struct step *fs = push_tile(tl, st, 2);
