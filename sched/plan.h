@@ -154,7 +154,8 @@ void tfc_placement_warn(struct plan *p, const char *why);
  * value is an error with a message). */
 tfc_status tfc_tiling_options(struct plan_options *opt, char *msg);
 /* sched/tiling.c: the tiling pass (after priorities): splits each large matmul step into tile
- * steps over partitions of its operands. Nonzero when out of memory. */
+ * steps over partitions of its operands (output tiles, or chunks of k and a sum), and the
+ * element-wise steps and reductions that read its tiles next. Nonzero when out of memory. */
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
 /* sched/priority.c: marks the steps whose completion a run waits for (step->signals): those
  * no later step waits for through StarPU's data dependencies (no later conflicting access to a

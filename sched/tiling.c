@@ -5,8 +5,10 @@
  * run partitions the operands with StarPU's asynchronous partitioning (plan, partition_submit /
  * partition_readonly_submit before the first tile task that uses a partition, unpartition_submit
  * and clean after the last), so sequential consistency orders the tiles after the producers of
- * A and B and the whole-tensor consumers of C after the tiles. The inner dimension is not split:
- * each tile is one gemm with beta = 0, and nothing accumulates.
+ * A and B and the whole-tensor consumers of C after the tiles. Each tile is one gemm with
+ * beta = 0 over the whole inner dimension. A matmul whose output is a single tile but whose
+ * inner dimension is long is split along k instead (split_inner): one gemm per chunk of k
+ * into a block of partial products, and one reduce task adding the blocks into C.
  *
  * C stays "live" (partitioned, its tiles holding its value) while the next steps that touch it
  * can read it tile by tile:
@@ -74,7 +76,6 @@ static int64_t tile_edge(const struct plan_options *opt, int64_t m, int64_t n)
     return tile_edges[ne - 1];
 }
 
-/* The tile edge for step st, or 0 when it stays whole. */
 /* Whether step st is a matmul worth splitting: 2-D, float, above the threshold, every operand
  * a buffer, its output an intermediate, and someone to share it with. */
 static int big_matmul(const struct plan *p, const struct step *st, const struct plan_options *opt)
@@ -182,12 +183,11 @@ static int same_placement(const struct step *x, const struct step *y)
  * partition not yet ended): a following step can read those tiles in place. */
 struct tiler {
     struct plan *p;
-    const struct plan_options *opt;
     struct step *out;      /* the new step list */
     int n_out, cap_out, cap_parts;
-    int *live;             /* per slot: the written partition holding it, or -1 */
+    int *live;             /* per slot (grown with the slots): the written partition holding
+                            * it, or -1 */
     int *live_from;        /* per live slot: the (original) step whose tiles wrote it */
-    int n_live;            /* entries of live and live_from */
 };
 
 /* Room for n more steps in tl->out; 0, or -1 when out of memory. */
@@ -281,10 +281,10 @@ static int add_slot(struct tiler *tl, int dt, int64_t rows, int64_t cols)
 
 /* ---- matmul: one task per output tile ------------------------------------------------------ */
 
-/* Appends a gemm task of matmul step st on tiles: op(A) [tm, tk] (A's child ca of partition
- * first), op(B) [tk, tn] (B's child cb of first + 1), C [tm, tn] (child cc of first + 2, a
- * tile of C or a block of partial products in slot sc); three buffers even when A and B are
- * one tensor. NULL when out of memory. */
+/* Appends a gemm task of matmul step st on tiles: op(A) [tm, tk] (child child[0] of
+ * partition first, over slots[0]), op(B) [tk, tn] (child[1] of first + 1), C [tm, tn] (child[2]
+ * of first + 2: a tile of C, or a block of partial products); three buffers even when A and
+ * B are one tensor. NULL when out of memory. */
 static struct step *push_gemm(struct tiler *tl, const struct step *st, const int slots[3],
                               int first, const int child[3], int64_t tm, int64_t tk, int64_t tn)
 {
@@ -657,7 +657,7 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         free(edge); free(split);
         return 0;
     }
-    struct tiler tl = {.p = p, .opt = opt, .cap_parts = p->n_parts, .n_live = p->n_slots};
+    struct tiler tl = {.p = p, .cap_parts = p->n_parts};
     tl.live = malloc(sizeof(int) * ((size_t)p->n_slots + 1));
     tl.live_from = malloc(sizeof(int) * ((size_t)p->n_slots + 1));
     int rc = tl.live && tl.live_from ? 0 : -1;
