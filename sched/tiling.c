@@ -370,7 +370,7 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
             return -1;
     }
     /* the sum of the blocks: a reduce step of its own arguments (two operands) */
-    struct step *fs = push_tile(tl, st, 2);
+    struct step *fs = push_tile(tl, st, st->n_buf); /* room for the copy; two used */
     if (!fs) return -1;
     size_t size = sizeof(struct tfc_kargs) + 2 * sizeof(struct tfc_kdesc);
     struct tfc_kargs *ra = calloc(1, size);
