@@ -203,18 +203,14 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
         chain = from_prev;
     }
     int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0 && !chain;
-    /* ranks map onto [0, max] when the range holds 0 (prio, lws, dmdas): the least critical
-     * tasks, usually the most numerous, get 0 */
-    double lo = on && opt->prio_min < 0 && opt->prio_max > 0 ? 0 : on ? opt->prio_min : 0;
+    /* ranks map onto [lo, max], lo = 0 when the range holds 0 (prio, lws, dmdas): the least
+     * critical tasks, usually the most numerous, get 0 */
+    int lo = on && opt->prio_min < 0 && opt->prio_max > 0 ? 0 : on ? opt->prio_min : 0;
+    int hi = on ? opt->prio_max : 0;
     for (int i = 0; i < N; i++) {
         struct step *st = &p->steps[i];
-        if (!on) {
-            st->priority = 0;
-            continue;
-        }
-        double hi = opt->prio_max;
-        double v = nearbyint(lo + st->rank / max_rank * (hi - lo));
-        st->priority = v <= lo ? (int)lo : v >= hi ? opt->prio_max : (int)v;
+        double v = on ? nearbyint(lo + st->rank / max_rank * ((double)hi - lo)) : 0;
+        st->priority = v <= lo ? lo : v >= hi ? hi : (int)v;
     }
     free(last_writer); free(reader_head); free(reader_step); free(reader_next);
     free(edges); free(best);

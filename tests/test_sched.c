@@ -48,14 +48,16 @@ static int has_text(const char *s, const char *sub)
 enum { WIDE = 6, CHAIN = 8 };
 
 /* x -> WIDE independent negations (built first, so submitted first), and x -> a chain of
- * CHAIN negations; every op reads and writes [1024] float32, so all costs are equal. */
+ * CHAIN negations; every op reads and writes [1024] float32, so all costs are equal. targets
+ * [WIDE + 1]: the leaves and the chain's last op. */
 static void chain_beside_wide(tfc_graph *g, tfc_tensor **x, tfc_tensor **leaves,
-                              tfc_tensor **chain)
+                              tfc_tensor **chain, tfc_tensor **targets)
 {
     *x = tfc_placeholder(g, "x", TFC_FLOAT32, S1(1024));
-    for (int i = 0; i < WIDE; i++) leaves[i] = tfc_neg(g, *x);
+    for (int i = 0; i < WIDE; i++) targets[i] = leaves[i] = tfc_neg(g, *x);
     tfc_tensor *c = *x;
     for (int k = 0; k < CHAIN; k++) chain[k] = c = tfc_neg(g, c);
+    targets[WIDE] = chain[CHAIN - 1];
 }
 
 static void test_ranks_chain_beside_wide(void)
@@ -63,9 +65,7 @@ static void test_ranks_chain_beside_wide(void)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x, *leaves[WIDE], *chain[CHAIN], *targets[WIDE + 1];
-    chain_beside_wide(g, &x, leaves, chain);
-    for (int i = 0; i < WIDE; i++) targets[i] = leaves[i];
-    targets[WIDE] = chain[CHAIN - 1];
+    chain_beside_wide(g, &x, leaves, chain, targets);
     tfc_value *xv;
     tfc_value_create(TFC_FLOAT32, S1(1024), &xv);
     struct plan_options opt = {.priorities = 1, .prio_min = -100, .prio_max = 100};
@@ -144,9 +144,7 @@ static void test_sinks(void)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x, *leaves[WIDE], *chain[CHAIN], *targets[WIDE + 1];
-    chain_beside_wide(g, &x, leaves, chain);
-    for (int i = 0; i < WIDE; i++) targets[i] = leaves[i];
-    targets[WIDE] = chain[CHAIN - 1];
+    chain_beside_wide(g, &x, leaves, chain, targets);
     tfc_value *xv;
     tfc_value_create(TFC_FLOAT32, S1(1024), &xv);
     struct plan_options opt = {.priorities = 1, .prio_min = -100, .prio_max = 100};
@@ -209,9 +207,7 @@ static void test_session_priorities(void)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x, *leaves[WIDE], *chain[CHAIN], *targets[WIDE + 1];
-    chain_beside_wide(g, &x, leaves, chain);
-    for (int i = 0; i < WIDE; i++) targets[i] = leaves[i];
-    targets[WIDE] = chain[CHAIN - 1];
+    chain_beside_wide(g, &x, leaves, chain, targets);
     float xd[1024];
     for (int i = 0; i < 1024; i++) xd[i] = (float)i;
     tfc_value *xv = test_f32(1, (int64_t[]){1024}, xd), *yv = NULL;

@@ -109,6 +109,33 @@ static tfc_value *run_tiled(tfc_graph *g, double min_flops, int tile, int n_feed
 
 /* ---- one matmul node ---------------------------------------------------------------------- */
 
+/* c = op(a) op(b), C [m, n] over k, with A and B (row-major as stored: [m, k] or [k, m] when
+ * ta, [k, n] or [n, k] when tb) as its feeds, in dtype dt. */
+struct mm_graph {
+    tfc_graph *g;
+    tfc_tensor *ft[2], *c;
+    tfc_value *fv[2];
+};
+
+static void mm_graph_make(struct mm_graph *mg, enum tfc_dtype dt, int64_t m, int64_t k,
+                          int64_t n, int ta, int tb, const double *A, const double *B)
+{
+    CU_ASSERT_FATAL(tfc_graph_create(&mg->g) == TFC_OK);
+    int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
+    mg->ft[0] = tfc_placeholder(mg->g, "a", dt, tfc_shape_of(2, sa));
+    mg->ft[1] = tfc_placeholder(mg->g, "b", dt, tfc_shape_of(2, sb));
+    mg->c = tfc_matmul(mg->g, mg->ft[0], mg->ft[1], ta, tb);
+    CU_ASSERT_FATAL(tfc_graph_status(mg->g) == TFC_OK);
+    mg->fv[0] = value_of(dt, sa[0], sa[1], A);
+    mg->fv[1] = value_of(dt, sb[0], sb[1], B);
+}
+
+static void mm_graph_free(struct mm_graph *mg)
+{
+    tfc_value_destroy(mg->fv[0]), tfc_value_destroy(mg->fv[1]);
+    tfc_graph_destroy(mg->g);
+}
+
 static void test_matmul_tiles(void)
 {
     const int64_t mkn[][3] = {{37, 29, 41}, {64, 17, 5}, {9, 50, 70}};
@@ -125,21 +152,15 @@ static void test_matmul_tiles(void)
                 CU_ASSERT_FATAL(A && B && C);
                 fill(A, m * k, 1 + q), fill(B, k * n, 7 + q);
                 ref_mm(A, B, C, m, k, n, ta, tb);
-                tfc_graph *g = NULL;
-                CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
-                int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
-                tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, sa));
-                tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, sb));
-                tfc_tensor *c = tfc_matmul(g, a, b, ta, tb);
-                CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-                tfc_tensor *ft[2] = {a, b};
-                tfc_value *fv[2] = {value_of(dt, sa[0], sa[1], A), value_of(dt, sb[0], sb[1], B)};
+                struct mm_graph mg;
+                mm_graph_make(&mg, dt, m, k, n, ta, tb, A, B);
+                const char *cname = tfc_tensor_name(mg.c);
                 int n_whole, n_tiles;
                 uint64_t tasks_whole, tasks_tiled;
-                tfc_value *whole = run_tiled(g, 0, 0, 2, ft, fv, c, tfc_tensor_name(c), &n_whole,
+                tfc_value *whole = run_tiled(mg.g, 0, 0, 2, mg.ft, mg.fv, mg.c, cname, &n_whole,
                                              &tasks_whole);
-                tfc_value *tiled = run_tiled(g, 1, tile, 2, ft, fv, c, tfc_tensor_name(c), &n_tiles,
-                                             &tasks_tiled);
+                tfc_value *tiled = run_tiled(mg.g, 1, tile, 2, mg.ft, mg.fv, mg.c, cname,
+                                             &n_tiles, &tasks_tiled);
                 int64_t want = cdiv(m, tile) * cdiv(n, tile);
                 CU_ASSERT_EQUAL(n_whole, 1);
                 CU_ASSERT_EQUAL(tasks_whole, 1);
@@ -156,8 +177,7 @@ static void test_matmul_tiles(void)
                 for (int64_t i = 0; i < m * n; i++) d = fmax(d, fabs(at(whole, i) - at(tiled, i)));
                 CU_ASSERT(d <= tol_of(dt));
                 tfc_value_destroy(whole), tfc_value_destroy(tiled);
-                tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
-                tfc_graph_destroy(g);
+                mm_graph_free(&mg);
                 free(A), free(B), free(C);
             }
     }
@@ -181,19 +201,13 @@ static void test_split_k(void)
             int ta = tr & 1, tb = tr >> 1;
             fill(A, m * k, 61 + tr), fill(B, k * n, 65 + tr);
             ref_mm(A, B, C, m, k, n, ta, tb);
-            tfc_graph *g = NULL;
-            CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
-            int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
-            tfc_tensor *a = tfc_placeholder(g, "a", dt, tfc_shape_of(2, sa));
-            tfc_tensor *b = tfc_placeholder(g, "b", dt, tfc_shape_of(2, sb));
-            tfc_tensor *c = tfc_matmul(g, a, b, ta, tb);
-            CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-            tfc_tensor *ft[2] = {a, b};
-            tfc_value *fv[2] = {value_of(dt, sa[0], sa[1], A), value_of(dt, sb[0], sb[1], B)};
+            struct mm_graph mg;
+            mm_graph_make(&mg, dt, m, k, n, ta, tb, A, B);
+            const char *cname = tfc_tensor_name(mg.c);
             int nw, nt;
             uint64_t tw, tt;
-            tfc_value *whole = run_tiled(g, 0, 0, 2, ft, fv, c, tfc_tensor_name(c), &nw, &tw);
-            tfc_value *split = run_tiled(g, 1, chunk, 2, ft, fv, c, tfc_tensor_name(c), &nt, &tt);
+            tfc_value *whole = run_tiled(mg.g, 0, 0, 2, mg.ft, mg.fv, mg.c, cname, &nw, &tw);
+            tfc_value *split = run_tiled(mg.g, 1, chunk, 2, mg.ft, mg.fv, mg.c, cname, &nt, &tt);
             CU_ASSERT_EQUAL(nw, 1);
             CU_ASSERT_EQUAL(nt, kc + 1); /* the chunks and the sum */
             CU_ASSERT_EQUAL(tt, (uint64_t)kc + 1);
@@ -204,8 +218,7 @@ static void test_split_k(void)
             CU_ASSERT(e1 <= tol_of(dt));
             CU_ASSERT(e2 <= tol_of(dt));
             tfc_value_destroy(whole), tfc_value_destroy(split);
-            tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
-            tfc_graph_destroy(g);
+            mm_graph_free(&mg);
         }
     /* auto: 8 x 4096 x 8 above a threshold of 1 flop, one output tile: 2 chunks per worker
      * (at least 256 long); with one worker, no split */
@@ -216,23 +229,17 @@ static void test_split_k(void)
     CU_ASSERT_FATAL(X && Y);
     fill(X, M * K, 71), fill(Y, K * N, 72);
     ref_mm(X, Y, Z, M, K, N, 0, 0);
-    tfc_graph *g = NULL;
-    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){M, K}));
-    tfc_tensor *y = tfc_placeholder(g, "y", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){K, N}));
-    tfc_tensor *z = tfc_matmul(g, x, y, 0, 0);
-    tfc_tensor *ft[2] = {x, y};
-    tfc_value *fv[2] = {value_of(TFC_FLOAT32, M, K, X), value_of(TFC_FLOAT32, K, N, Y)};
+    struct mm_graph mg;
+    mm_graph_make(&mg, TFC_FLOAT32, M, K, N, 0, 0, X, Y);
     int nz;
     uint64_t tz;
-    tfc_value *out = run_tiled(g, 1, 0, 2, ft, fv, z, tfc_tensor_name(z), &nz, &tz);
+    tfc_value *out = run_tiled(mg.g, 1, 0, 2, mg.ft, mg.fv, mg.c, tfc_tensor_name(mg.c), &nz, &tz);
     int w = (int)starpu_worker_get_count();
     int64_t c = cdiv(K, 2 * w) < 256 ? 256 : cdiv(K, 2 * w), want = w < 2 ? 1 : cdiv(K, c) + 1;
     CU_ASSERT_EQUAL(nz, want);
     CU_ASSERT(max_err(out, Z, M * N) <= 1e-4);
     tfc_value_destroy(out);
-    tfc_value_destroy(fv[0]), tfc_value_destroy(fv[1]);
-    tfc_graph_destroy(g);
+    mm_graph_free(&mg);
     free(X), free(Y);
 }
 
