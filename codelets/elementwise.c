@@ -1,78 +1,63 @@
 /* elementwise.c: CPU kernels of the element-wise family: unary math, binary ops with NumPy
- * broadcasting, select, add_n, cast, identity and fill. Float32 and float64 run typed loops;
- * integer and bool operands go through an int64 path (rare in models, kept simple). */
-#include <math.h>
+ * broadcasting, select, add_n, cast, identity and fill. The formulas are ew_math.h's, one loop
+ * per kind from its tables; float32 and float64 run typed loops, integer and bool operands go
+ * through an int64 path (rare in models, kept simple). */
 #include <string.h>
 #include "kernel.h"
+#include "ew_math.h"
 #include "opencl_common.h"
 #include "bcast.h"
 #include "../src/tfc.h"
 
 /* ---- unary ---------------------------------------------------------------------------- */
 
-static double unary_f64(int kind, double x)
+/* One loop per kind and float type, from the tables (the formula inlines and vectorizes). */
+#define UNARY_LOOP(K, name, SFX)                                                                \
+    case TFC_K_##K:                                                                            \
+        for (int64_t i = 0; i < n; i++) y[i] = tfc_ew_##name##_##SFX(x[i], p0, p1);            \
+        break;
+#define UNARY_F32(K, name) UNARY_LOOP(K, name, f32)
+#define UNARY_F64(K, name) UNARY_LOOP(K, name, f64)
+
+static void unary_f32(int kind, const float *x, float *y, int64_t n, float p0, float p1)
 {
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabs(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrt(x);
-    case TFC_K_RSQRT: return 1.0 / sqrt(x);
-    case TFC_K_EXP: return exp(x);
-    case TFC_K_LOG: return log(x);
-    case TFC_K_RELU: return x > 0 ? x : 0;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case TFC_K_TANH: return tanh(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
-    default: return x;
-    }
+    switch (kind) { TFC_EW_UNARY_ANY(UNARY_F32) TFC_EW_UNARY_FLOAT(UNARY_F32) }
 }
 
-static float unary_f32(int kind, float x)
+static void unary_f64(int kind, const double *x, double *y, int64_t n, double p0, double p1)
 {
-    switch (kind) {
-    case TFC_K_NEG: return -x;
-    case TFC_K_ABS: return fabsf(x);
-    case TFC_K_SQUARE: return x * x;
-    case TFC_K_SQRT: return sqrtf(x);
-    case TFC_K_RSQRT: return 1.0f / sqrtf(x);
-    case TFC_K_EXP: return expf(x);
-    case TFC_K_LOG: return logf(x);
-    case TFC_K_RELU: return x > 0 ? x : 0;
-    case TFC_K_SIGMOID: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
-    case TFC_K_TANH: return tanhf(x);
-    case TFC_K_SOFTPLUS: return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    default: return x;
-    }
+    switch (kind) { TFC_EW_UNARY_ANY(UNARY_F64) TFC_EW_UNARY_FLOAT(UNARY_F64) }
 }
 
 static void unary_run(const struct tfc_kargs *a, const void *in, void *out)
 {
     int64_t n = a->d[a->n_in].numel;
     int dt = a->d[0].dtype;
-    if (a->kind == TFC_K_RELU && dt == TFC_FLOAT32) { /* the hot one in MLPs */
-        const float *x = in;
-        float *y = out;
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
-    } else if (dt == TFC_FLOAT32) {
-        const float *x = in;
-        float *y = out;
-        for (int64_t i = 0; i < n; i++) y[i] = unary_f32(a->kind, x[i]);
+    double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
+    if (dt == TFC_FLOAT32) {
+        unary_f32(a->kind, in, out, n, (float)p0, (float)p1);
     } else if (dt == TFC_FLOAT64) {
-        const double *x = in;
-        double *y = out;
-        for (int64_t i = 0; i < n; i++) y[i] = unary_f64(a->kind, x[i]);
+        unary_f64(a->kind, in, out, n, p0, p1);
     } else if (a->kind == TFC_K_LOGICAL_NOT) {
         const uint8_t *x = in;
         uint8_t *y = out;
         for (int64_t i = 0; i < n; i++) y[i] = !x[i];
-    } else { /* integer neg, abs, square */
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = tfc_load_i64(in, dt, i);
-            v = a->kind == TFC_K_NEG ? -v : a->kind == TFC_K_ABS ? (v < 0 ? -v : v)
-              : a->kind == TFC_K_SQUARE ? v * v : v;
-            tfc_store_i64(out, dt, i, v);
-        }
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            tfc_store_i64(out, dt, i, tfc_ew_unary_i64(a->kind, tfc_load_i64(in, dt, i), p0, p1));
+    }
+}
+
+/* is_nan, is_inf: a float in, a bool out */
+static void predicate_run(const struct tfc_kargs *a, const void *in, uint8_t *out)
+{
+    int64_t n = a->d[a->n_in].numel;
+    if (a->d[0].dtype == TFC_FLOAT32) {
+        const float *x = in;
+        for (int64_t i = 0; i < n; i++) out[i] = (uint8_t)tfc_ew_predicate_f32(a->kind, x[i]);
+    } else {
+        const double *x = in;
+        for (int64_t i = 0; i < n; i++) out[i] = (uint8_t)tfc_ew_predicate_f64(a->kind, x[i]);
     }
 }
 
@@ -96,94 +81,31 @@ static void cast_run(const struct tfc_kargs *a, const void *in, void *out)
 
 /* ---- binary --------------------------------------------------------------------------- */
 
-static inline float max_nan_f32(float x, float y) { return (x > y || x != x) ? x : y; }
-static inline float min_nan_f32(float x, float y) { return (x < y || x != x) ? x : y; }
-static inline double max_nan_f64(double x, double y) { return (x > y || x != x) ? x : y; }
-static inline double min_nan_f64(double x, double y) { return (x < y || x != x) ? x : y; }
+#define BINARY_LOOP(K, name, SFX)                                                               \
+    case TFC_K_##K:                                                                            \
+        for (int64_t i = 0; i < n; i++) o[i] = tfc_ew_##name##_##SFX(x[i * sx], y[i * sy]);    \
+        break;
+#define BINARY_F32(K, name) BINARY_LOOP(K, name, f32)
+#define BINARY_F64(K, name) BINARY_LOOP(K, name, f64)
 
 static void binary_f32(int kind, float *o, const float *x, int64_t sx, const float *y,
                        int64_t sy, int64_t n)
 {
-    int64_t i;
-    switch (kind) {
-    case TFC_K_ADD: for (i = 0; i < n; i++) o[i] = x[i * sx] + y[i * sy]; break;
-    case TFC_K_SUB: for (i = 0; i < n; i++) o[i] = x[i * sx] - y[i * sy]; break;
-    case TFC_K_MUL: for (i = 0; i < n; i++) o[i] = x[i * sx] * y[i * sy]; break;
-    case TFC_K_DIV: for (i = 0; i < n; i++) o[i] = x[i * sx] / y[i * sy]; break;
-    case TFC_K_MAXIMUM: /* NaN propagates, as in NumPy and PyTorch */
-        for (i = 0; i < n; i++) o[i] = max_nan_f32(x[i * sx], y[i * sy]);
-        break;
-    case TFC_K_MINIMUM: for (i = 0; i < n; i++) o[i] = min_nan_f32(x[i * sx], y[i * sy]); break;
-    case TFC_K_POW: for (i = 0; i < n; i++) o[i] = powf(x[i * sx], y[i * sy]); break;
-    case TFC_K_RELU_GRAD: /* x is dy, y the relu input */
-        for (i = 0; i < n; i++) o[i] = y[i * sy] > 0 ? x[i * sx] : 0;
-        break;
-    }
+    switch (kind) { TFC_EW_BINARY(BINARY_F32) }
 }
 
 static void binary_f64(int kind, double *o, const double *x, int64_t sx, const double *y,
                        int64_t sy, int64_t n)
 {
-    int64_t i;
-    switch (kind) {
-    case TFC_K_ADD: for (i = 0; i < n; i++) o[i] = x[i * sx] + y[i * sy]; break;
-    case TFC_K_SUB: for (i = 0; i < n; i++) o[i] = x[i * sx] - y[i * sy]; break;
-    case TFC_K_MUL: for (i = 0; i < n; i++) o[i] = x[i * sx] * y[i * sy]; break;
-    case TFC_K_DIV: for (i = 0; i < n; i++) o[i] = x[i * sx] / y[i * sy]; break;
-    case TFC_K_MAXIMUM: for (i = 0; i < n; i++) o[i] = max_nan_f64(x[i * sx], y[i * sy]); break;
-    case TFC_K_MINIMUM: for (i = 0; i < n; i++) o[i] = min_nan_f64(x[i * sx], y[i * sy]); break;
-    case TFC_K_POW: for (i = 0; i < n; i++) o[i] = pow(x[i * sx], y[i * sy]); break;
-    case TFC_K_RELU_GRAD: for (i = 0; i < n; i++) o[i] = y[i * sy] > 0 ? x[i * sx] : 0; break;
-    }
-}
-
-static int is_compare(int kind)
-{
-    return kind == TFC_K_EQUAL || kind == TFC_K_NOT_EQUAL || kind == TFC_K_LESS ||
-           kind == TFC_K_GREATER || kind == TFC_K_LOGICAL_AND || kind == TFC_K_LOGICAL_OR;
-}
-
-static uint8_t compare_f64(int kind, double x, double y)
-{
-    switch (kind) {
-    case TFC_K_EQUAL: return x == y;
-    case TFC_K_NOT_EQUAL: return x != y;
-    case TFC_K_LESS: return x < y;
-    case TFC_K_GREATER: return x > y;
-    case TFC_K_LOGICAL_AND: return x != 0 && y != 0;
-    default: return x != 0 || y != 0;
-    }
-}
-
-static uint8_t compare_i64(int kind, int64_t x, int64_t y)
-{
-    switch (kind) {
-    case TFC_K_EQUAL: return x == y;
-    case TFC_K_NOT_EQUAL: return x != y;
-    case TFC_K_LESS: return x < y;
-    case TFC_K_GREATER: return x > y;
-    case TFC_K_LOGICAL_AND: return x != 0 && y != 0;
-    default: return x != 0 || y != 0;
-    }
+    switch (kind) { TFC_EW_BINARY(BINARY_F64) }
 }
 
 /* Integer arithmetic; division by zero fails the run. */
 static int64_t arith_i64(const struct tfc_kargs *a, int64_t x, int64_t y)
 {
-    switch (a->kind) {
-    case TFC_K_ADD: return x + y;
-    case TFC_K_SUB: return x - y;
-    case TFC_K_MUL: return x * y;
-    case TFC_K_MAXIMUM: return x > y ? x : y;
-    case TFC_K_MINIMUM: return x < y ? x : y;
-    case TFC_K_DIV:
-        if (y == 0) {
-            tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "integer division by zero");
-            return 0;
-        }
-        return x / y;
-    default: return 0;
-    }
+    if (a->kind == TFC_K_DIV && y == 0)
+        tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "integer division by zero");
+    return tfc_ew_binary_i64(a->kind, x, y);
 }
 
 /* One row of a binary op: out[0..n) from x[i*sx], y[i*sy] (element offsets ox, oy). */
@@ -197,7 +119,7 @@ static void binary_row(const struct tfc_kargs *a, void *out, int64_t oo, const v
             memcpy((char *)out + (size_t)(oo + i) * es, (const char *)x + (size_t)(ox + i * sx) * es, es);
         return;
     }
-    if (!is_compare(a->kind)) {
+    if (tfc_ew_class(a->kind) == TFC_EW_CLASS_BINARY) {
         if (dt == TFC_FLOAT32) {
             binary_f32(a->kind, (float *)out + oo, (const float *)x + ox, sx,
                        (const float *)y + oy, sy, n);
@@ -215,12 +137,12 @@ static void binary_row(const struct tfc_kargs *a, void *out, int64_t oo, const v
     uint8_t *o = (uint8_t *)out + oo;
     if (dt == TFC_FLOAT32 || dt == TFC_FLOAT64) {
         for (int64_t i = 0; i < n; i++)
-            o[i] = compare_f64(a->kind, tfc_load_f64(x, dt, ox + i * sx),
-                               tfc_load_f64(y, dt, oy + i * sy));
+            o[i] = (uint8_t)tfc_ew_compare_f64(a->kind, tfc_load_f64(x, dt, ox + i * sx),
+                                               tfc_load_f64(y, dt, oy + i * sy));
     } else {
         for (int64_t i = 0; i < n; i++)
-            o[i] = compare_i64(a->kind, tfc_load_i64(x, dt, ox + i * sx),
-                               tfc_load_i64(y, dt, oy + i * sy));
+            o[i] = (uint8_t)tfc_ew_compare_i64(a->kind, tfc_load_i64(x, dt, ox + i * sx),
+                                               tfc_load_i64(y, dt, oy + i * sy));
     }
 }
 
@@ -283,7 +205,7 @@ static void add_n_run(const struct tfc_kargs *a, void *buffers[], void *out)
 static void fill_run(const struct tfc_kargs *a, void *out)
 {
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
-    double v = a->attrs[0].f;
+    double v = a->attrs[TFC_FILL_ATTR_VALUE].f;
     if (o->dtype == TFC_FLOAT32) {
         float *p = out;
         for (int64_t i = 0; i < o->numel; i++) p[i] = (float)v;
@@ -316,11 +238,21 @@ static void elementwise_cpu(void *buffers[], void *cl_arg)
     case TFC_K_FILL:
         fill_run(a, out);
         break;
+    case TFC_K_BROADCAST:
+        binary_run(a, tfc_kin(buffers, a, 0), NULL, out);
+        break;
     default:
-        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD)
+        switch (tfc_ew_class(a->kind)) {
+        case TFC_EW_CLASS_BINARY:
+        case TFC_EW_CLASS_COMPARE:
             binary_run(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out);
-        else
+            break;
+        case TFC_EW_CLASS_PREDICATE:
+            predicate_run(a, tfc_kin(buffers, a, 0), out);
+            break;
+        default:
             unary_run(a, tfc_kin(buffers, a, 0), out);
+        }
     }
 }
 

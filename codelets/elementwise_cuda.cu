@@ -4,20 +4,23 @@
  * bool operands take an int64 path with the CPU's conversions. Everything is enqueued on the
  * worker's stream. */
 #include "cuda_common.h"
-#include "elementwise_ops_cuda.h"
+#include "ew_math.h"
 
 /* ---- unary ---------------------------------------------------------------------------- */
 
 
 template <typename T>
-static __global__ void unary_float_kernel(int kind, const T *__restrict__ x, T *__restrict__ y,
-                                          int64_t n)
+static __global__ void unary_float_kernel(int kind, T p0, T p1, const T *__restrict__ x,
+                                          T *__restrict__ y, int64_t n)
 {
-    if (kind == TFC_K_RELU) {
-        TFC_CU_LOOP(i, n) y[i] = x[i] > 0 ? x[i] : (T)0;
-        return;
-    }
-    TFC_CU_LOOP(i, n) y[i] = tfc_cu_unary(kind, x[i]);
+    TFC_CU_LOOP(i, n) y[i] = tfc_ew_unary(kind, x[i], p0, p1);
+}
+
+template <typename T>
+static __global__ void predicate_kernel(int kind, const T *__restrict__ x,
+                                        uint8_t *__restrict__ y, int64_t n)
+{
+    TFC_CU_LOOP(i, n) y[i] = (uint8_t)tfc_ew_predicate(kind, x[i]);
 }
 
 static __global__ void logical_not_kernel(const uint8_t *__restrict__ x, uint8_t *__restrict__ y,
@@ -26,21 +29,11 @@ static __global__ void logical_not_kernel(const uint8_t *__restrict__ x, uint8_t
     TFC_CU_LOOP(i, n) y[i] = !x[i];
 }
 
-/* Integer neg, abs, square (wrapping, as the CPU's two's-complement arithmetic does). */
-static __global__ void unary_int_kernel(int kind, int dt, const void *x, void *y, int64_t n)
+/* The integer forms (ew_math.h), at the operand's width. */
+static __global__ void unary_int_kernel(int kind, double p0, double p1, int dt, const void *x,
+                                        void *y, int64_t n)
 {
-    TFC_CU_LOOP(i, n)
-    {
-        int64_t v = tfc_cu_ld_i64(x, dt, i);
-        uint64_t u = (uint64_t)v;
-        if (kind == TFC_K_NEG)
-            v = (int64_t)(0 - u);
-        else if (kind == TFC_K_ABS)
-            v = v < 0 ? (int64_t)(0 - u) : v;
-        else if (kind == TFC_K_SQUARE)
-            v = (int64_t)(u * u);
-        tfc_cu_st_i64(y, dt, i, v);
-    }
+    TFC_CU_LOOP(i, n) tfc_cu_st_i64(y, dt, i, tfc_ew_unary_i64(kind, tfc_cu_ld_i64(x, dt, i), p0, p1));
 }
 
 static __global__ void cast_kernel(int from, int to, int via_float, const void *x, void *y,
@@ -62,14 +55,14 @@ static __global__ void binary_float_kernel(int kind, struct tfc_cu_bcast b,
                                            T *__restrict__ o, int64_t n)
 {
     if (b.rank == 1 && b.st[0][0] == 1 && b.st[1][0] == 1) { /* same shapes */
-        TFC_CU_LOOP(i, n) o[i] = tfc_cu_binary(kind, x[i], y[i]);
+        TFC_CU_LOOP(i, n) o[i] = tfc_ew_binary(kind, x[i], y[i]);
         return;
     }
     TFC_CU_LOOP(i, n)
     {
         int64_t off[2];
         tfc_cu_bcast_off<2>(b, i, off);
-        o[i] = tfc_cu_binary(kind, x[off[0]], y[off[1]]);
+        o[i] = tfc_ew_binary(kind, x[off[0]], y[off[1]]);
     }
 }
 
@@ -86,7 +79,7 @@ static __global__ void broadcast_kernel(struct tfc_cu_bcast b, const E *__restri
     }
 }
 
-/* Integer arithmetic (wrapping); division by zero gives 0 and fails the run. */
+/* Integer arithmetic (ew_math.h, wrapping); division by zero gives 0 and fails the run. */
 static __global__ void binary_int_kernel(int kind, int dt, struct tfc_cu_bcast b, const void *x,
                                          const void *y, void *o, int64_t n,
                                          struct tfc_cu_err *err)
@@ -95,50 +88,9 @@ static __global__ void binary_int_kernel(int kind, int dt, struct tfc_cu_bcast b
     {
         int64_t off[2];
         tfc_cu_bcast_off<2>(b, i, off);
-        int64_t u = tfc_cu_ld_i64(x, dt, off[0]), v = tfc_cu_ld_i64(y, dt, off[1]), r;
-        switch (kind) {
-        case TFC_K_ADD: r = (int64_t)((uint64_t)u + (uint64_t)v); break;
-        case TFC_K_SUB: r = (int64_t)((uint64_t)u - (uint64_t)v); break;
-        case TFC_K_MUL: r = (int64_t)((uint64_t)u * (uint64_t)v); break;
-        case TFC_K_MAXIMUM: r = u > v ? u : v; break;
-        case TFC_K_MINIMUM: r = u < v ? u : v; break;
-        case TFC_K_DIV:
-            if (v == 0) {
-                tfc_cu_raise(err, i);
-                r = 0;
-            } else if (v == -1) {
-                r = (int64_t)(0 - (uint64_t)u);
-            } else {
-                r = u / v;
-            }
-            break;
-        default: r = 0; /* relu_grad on integers: 0, as elementwise.c */
-        }
-        tfc_cu_st_i64(o, dt, i, r);
-    }
-}
-
-static __device__ __forceinline__ uint8_t compare_op(int kind, double x, double y)
-{
-    switch (kind) {
-    case TFC_K_EQUAL: return x == y;
-    case TFC_K_NOT_EQUAL: return x != y;
-    case TFC_K_LESS: return x < y;
-    case TFC_K_GREATER: return x > y;
-    case TFC_K_LOGICAL_AND: return x != 0 && y != 0;
-    default: return x != 0 || y != 0;
-    }
-}
-
-static __device__ __forceinline__ uint8_t compare_op(int kind, int64_t x, int64_t y)
-{
-    switch (kind) {
-    case TFC_K_EQUAL: return x == y;
-    case TFC_K_NOT_EQUAL: return x != y;
-    case TFC_K_LESS: return x < y;
-    case TFC_K_GREATER: return x > y;
-    case TFC_K_LOGICAL_AND: return x != 0 && y != 0;
-    default: return x != 0 || y != 0;
+        int64_t u = tfc_cu_ld_i64(x, dt, off[0]), v = tfc_cu_ld_i64(y, dt, off[1]);
+        if (kind == TFC_K_DIV && v == 0) tfc_cu_raise(err, i);
+        tfc_cu_st_i64(o, dt, i, tfc_ew_binary_i64(kind, u, v));
     }
 }
 
@@ -151,9 +103,11 @@ static __global__ void compare_kernel(int kind, int dt, struct tfc_cu_bcast b, c
         int64_t off[2];
         tfc_cu_bcast_off<2>(b, i, off);
         if (fl)
-            o[i] = compare_op(kind, tfc_cu_ld_f64(x, dt, off[0]), tfc_cu_ld_f64(y, dt, off[1]));
+            o[i] = (uint8_t)tfc_ew_compare(kind, tfc_cu_ld_f64(x, dt, off[0]),
+                                           tfc_cu_ld_f64(y, dt, off[1]));
         else
-            o[i] = compare_op(kind, tfc_cu_ld_i64(x, dt, off[0]), tfc_cu_ld_i64(y, dt, off[1]));
+            o[i] = (uint8_t)tfc_ew_compare_i64(kind, tfc_cu_ld_i64(x, dt, off[0]),
+                                               tfc_cu_ld_i64(y, dt, off[1]));
     }
 }
 
@@ -217,27 +171,30 @@ static __global__ void fill_kernel(int dt, double v, void *out, int64_t n)
 
 /* ---- host ----------------------------------------------------------------------------- */
 
-static int is_compare(int kind)
-{
-    return kind == TFC_K_EQUAL || kind == TFC_K_NOT_EQUAL || kind == TFC_K_LESS ||
-           kind == TFC_K_GREATER || kind == TFC_K_LOGICAL_AND || kind == TFC_K_LOGICAL_OR;
-}
-
 static void unary_cuda(const struct tfc_kargs *a, const void *in, void *out, cudaStream_t s)
 {
     int64_t n = a->d[a->n_in].numel;
     int dt = a->d[0].dtype;
+    double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
     unsigned g = tfc_cu_blocks(n);
-    if (dt == TFC_FLOAT32)
-        unary_float_kernel<float><<<g, TFC_CU_THREADS, 0, s>>>(a->kind, (const float *)in,
-                                                               (float *)out, n);
+    int pred = tfc_ew_class(a->kind) == TFC_EW_CLASS_PREDICATE;
+    if (pred && dt == TFC_FLOAT32)
+        predicate_kernel<float><<<g, TFC_CU_THREADS, 0, s>>>(a->kind, (const float *)in,
+                                                             (uint8_t *)out, n);
+    else if (pred)
+        predicate_kernel<double><<<g, TFC_CU_THREADS, 0, s>>>(a->kind, (const double *)in,
+                                                              (uint8_t *)out, n);
+    else if (dt == TFC_FLOAT32)
+        unary_float_kernel<float><<<g, TFC_CU_THREADS, 0, s>>>(
+            a->kind, (float)p0, (float)p1, (const float *)in, (float *)out, n);
     else if (dt == TFC_FLOAT64)
-        unary_float_kernel<double><<<g, TFC_CU_THREADS, 0, s>>>(a->kind, (const double *)in,
+        unary_float_kernel<double><<<g, TFC_CU_THREADS, 0, s>>>(a->kind, p0, p1,
+                                                                (const double *)in,
                                                                 (double *)out, n);
     else if (a->kind == TFC_K_LOGICAL_NOT)
         logical_not_kernel<<<g, TFC_CU_THREADS, 0, s>>>((const uint8_t *)in, (uint8_t *)out, n);
     else
-        unary_int_kernel<<<g, TFC_CU_THREADS, 0, s>>>(a->kind, dt, in, out, n);
+        unary_int_kernel<<<g, TFC_CU_THREADS, 0, s>>>(a->kind, p0, p1, dt, in, out, n);
     tfc_cu_check_launch(a, "elementwise unary");
 }
 
@@ -287,10 +244,6 @@ static void broadcast_cuda(const struct tfc_kargs *a, const void *x, void *out, 
 static void binary_cuda(const struct tfc_kargs *a, const void *x, const void *y, void *out,
                         cudaStream_t s)
 {
-    if (a->kind == TFC_K_BROADCAST) {
-        broadcast_cuda(a, x, out, s);
-        return;
-    }
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
     const struct tfc_kdesc *ins[2] = {&a->d[0], &a->d[1]};
     struct tfc_cu_bcast b;
@@ -298,7 +251,7 @@ static void binary_cuda(const struct tfc_kargs *a, const void *x, const void *y,
     int64_t n = o->numel;
     int dt = a->d[0].dtype;
     unsigned g = tfc_cu_blocks(n);
-    if (is_compare(a->kind)) {
+    if (tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE) {
         compare_kernel<<<g, TFC_CU_THREADS, 0, s>>>(a->kind, dt, b, x, y, (uint8_t *)out, n);
         tfc_cu_check_launch(a, "elementwise compare");
     } else if (dt == TFC_FLOAT32) {
@@ -395,13 +348,17 @@ extern "C" void tfc_elementwise_cuda(void *buffers[], void *cl_arg)
         break;
     case TFC_K_FILL: { /* zeros_like/ones_like: input 0 is shape-only, never read */
         const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
-        fill_kernel<<<tfc_cu_blocks(o->numel), TFC_CU_THREADS, 0, s>>>(o->dtype, a->attrs[0].f,
+        fill_kernel<<<tfc_cu_blocks(o->numel), TFC_CU_THREADS, 0, s>>>(o->dtype, a->attrs[TFC_FILL_ATTR_VALUE].f,
                                                                        out, o->numel);
         tfc_cu_check_launch(a, "fill");
         break;
     }
-    default:
-        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD) /* binary, as elementwise.c */
+    case TFC_K_BROADCAST:
+        broadcast_cuda(a, tfc_kin(buffers, a, 0), out, s);
+        break;
+    default: /* as elementwise.c */
+        if (tfc_ew_class(a->kind) == TFC_EW_CLASS_BINARY ||
+            tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE)
             binary_cuda(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out, s);
         else
             unary_cuda(a, tfc_kin(buffers, a, 0), out, s);

@@ -2,8 +2,7 @@
  * The op list runs block by block over the output (BLOCK elements at a time): inputs are
  * loaded (or, when contiguous, read in place), each op writes a block-sized register on the
  * stack, and registers that are outputs are written straight into the output buffers, so
- * intermediates never go through memory. The math is that of elementwise.c. */
-#include <math.h>
+ * intermediates never go through memory. The formulas are ew_math.h's, as elementwise.c's. */
 #include <string.h>
 #include "kernel.h"
 #include "fused.h"
@@ -12,74 +11,38 @@
 
 #define BLOCK 512
 
-/* ---- one op over a block ------------------------------------------------------------- */
+/* ---- one op over a block: a loop per kind and float type, from ew_math.h's tables ------ */
 
-static inline float max_nan_f32(float x, float y) { return (x > y || x != x) ? x : y; }
-static inline float min_nan_f32(float x, float y) { return (x < y || x != x) ? x : y; }
-static inline double max_nan_f64(double x, double y) { return (x > y || x != x) ? x : y; }
-static inline double min_nan_f64(double x, double y) { return (x < y || x != x) ? x : y; }
+#define UNARY_LOOP(K, name, SFX)                                                                \
+    case TFC_K_##K:                                                                            \
+        for (i = 0; i < m; i++) o[i] = tfc_ew_##name##_##SFX(x[i], p0, p1);                    \
+        break;
+#define BINARY_LOOP(K, name, SFX)                                                               \
+    case TFC_K_##K:                                                                            \
+        for (i = 0; i < m; i++) o[i] = tfc_ew_##name##_##SFX(x[i], y[i]);                      \
+        break;
+#define UNARY_F32(K, name) UNARY_LOOP(K, name, f32)
+#define UNARY_F64(K, name) UNARY_LOOP(K, name, f64)
+#define BINARY_F32(K, name) BINARY_LOOP(K, name, f32)
+#define BINARY_F64(K, name) BINARY_LOOP(K, name, f64)
 
-static void apply_f32(int kind, float *restrict o, const float *x, const float *y, int m)
+static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const float *x,
+                      const float *y, int m)
 {
+    float p0 = (float)op->p0, p1 = (float)op->p1;
     int i;
-    switch (kind) {
-    case TFC_K_NEG: for (i = 0; i < m; i++) o[i] = -x[i]; break;
-    case TFC_K_ABS: for (i = 0; i < m; i++) o[i] = fabsf(x[i]); break;
-    case TFC_K_SQUARE: for (i = 0; i < m; i++) o[i] = x[i] * x[i]; break;
-    case TFC_K_SQRT: for (i = 0; i < m; i++) o[i] = sqrtf(x[i]); break;
-    case TFC_K_RSQRT: for (i = 0; i < m; i++) o[i] = 1.0f / sqrtf(x[i]); break;
-    case TFC_K_EXP: for (i = 0; i < m; i++) o[i] = expf(x[i]); break;
-    case TFC_K_LOG: for (i = 0; i < m; i++) o[i] = logf(x[i]); break;
-    case TFC_K_RELU: for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] : 0; break;
-    case TFC_K_SIGMOID:
-        for (i = 0; i < m; i++)
-            o[i] = x[i] >= 0 ? 1.0f / (1.0f + expf(-x[i])) : expf(x[i]) / (1.0f + expf(x[i]));
-        break;
-    case TFC_K_TANH: for (i = 0; i < m; i++) o[i] = tanhf(x[i]); break;
-    case TFC_K_SOFTPLUS:
-        for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] + log1pf(expf(-x[i])) : log1pf(expf(x[i]));
-        break;
-    case TFC_K_IDENTITY: memcpy(o, x, sizeof(float) * (size_t)m); break;
-    case TFC_K_ADD: for (i = 0; i < m; i++) o[i] = x[i] + y[i]; break;
-    case TFC_K_SUB: for (i = 0; i < m; i++) o[i] = x[i] - y[i]; break;
-    case TFC_K_MUL: for (i = 0; i < m; i++) o[i] = x[i] * y[i]; break;
-    case TFC_K_DIV: for (i = 0; i < m; i++) o[i] = x[i] / y[i]; break;
-    case TFC_K_MAXIMUM: for (i = 0; i < m; i++) o[i] = max_nan_f32(x[i], y[i]); break;
-    case TFC_K_MINIMUM: for (i = 0; i < m; i++) o[i] = min_nan_f32(x[i], y[i]); break;
-    case TFC_K_POW: for (i = 0; i < m; i++) o[i] = powf(x[i], y[i]); break;
-    case TFC_K_RELU_GRAD: for (i = 0; i < m; i++) o[i] = y[i] > 0 ? x[i] : 0; break;
+    switch (op->kind) {
+    TFC_EW_UNARY_ANY(UNARY_F32) TFC_EW_UNARY_FLOAT(UNARY_F32) TFC_EW_BINARY(BINARY_F32)
     }
 }
 
-static void apply_f64(int kind, double *restrict o, const double *x, const double *y, int m)
+static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const double *x,
+                      const double *y, int m)
 {
+    double p0 = op->p0, p1 = op->p1;
     int i;
-    switch (kind) {
-    case TFC_K_NEG: for (i = 0; i < m; i++) o[i] = -x[i]; break;
-    case TFC_K_ABS: for (i = 0; i < m; i++) o[i] = fabs(x[i]); break;
-    case TFC_K_SQUARE: for (i = 0; i < m; i++) o[i] = x[i] * x[i]; break;
-    case TFC_K_SQRT: for (i = 0; i < m; i++) o[i] = sqrt(x[i]); break;
-    case TFC_K_RSQRT: for (i = 0; i < m; i++) o[i] = 1.0 / sqrt(x[i]); break;
-    case TFC_K_EXP: for (i = 0; i < m; i++) o[i] = exp(x[i]); break;
-    case TFC_K_LOG: for (i = 0; i < m; i++) o[i] = log(x[i]); break;
-    case TFC_K_RELU: for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] : 0; break;
-    case TFC_K_SIGMOID:
-        for (i = 0; i < m; i++)
-            o[i] = x[i] >= 0 ? 1.0 / (1.0 + exp(-x[i])) : exp(x[i]) / (1.0 + exp(x[i]));
-        break;
-    case TFC_K_TANH: for (i = 0; i < m; i++) o[i] = tanh(x[i]); break;
-    case TFC_K_SOFTPLUS:
-        for (i = 0; i < m; i++) o[i] = x[i] > 0 ? x[i] + log1p(exp(-x[i])) : log1p(exp(x[i]));
-        break;
-    case TFC_K_IDENTITY: memcpy(o, x, sizeof(double) * (size_t)m); break;
-    case TFC_K_ADD: for (i = 0; i < m; i++) o[i] = x[i] + y[i]; break;
-    case TFC_K_SUB: for (i = 0; i < m; i++) o[i] = x[i] - y[i]; break;
-    case TFC_K_MUL: for (i = 0; i < m; i++) o[i] = x[i] * y[i]; break;
-    case TFC_K_DIV: for (i = 0; i < m; i++) o[i] = x[i] / y[i]; break;
-    case TFC_K_MAXIMUM: for (i = 0; i < m; i++) o[i] = max_nan_f64(x[i], y[i]); break;
-    case TFC_K_MINIMUM: for (i = 0; i < m; i++) o[i] = min_nan_f64(x[i], y[i]); break;
-    case TFC_K_POW: for (i = 0; i < m; i++) o[i] = pow(x[i], y[i]); break;
-    case TFC_K_RELU_GRAD: for (i = 0; i < m; i++) o[i] = y[i] > 0 ? x[i] : 0; break;
+    switch (op->kind) {
+    TFC_EW_UNARY_ANY(UNARY_F64) TFC_EW_UNARY_FLOAT(UNARY_F64) TFC_EW_BINARY(BINARY_F64)
     }
 }
 
@@ -196,10 +159,10 @@ static void fused_cpu(void *buffers[], void *cl_arg)
                                     : (char *)store[r];
             const char *x = reg[op->a], *y = op->b >= 0 ? reg[op->b] : NULL;
             if (f32)
-                apply_f32(op->kind, (float *)(void *)reg[r], (const float *)(const void *)x,
+                apply_f32(op, (float *)(void *)reg[r], (const float *)(const void *)x,
                           (const float *)(const void *)y, m);
             else
-                apply_f64(op->kind, (double *)(void *)reg[r], (const double *)(const void *)x,
+                apply_f64(op, (double *)(void *)reg[r], (const double *)(const void *)x,
                           (const double *)(const void *)y, m);
         }
         for (int j = 0; j < n_out; j++) { /* outputs not written in place (shared registers) */

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include "kargs.h"
+#include "ew_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,10 +22,10 @@ extern "C" {
 #define TFC_FUSED_MAX_REGS (TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OPS)
 
 struct tfc_fused_op {
-    int32_t kind;  /* a unary (TFC_K_NEG..TFC_K_SOFTPLUS, TFC_K_IDENTITY) or binary
-                    * (TFC_K_ADD..TFC_K_POW, TFC_K_RELU_GRAD) kernel kind */
+    int32_t kind;  /* a unary or binary arithmetic kind (ew_math.h: tfc_ew_is_unary/binary) */
     int32_t a, b;  /* operand registers (b = -1 for unary kinds) */
     int32_t pad_;
+    double p0, p1; /* a unary kind's float attributes (leaky_relu's alpha, clip's bounds) */
 };
 
 struct tfc_fused_prog {
@@ -38,16 +39,6 @@ struct tfc_fused_prog {
 static inline const struct tfc_fused_prog *tfc_fused_prog_of(const struct tfc_kargs *a)
 {
     return (const struct tfc_fused_prog *)(const void *)&a->d[a->n_in + a->n_out];
-}
-
-static inline int tfc_fused_is_unary(int kind)
-{
-    return (kind >= TFC_K_NEG && kind <= TFC_K_SOFTPLUS) || kind == TFC_K_IDENTITY;
-}
-
-static inline int tfc_fused_is_binary(int kind)
-{
-    return (kind >= TFC_K_ADD && kind <= TFC_K_POW) || kind == TFC_K_RELU_GRAD;
 }
 
 /* Element strides of input k in the output's index space (0 where it broadcasts), over the

@@ -6,7 +6,6 @@
 #include <string.h>
 #include "cuda_common.h"
 #include "fused.h"
-#include "elementwise_ops_cuda.h"
 
 struct fused_params {
     struct tfc_fused_prog prog;
@@ -18,12 +17,6 @@ struct fused_params {
     const void *in[TFC_FUSED_MAX_IN];
     void *out[TFC_FUSED_MAX_OUT];
 };
-
-template <typename T>
-static __device__ __forceinline__ T fused_op(int kind, T x, T y)
-{
-    return tfc_cu_is_binary(kind) ? tfc_cu_binary(kind, x, y) : tfc_cu_unary(kind, x);
-}
 
 template <typename T>
 static __global__ void fused_kernel(const struct fused_params p, int64_t n)
@@ -42,7 +35,8 @@ static __global__ void fused_kernel(const struct fused_params p, int64_t n)
         }
         for (int k = 0; k < p.prog.n_ops; k++) {
             const struct tfc_fused_op &op = p.prog.ops[k];
-            r[p.n_in + k] = fused_op(op.kind, r[op.a], op.b >= 0 ? r[op.b] : (T)0);
+            r[p.n_in + k] = op.b >= 0 ? tfc_ew_binary(op.kind, r[op.a], r[op.b])
+                                      : tfc_ew_unary(op.kind, r[op.a], (T)op.p0, (T)op.p1);
         }
         int64_t row = p.contig ? 0 : i / p.cols, col = i - row * p.cols;
         for (int j = 0; j < p.n_out; j++)

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "kinds.h" /* enum tfc_kernel_kind */
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,43 +14,6 @@ extern "C" {
 
 #define TFC_K_MAX_RANK 8
 #define TFC_K_MAX_ATTRS 8
-
-/* Every kernel kind; an op descriptor names one, its codelet switches on it. */
-enum tfc_kernel_kind {
-    /* unary element-wise (codelet: elementwise) */
-    TFC_K_NEG = 1, TFC_K_ABS, TFC_K_SQUARE, TFC_K_SQRT, TFC_K_RSQRT, TFC_K_EXP, TFC_K_LOG,
-    TFC_K_RELU, TFC_K_SIGMOID, TFC_K_TANH, TFC_K_SOFTPLUS, TFC_K_LOGICAL_NOT, TFC_K_IDENTITY,
-    TFC_K_CAST,
-    /* binary element-wise with broadcasting (codelet: elementwise) */
-    TFC_K_ADD, TFC_K_SUB, TFC_K_MUL, TFC_K_DIV, TFC_K_MAXIMUM, TFC_K_MINIMUM, TFC_K_POW,
-    TFC_K_EQUAL, TFC_K_NOT_EQUAL, TFC_K_LESS, TFC_K_GREATER, TFC_K_LOGICAL_AND, TFC_K_LOGICAL_OR,
-    /* binary, for gradients: x broadcast to the shape of y; dy where x > 0 */
-    TFC_K_BROADCAST, TFC_K_RELU_GRAD,
-    /* others in the element-wise codelet */
-    TFC_K_SELECT, TFC_K_ADD_N, TFC_K_FILL,
-    /* codelet: matmul */
-    TFC_K_MATMUL, TFC_K_BATCH_MATMUL,
-    /* codelet: softmax */
-    TFC_K_SOFTMAX, TFC_K_LOG_SOFTMAX, TFC_K_XENT, TFC_K_SPARSE_XENT,
-    /* codelet: reduce */
-    TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN, TFC_K_ARGMAX,
-    TFC_K_SUM_TO, /* sum over the axes broadcasting added: to the shape of output 0 */
-    /* codelet: layout */
-    TFC_K_RESHAPE, TFC_K_TRANSPOSE, TFC_K_CONCAT, TFC_K_SPLIT, TFC_K_SLICE, TFC_K_GATHER,
-    TFC_K_ONE_HOT,
-    TFC_K_SLICE_GRAD,  /* zeros of the output's shape with input 0 at attribute begin */
-    TFC_K_SCATTER_ADD, /* zeros of the output's shape plus rows of input 0 at indices input 1 */
-    /* codelet: assign (buffer 0 is the variable, RW or W) */
-    TFC_K_ASSIGN, TFC_K_ASSIGN_ADD, TFC_K_ASSIGN_SUB,
-    /* codelet: optimizer (leading buffers are the variable and its slots, updated in place) */
-    TFC_K_APPLY_SGD, TFC_K_APPLY_MOMENTUM, TFC_K_APPLY_ADAGRAD, TFC_K_APPLY_RMSPROP,
-    TFC_K_APPLY_ADAM, TFC_K_LR_SCHEDULE,
-    /* codelet: hop (a test-only copy between memory nodes) */
-    TFC_K_COPY,
-    /* codelet: fused (an op list of element-wise kinds, codelets/fused.h) */
-    TFC_K_FUSED,
-    TFC_K_NUM_KINDS
-};
 
 /* One operand. dtype is an enum tfc_dtype value. buf is the operand's index in the task's
  * buffers, or -1 when it has no buffer (zero elements never reach StarPU). */

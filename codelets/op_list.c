@@ -16,13 +16,21 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_assign, tfc_op_assign_add, tfc_op_assign_sub, tfc_op_group, tfc_op_stop_gradient,
     tfc_op_reshape_like, tfc_op_broadcast_like, tfc_op_sum_to_like, tfc_op_relu_grad,
     tfc_op_slice_grad, tfc_op_scatter_add_rows, tfc_op_apply_sgd, tfc_op_apply_momentum,
-    tfc_op_apply_adagrad, tfc_op_apply_rmsprop, tfc_op_apply_adam, tfc_op_lr_schedule;
+    tfc_op_apply_adagrad, tfc_op_apply_rmsprop, tfc_op_apply_adam, tfc_op_lr_schedule,
+    tfc_op_erf, tfc_op_gelu, tfc_op_gelu_tanh, tfc_op_elu, tfc_op_selu, tfc_op_leaky_relu,
+    tfc_op_silu, tfc_op_hard_sigmoid, tfc_op_sin, tfc_op_cos, tfc_op_floor,
+    tfc_op_ceil, tfc_op_round, tfc_op_sign, tfc_op_reciprocal, tfc_op_log1p, tfc_op_expm1,
+    tfc_op_clip, tfc_op_is_nan, tfc_op_is_inf;
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
     &tfc_op_neg, &tfc_op_abs, &tfc_op_square, &tfc_op_sqrt, &tfc_op_rsqrt, &tfc_op_exp,
     &tfc_op_log, &tfc_op_relu, &tfc_op_sigmoid, &tfc_op_tanh, &tfc_op_softplus,
     &tfc_op_logical_not, &tfc_op_identity, &tfc_op_cast,
+    &tfc_op_erf, &tfc_op_gelu, &tfc_op_gelu_tanh, &tfc_op_elu, &tfc_op_selu, &tfc_op_leaky_relu,
+    &tfc_op_silu, &tfc_op_hard_sigmoid, &tfc_op_sin, &tfc_op_cos,
+    &tfc_op_floor, &tfc_op_ceil, &tfc_op_round, &tfc_op_sign, &tfc_op_reciprocal,
+    &tfc_op_log1p, &tfc_op_expm1, &tfc_op_clip, &tfc_op_is_nan, &tfc_op_is_inf,
     &tfc_op_add, &tfc_op_sub, &tfc_op_mul, &tfc_op_div, &tfc_op_maximum, &tfc_op_minimum,
     &tfc_op_pow, &tfc_op_equal, &tfc_op_not_equal, &tfc_op_less, &tfc_op_greater,
     &tfc_op_logical_and, &tfc_op_logical_or, &tfc_op_select, &tfc_op_bias_add, &tfc_op_add_n,

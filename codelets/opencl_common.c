@@ -44,15 +44,13 @@ int tfc_opencl_can_execute(unsigned workerid, struct starpu_task *task, unsigned
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tfc_ocl_prog *g_loaded; /* programs built in this StarPU lifetime */
 
-#define KIND(k) "#define K_" #k " %d\n"
-static const char *const header_fmt =
+/* The kinds and the element-wise formulas, as the C and CUDA kernels see them
+ * (codelets/ew_math_cl.c, generated from codelets/kinds.h and codelets/ew_scalar.h). */
+extern const char tfc_ew_cl_kinds[], tfc_ew_cl_scalar[];
+
+static const char prelude[] =
     "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-    KIND(NEG) KIND(ABS) KIND(SQUARE) KIND(SQRT) KIND(RSQRT) KIND(EXP) KIND(LOG) KIND(RELU)
-    KIND(SIGMOID) KIND(TANH) KIND(SOFTPLUS) KIND(ADD) KIND(SUB) KIND(MUL) KIND(DIV)
-    KIND(MAXIMUM) KIND(MINIMUM) KIND(POW) KIND(EQUAL) KIND(NOT_EQUAL) KIND(LESS) KIND(GREATER)
-    KIND(LOGICAL_AND) KIND(LOGICAL_OR) KIND(BROADCAST) KIND(RELU_GRAD) KIND(REDUCE_SUM)
-    KIND(REDUCE_MEAN) KIND(REDUCE_MAX) KIND(REDUCE_MIN) KIND(SUM_TO) KIND(LOG_SOFTMAX)
-    KIND(SPARSE_XENT)
+    "#define TFC_EW_FN static inline\n"
     "#define MAXR 8\n"
     "typedef struct { long rank, n; long dims[MAXR]; long st[3][MAXR]; } bcast_t;\n"
     "typedef struct { long nk, nr; long kd[MAXR], ks[MAXR], rd[MAXR], rs[MAXR]; } red_t;\n"
@@ -60,26 +58,23 @@ static const char *const header_fmt =
     /* element offset in operand k of output element i, under broadcasting */
     "long bc_off(const bcast_t *b, long i, int k)\n"
     "{ long off = 0; for (int d = (int)b->rank - 1; d >= 0; d--) {\n"
-    "  off += (i %% b->dims[d]) * b->st[k][d]; i /= b->dims[d]; } return off; }\n"; /* a format */
+    "  off += (i % b->dims[d]) * b->st[k][d]; i /= b->dims[d]; } return off; }\n";
+static const char f32[] = "#define T float\n#define TS(n) n##_f32\n"
+                          "#define EW(n) tfc_ew_##n##_f32\n#define EWS(f) f##_f32\n";
+static const char f64[] = "#undef T\n#undef TS\n#undef EW\n#undef EWS\n#define T double\n"
+                          "#define TS(n) n##_f64\n#define EW(n) tfc_ew_##n##_f64\n#define EWS(f) f##_f64\n";
 
+/* prelude, kinds, then the family's body for float and for double (each after the formulas
+ * when the family uses them), then its type-less kernels */
 static char *build_source(const struct tfc_ocl_prog *p)
 {
-    char head[4096];
-    snprintf(head, sizeof head, header_fmt, TFC_K_NEG, TFC_K_ABS, TFC_K_SQUARE, TFC_K_SQRT,
-             TFC_K_RSQRT, TFC_K_EXP, TFC_K_LOG, TFC_K_RELU, TFC_K_SIGMOID, TFC_K_TANH,
-             TFC_K_SOFTPLUS, TFC_K_ADD, TFC_K_SUB, TFC_K_MUL, TFC_K_DIV, TFC_K_MAXIMUM,
-             TFC_K_MINIMUM, TFC_K_POW, TFC_K_EQUAL, TFC_K_NOT_EQUAL, TFC_K_LESS, TFC_K_GREATER,
-             TFC_K_LOGICAL_AND, TFC_K_LOGICAL_OR, TFC_K_BROADCAST, TFC_K_RELU_GRAD,
-             TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN,
-             TFC_K_SUM_TO, TFC_K_LOG_SOFTMAX, TFC_K_SPARSE_XENT);
-    static const char f32[] = "#define T float\n#define TS(n) n##_f32\n";
-    static const char f64[] = "#undef T\n#undef TS\n#define T double\n#define TS(n) n##_f64\n";
-    size_t len = strlen(head) + sizeof f32 + sizeof f64 + 2 * strlen(p->body) +
-                 (p->plain ? strlen(p->plain) : 0) + 8;
+    const char *scalar = p->ew_math ? tfc_ew_cl_scalar : "";
+    size_t len = sizeof prelude + strlen(tfc_ew_cl_kinds) + sizeof f32 + sizeof f64 +
+                 2 * (strlen(scalar) + strlen(p->body)) + (p->plain ? strlen(p->plain) : 0) + 8;
     char *s = malloc(len);
     if (!s) return NULL;
-    snprintf(s, len, "%s%s%s\n%s%s\n%s\n", head, f32, p->body, f64, p->body,
-             p->plain ? p->plain : "");
+    snprintf(s, len, "%s%s%s%s%s\n%s%s%s\n%s\n", prelude, tfc_ew_cl_kinds, f32, scalar, p->body,
+             f64, scalar, p->body, p->plain ? p->plain : "");
     return s;
 }
 

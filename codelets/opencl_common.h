@@ -46,6 +46,7 @@ struct tfc_ocl_prog {
     const char *family;
     const char *body;
     const char *plain;
+    int ew_math;   /* 1: the body uses the element-wise formulas (ew_scalar.h's EW(...)) */
     int loaded;
     struct starpu_opencl_program prog;
     struct tfc_ocl_prog *next;

@@ -1,10 +1,11 @@
 /* opencl_elementwise.c: OpenCL kernels of the element-wise family for float32 and float64:
- * unary math, binary ops with NumPy broadcasting (strides passed by value), comparisons (bool
- * output), select, add_n, fill, cast between the float types, identity (any dtype), and the
- * logical ops on bool. Integer arithmetic stays on the CPU (tfc_opencl_elementwise_ok refuses
- * it). */
+ * unary math and predicates, binary ops with NumPy broadcasting (strides passed by value) and
+ * comparisons (bool output), with ew_scalar.h's formulas; select, add_n, fill, cast between
+ * the float types, identity (any dtype), and the logical ops on bool. Integer arithmetic
+ * stays on the CPU (tfc_opencl_elementwise_ok refuses it). */
 #include <string.h>
 #include "opencl_common.h"
+#include "ew_math.h"
 #include "../src/tfc.h"
 
 static int is_float(int dt) { return dt == TFC_FLOAT32 || dt == TFC_FLOAT64; }
@@ -25,16 +26,18 @@ int tfc_opencl_elementwise_ok(const struct tfc_kargs *a)
         return a->d[0].dtype == TFC_BOOL && is_float(a->d[1].dtype) &&
                a->d[2].dtype == a->d[1].dtype && o->dtype == a->d[1].dtype;
     case TFC_K_LOGICAL_NOT: return dt == TFC_BOOL && o->dtype == TFC_BOOL;
-    default:
-        if (dt == TFC_BOOL && (a->kind == TFC_K_LOGICAL_AND || a->kind == TFC_K_LOGICAL_OR))
-            return a->d[1].dtype == TFC_BOOL && o->dtype == TFC_BOOL;
-        if (!is_float(dt)) return 0;
-        if (a->kind >= TFC_K_EQUAL && a->kind <= TFC_K_LOGICAL_OR)
-            return a->d[1].dtype == dt && o->dtype == TFC_BOOL;
-        if (a->kind == TFC_K_BROADCAST) return o->dtype == dt;
-        if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD)
-            return a->d[1].dtype == dt && o->dtype == dt;
-        return a->kind >= TFC_K_NEG && a->kind <= TFC_K_SOFTPLUS && o->dtype == dt;
+    case TFC_K_BROADCAST: return is_float(dt) && o->dtype == dt;
+    }
+    if (dt == TFC_BOOL && (a->kind == TFC_K_LOGICAL_AND || a->kind == TFC_K_LOGICAL_OR))
+        return a->d[1].dtype == TFC_BOOL && o->dtype == TFC_BOOL;
+    if (!is_float(dt)) return 0;
+    switch (tfc_ew_class(a->kind)) {
+    case TFC_EW_CLASS_UNARY_ANY:
+    case TFC_EW_CLASS_UNARY_FLOAT: return o->dtype == dt;
+    case TFC_EW_CLASS_PREDICATE: return o->dtype == TFC_BOOL;
+    case TFC_EW_CLASS_BINARY: return a->d[1].dtype == dt && o->dtype == dt;
+    case TFC_EW_CLASS_COMPARE: return a->d[1].dtype == dt && o->dtype == TFC_BOOL;
+    default: return 0;
     }
 }
 
@@ -42,63 +45,34 @@ int tfc_opencl_elementwise_ok(const struct tfc_kargs *a)
 #define CL_SRC(...) #__VA_ARGS__
 
 static const char body[] = CL_SRC(
-kernel void TS(unary)(int kind, global T *x0, ulong xo, global T *y0, ulong yo, long n)
+/* pred: is_nan, is_inf (a bool out); p0, p1: the op's float attributes */
+kernel void TS(unary)(int kind, int pred, double p0, double p1, global T *x0, ulong xo,
+                      global void *y0, ulong yo, long n)
 {
     long i = get_global_id(0);
     if (i >= n) return;
-    global T *px = AT(x0, xo), *py = AT(y0, yo);
-    T x = px[i], y;
-    switch (kind) {
-    case K_NEG: y = -x; break;
-    case K_ABS: y = fabs(x); break;
-    case K_SQUARE: y = x * x; break;
-    case K_SQRT: y = sqrt(x); break;
-    case K_RSQRT: y = (T)1 / sqrt(x); break;
-    case K_EXP: y = exp(x); break;
-    case K_LOG: y = log(x); break;
-    case K_RELU: y = x > 0 ? x : (T)0; break;
-    case K_SIGMOID: y = x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x)); break;
-    case K_TANH: y = tanh(x); break;
-    case K_SOFTPLUS: y = x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
-    default: y = x;
-    }
-    py[i] = y;
+    T x = ((global T *)AT(x0, xo))[i];
+    if (pred)
+        ((global uchar *)AT(y0, yo))[i] = (uchar)EW(predicate)(kind, x);
+    else
+        ((global T *)AT(y0, yo))[i] = EW(unary)(kind, x, (T)p0, (T)p1);
 }
 
-kernel void TS(binary)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
+/* cmp: a comparison or logic kind (a bool out); broadcast: y gives only the shape */
+kernel void TS(binary)(int kind, int cmp, global T *x0, ulong xo, global T *y0, ulong yo,
                        global void *o0, ulong oo, bcast_t b, long n)
 {
     long i = get_global_id(0);
     if (i >= n) return;
     long ox = bc_off(&b, i, 0), oy = bc_off(&b, i, 1);
     global T *px = AT(x0, xo), *py = AT(y0, yo);
-    T x = px[ox], y = kind == K_BROADCAST ? (T)0 : py[oy];
-    if (kind >= K_EQUAL && kind <= K_LOGICAL_OR) {
-        uchar r;
-        switch (kind) {
-        case K_EQUAL: r = x == y; break;
-        case K_NOT_EQUAL: r = x != y; break;
-        case K_LESS: r = x < y; break;
-        case K_GREATER: r = x > y; break;
-        case K_LOGICAL_AND: r = x != 0 && y != 0; break;
-        default: r = x != 0 || y != 0;
-        }
-        ((global uchar *)AT(o0, oo))[i] = r;
-        return;
-    }
-    T r;
-    switch (kind) {
-    case K_ADD: r = x + y; break;
-    case K_SUB: r = x - y; break;
-    case K_MUL: r = x * y; break;
-    case K_DIV: r = x / y; break;
-    case K_MAXIMUM: r = (x > y || x != x) ? x : y; break;
-    case K_MINIMUM: r = (x < y || x != x) ? x : y; break;
-    case K_POW: r = pow(x, y); break;
-    case K_RELU_GRAD: r = y > 0 ? x : (T)0; break;
-    default: r = x;
-    }
-    ((global T *)AT(o0, oo))[i] = r;
+    T x = px[ox];
+    if (kind == TFC_K_BROADCAST)
+        ((global T *)AT(o0, oo))[i] = x;
+    else if (cmp)
+        ((global uchar *)AT(o0, oo))[i] = (uchar)EW(compare)(kind, x, py[oy]);
+    else
+        ((global T *)AT(o0, oo))[i] = EW(binary)(kind, x, py[oy]);
 }
 
 kernel void TS(select)(global uchar *c0, ulong co, global T *x0, ulong xo, global T *y0,
@@ -159,7 +133,8 @@ kernel void logic(int op, global uchar *x0, ulong xo, global uchar *y0, ulong yo
 }
 );
 
-static struct tfc_ocl_prog prog = {.family = "element-wise", .body = body, .plain = plain};
+static struct tfc_ocl_prog prog = {
+    .family = "element-wise", .body = body, .plain = plain, .ew_math = 1};
 
 /* Mirrors the kernels' bcast_t. */
 struct bcast_cl {
@@ -217,8 +192,8 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
     }
     if (a->kind == TFC_K_FILL) {
         if (!(k = tfc_ocl_kernel(&prog, "fill", od->dtype, a, &q))) return;
-        float f = (float)a->attrs[0].f;
-        double v = a->attrs[0].f;
+        float f = (float)a->attrs[TFC_FILL_ATTR_VALUE].f;
+        double v = a->attrs[TFC_FILL_ATTR_VALUE].f;
         tfc_ocl_run(a, k, q, (size_t)n, 0, 4,
                     (size_t[]){sizeof m[3], sizeof off[3],
                                od->dtype == TFC_FLOAT32 ? sizeof f : sizeof v, sizeof n},
@@ -261,27 +236,30 @@ void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
                                sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
                     (const void *[]){&op, &m[0], &off[0], &m[1], &off[1], &m[3], &off[3], &b,
                                      &n});
-    } else if (a->kind >= TFC_K_ADD && a->kind <= TFC_K_RELU_GRAD) {
+    } else if (a->kind == TFC_K_BROADCAST || tfc_ew_class(a->kind) == TFC_EW_CLASS_BINARY ||
+               tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE) {
         struct bcast_cl b;
         bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
         if (a->kind == TFC_K_BROADCAST) { /* y gives only the shape: bind x twice */
             m[1] = m[0];
             off[1] = off[0];
         }
-        cl_int kind = a->kind;
+        cl_int kind = a->kind, cmp = tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE;
         if (!(k = tfc_ocl_kernel(&prog, "binary", dt, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
-                    (size_t[]){sizeof kind, sizeof m[0], sizeof off[0], sizeof m[1],
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
+                    (size_t[]){sizeof kind, sizeof cmp, sizeof m[0], sizeof off[0], sizeof m[1],
                                sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
-                    (const void *[]){&kind, &m[0], &off[0], &m[1], &off[1], &m[3], &off[3], &b,
-                                     &n});
+                    (const void *[]){&kind, &cmp, &m[0], &off[0], &m[1], &off[1], &m[3],
+                                     &off[3], &b, &n});
     } else {
-        cl_int kind = a->kind;
+        cl_int kind = a->kind, pred = tfc_ew_class(a->kind) == TFC_EW_CLASS_PREDICATE;
+        cl_double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
         if (!(k = tfc_ocl_kernel(&prog, "unary", dt, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 6,
-                    (size_t[]){sizeof kind, sizeof m[0], sizeof off[0], sizeof m[3],
-                               sizeof off[3], sizeof n},
-                    (const void *[]){&kind, &m[0], &off[0], &m[3], &off[3], &n});
+        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
+                    (size_t[]){sizeof kind, sizeof pred, sizeof p0, sizeof p1, sizeof m[0],
+                               sizeof off[0], sizeof m[3], sizeof off[3], sizeof n},
+                    (const void *[]){&kind, &pred, &p0, &p1, &m[0], &off[0], &m[3], &off[3],
+                                     &n});
     }
     clReleaseKernel(k);
 }

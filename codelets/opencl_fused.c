@@ -14,12 +14,13 @@
 #define CL_SRC(...) #__VA_ARGS__
 
 /* The program buffer, in longs: n_in, n_out, n_ops, rank, dims[8], strides[8 inputs][8],
- * ops[24][3] (kind, a, b), out_reg[4], out_ld[4], cols. Input strides carry the row strides
+ * ops[24][5] (kind, a, b, and the bits of the doubles p0, p1), out_reg[4], out_ld[4], cols. Input strides carry the row strides
  * of 2-D tiles (sched/tiling.c); outputs are written at (i / cols) * out_ld + i % cols. */
 #define PG_DIMS 4
 #define PG_ST (PG_DIMS + TFC_K_MAX_RANK)
 #define PG_OPS (PG_ST + TFC_FUSED_MAX_IN * TFC_K_MAX_RANK)
-#define PG_OUT (PG_OPS + 3 * TFC_FUSED_MAX_OPS)
+#define OP_WORDS 5
+#define PG_OUT (PG_OPS + OP_WORDS * TFC_FUSED_MAX_OPS)
 #define PG_OLD (PG_OUT + TFC_FUSED_MAX_OUT) /* row strides of the outputs (tiles: lds) */
 #define PG_COLS (PG_OLD + TFC_FUSED_MAX_OUT) /* the output's row length */
 #define PG_WORDS (PG_COLS + 1)
@@ -49,33 +50,11 @@ kernel void TS(fused)(global const long *pg,
         r[k] = xs[k][off];
     }
     for (int k = 0; k < n_ops; k++) {
-        int kind = (int)pg[PGOPS + 3 * k];
-        T x = r[pg[PGOPS + 3 * k + 1]];
-        long b = pg[PGOPS + 3 * k + 2];
-        T y = b >= 0 ? r[b] : (T)0, v;
-        switch (kind) {
-        case K_NEG: v = -x; break;
-        case K_ABS: v = fabs(x); break;
-        case K_SQUARE: v = x * x; break;
-        case K_SQRT: v = sqrt(x); break;
-        case K_RSQRT: v = (T)1 / sqrt(x); break;
-        case K_EXP: v = exp(x); break;
-        case K_LOG: v = log(x); break;
-        case K_RELU: v = x > 0 ? x : (T)0; break;
-        case K_SIGMOID: v = x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x)); break;
-        case K_TANH: v = tanh(x); break;
-        case K_SOFTPLUS: v = x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
-        case K_ADD: v = x + y; break;
-        case K_SUB: v = x - y; break;
-        case K_MUL: v = x * y; break;
-        case K_DIV: v = x / y; break;
-        case K_MAXIMUM: v = (x > y || x != x) ? x : y; break;
-        case K_MINIMUM: v = (x < y || x != x) ? x : y; break;
-        case K_POW: v = pow(x, y); break;
-        case K_RELU_GRAD: v = y > 0 ? x : (T)0; break;
-        default: v = x;
-        }
-        r[n_in + k] = v;
+        global const long *op = pg + PGOPS + OPWORDS * k;
+        T x = r[op[1]];
+        r[n_in + k] = op[2] >= 0 ? EW(binary)((int)op[0], x, r[op[2]])
+                                 : EW(unary)((int)op[0], x, (T)as_double(op[3]),
+                                             (T)as_double(op[4]));
     }
     long cols = pg[PGCOLS], row = i / cols, col = i - row * cols;
     for (int j = 0; j < n_out; j++) os[j][row * pg[PGOLD + j] + col] = r[pg[PGOUT + j]];
@@ -83,7 +62,7 @@ kernel void TS(fused)(global const long *pg,
 );
 
 static char source[sizeof body + 256];
-static struct tfc_ocl_prog prog = {.family = "fused", .body = source};
+static struct tfc_ocl_prog prog = {.family = "fused", .body = source, .ew_math = 1};
 
 /* The source with the buffer layout's offsets defined, made once before the first build
  * (the stringized body cannot expand the C macros itself). */
@@ -93,8 +72,8 @@ static void make_source(void)
 {
     snprintf(source, sizeof source,
              "#define PGDIMS %d\n#define PGST %d\n#define PGOPS %d\n#define PGOUT %d\n"
-             "#define PGOLD %d\n#define PGCOLS %d\n%s",
-             PG_DIMS, PG_ST, PG_OPS, PG_OUT, PG_OLD, PG_COLS, body);
+             "#define PGOLD %d\n#define PGCOLS %d\n#define OPWORDS %d\n%s",
+             PG_DIMS, PG_ST, PG_OPS, PG_OUT, PG_OLD, PG_COLS, OP_WORDS, body);
 }
 
 void tfc_fused_opencl(void *buffers[], void *cl_arg)
@@ -117,9 +96,12 @@ void tfc_fused_opencl(void *buffers[], void *cl_arg)
     for (int k = 0; k < a->n_in; k++)
         for (int d = 0; d < rank; d++) words[PG_ST + k * TFC_K_MAX_RANK + d] = st[k][d];
     for (int k = 0; k < pg->n_ops; k++) {
-        words[PG_OPS + 3 * k] = pg->ops[k].kind;
-        words[PG_OPS + 3 * k + 1] = pg->ops[k].a;
-        words[PG_OPS + 3 * k + 2] = pg->ops[k].b;
+        cl_long *w = words + PG_OPS + OP_WORDS * k;
+        w[0] = pg->ops[k].kind;
+        w[1] = pg->ops[k].a;
+        w[2] = pg->ops[k].b;
+        memcpy(&w[3], &pg->ops[k].p0, sizeof(double)); /* as_double in the kernel */
+        memcpy(&w[4], &pg->ops[k].p1, sizeof(double));
     }
     for (int j = 0; j < a->n_out; j++) {
         words[PG_OUT + j] = pg->out_reg[j];

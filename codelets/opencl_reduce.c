@@ -30,7 +30,7 @@ kernel void TS(reduce)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
         base += (rem % r.kd[d]) * r.ks[d];
         rem /= r.kd[d];
     }
-    double acc = kind == K_REDUCE_MAX ? -INFINITY : kind == K_REDUCE_MIN ? INFINITY : 0.0;
+    double acc = kind == TFC_K_REDUCE_MAX ? -INFINITY : kind == TFC_K_REDUCE_MIN ? INFINITY : 0.0;
     for (long e = 0; e < count; e++) {
         long off = base;
         rem = e;
@@ -39,11 +39,11 @@ kernel void TS(reduce)(int kind, global T *x0, ulong xo, global T *y0, ulong yo,
             rem /= r.rd[d];
         }
         double v = x[off];
-        if (kind == K_REDUCE_MAX) { if (v > acc || isnan(v)) acc = v; }
-        else if (kind == K_REDUCE_MIN) { if (v < acc || isnan(v)) acc = v; }
+        if (kind == TFC_K_REDUCE_MAX) { if (v > acc || isnan(v)) acc = v; }
+        else if (kind == TFC_K_REDUCE_MIN) { if (v < acc || isnan(v)) acc = v; }
         else acc += v;
     }
-    if (kind == K_REDUCE_MEAN) acc = div ? acc / (double)div : NAN;
+    if (kind == TFC_K_REDUCE_MEAN) acc = div ? acc / (double)div : NAN;
     y[o] = (T)acc;
 }
 

@@ -25,25 +25,113 @@ tfc_status tfc_grad_identity(tfc_graph *g, struct tfc_node *n, tfc_tensor *const
     return TFC_OK;
 }
 
+/* dy * f'(x) for the math kinds; NULL for the others (activation_dx). */
+static tfc_tensor *math_dx(tfc_graph *g, struct tfc_node *n, tfc_tensor *dy)
+{
+    tfc_tensor *x = n->inputs[0], *y = &n->outputs[0];
+    double lo = n->attrs[TFC_EW_ATTR_P0].f, hi = n->attrs[TFC_EW_ATTR_P1].f;
+    switch (n->op->kind) {
+    case TFC_K_NEG: return tfc_neg(g, dy);
+    case TFC_K_ABS: return tfc_select(g, tfc_less(g, x, k(g, x, 0)), tfc_neg(g, dy), dy);
+    case TFC_K_SQUARE: return tfc_mul(g, dy, tfc_mul(g, x, k(g, x, 2)));
+    case TFC_K_SQRT: return tfc_div(g, dy, tfc_mul(g, y, k(g, y, 2)));
+    case TFC_K_RSQRT: /* d x^-1/2 = -1/2 y^3 */
+        return tfc_mul(g, dy, tfc_mul(g, k(g, y, -0.5), tfc_mul(g, y, tfc_square(g, y))));
+    case TFC_K_EXP: return tfc_mul(g, dy, y);
+    case TFC_K_LOG: return tfc_div(g, dy, x);
+    case TFC_K_SIN: return tfc_mul(g, dy, tfc_cos(g, x));
+    case TFC_K_COS: return tfc_neg(g, tfc_mul(g, dy, tfc_sin(g, x)));
+    case TFC_K_RECIPROCAL: return tfc_neg(g, tfc_mul(g, dy, tfc_square(g, y)));
+    case TFC_K_LOG1P: return tfc_div(g, dy, tfc_add(g, x, k(g, x, 1)));
+    case TFC_K_EXPM1: return tfc_mul(g, dy, tfc_add(g, y, k(g, y, 1)));
+    case TFC_K_FLOOR: /* piecewise constant: zero almost everywhere, as in PyTorch */
+    case TFC_K_CEIL:
+    case TFC_K_ROUND:
+    case TFC_K_SIGN: return tfc_zeros_like(g, dy);
+    case TFC_K_CLIP: { /* dy where min <= x <= max (x at a bound passes, as in TensorFlow) */
+        tfc_tensor *in = tfc_logical_and(g, tfc_logical_not(g, tfc_less(g, x, k(g, x, lo))),
+                                         tfc_logical_not(g, tfc_greater(g, x, k(g, x, hi))));
+        return tfc_select(g, in, dy, tfc_zeros_like(g, dy));
+    }
+    default: return NULL;
+    }
+}
+
+/* gelu: d/dx x Phi(x) = Phi(x) + x phi(x), Phi and phi the normal CDF and density. */
+static tfc_tensor *gelu_dx(tfc_graph *g, tfc_tensor *x, tfc_tensor *dy)
+{
+    tfc_tensor *cdf = tfc_mul(g, k(g, x, 0.5),
+                              tfc_add(g, k(g, x, 1),
+                                      tfc_erf(g, tfc_mul(g, x, k(g, x, 0.70710678118654752440)))));
+    tfc_tensor *pdf = tfc_mul(g, k(g, x, 0.39894228040143267794), /* 1/sqrt(2 pi) */
+                              tfc_exp(g, tfc_mul(g, k(g, x, -0.5), tfc_square(g, x))));
+    return tfc_mul(g, dy, tfc_add(g, cdf, tfc_mul(g, x, pdf)));
+}
+
+/* The tanh form of gelu: with u = c (x + a x^3), t = tanh(u),
+ * d/dx = (1 + t)/2 + x (1 - t^2) c (1 + 3 a x^2) / 2. */
+static tfc_tensor *gelu_tanh_dx(tfc_graph *g, tfc_tensor *x, tfc_tensor *dy)
+{
+    const double c = 0.79788456080286535588, a = 0.044715;
+    tfc_tensor *x2 = tfc_square(g, x);
+    tfc_tensor *t = tfc_tanh(g, tfc_mul(g, k(g, x, c),
+                                        tfc_add(g, x, tfc_mul(g, k(g, x, a), tfc_mul(g, x, x2)))));
+    tfc_tensor *half_one_plus_t = tfc_mul(g, k(g, x, 0.5), tfc_add(g, k(g, x, 1), t));
+    tfc_tensor *du = tfc_mul(g, k(g, x, c),
+                             tfc_add(g, k(g, x, 1), tfc_mul(g, k(g, x, 3 * a), x2)));
+    tfc_tensor *rest = tfc_mul(g, tfc_mul(g, k(g, x, 0.5), x),
+                               tfc_mul(g, tfc_sub(g, k(g, x, 1), tfc_square(g, t)), du));
+    return tfc_mul(g, dy, tfc_add(g, half_one_plus_t, rest));
+}
+
+/* dy * f'(x) for the activations; NULL for kinds without a gradient. */
+static tfc_tensor *activation_dx(tfc_graph *g, struct tfc_node *n, tfc_tensor *dy)
+{
+    tfc_tensor *x = n->inputs[0], *y = &n->outputs[0], *s;
+    double p0 = n->attrs[TFC_EW_ATTR_P0].f, p1 = n->attrs[TFC_EW_ATTR_P1].f;
+    const double selu_scale = 1.05070098735548049342, selu_alpha = 1.67326324235437728482;
+    switch (n->op->kind) {
+    case TFC_K_RELU: return tfc_relu_grad(g, dy, x);
+    case TFC_K_SIGMOID: return tfc_mul(g, dy, tfc_mul(g, y, tfc_sub(g, k(g, y, 1), y)));
+    case TFC_K_TANH: return tfc_mul(g, dy, tfc_sub(g, k(g, y, 1), tfc_square(g, y)));
+    case TFC_K_SOFTPLUS: return tfc_mul(g, dy, tfc_sigmoid(g, x));
+    case TFC_K_ERF: /* 2/sqrt(pi) exp(-x^2) */
+        return tfc_mul(g, dy, tfc_mul(g, k(g, x, 1.12837916709551257390),
+                                      tfc_exp(g, tfc_neg(g, tfc_square(g, x)))));
+    case TFC_K_GELU: return gelu_dx(g, x, dy);
+    case TFC_K_GELU_TANH: return gelu_tanh_dx(g, x, dy);
+    case TFC_K_ELU: /* y + alpha below 0 */
+        return tfc_select(g, tfc_greater(g, x, k(g, x, 0)), dy,
+                          tfc_mul(g, dy, tfc_add(g, y, k(g, y, p0))));
+    case TFC_K_SELU:
+        return tfc_select(g, tfc_greater(g, x, k(g, x, 0)), tfc_mul(g, dy, k(g, dy, selu_scale)),
+                          tfc_mul(g, dy, tfc_add(g, y, k(g, y, selu_scale * selu_alpha))));
+    case TFC_K_LEAKY_RELU:
+        return tfc_select(g, tfc_greater(g, x, k(g, x, 0)), dy, tfc_mul(g, dy, k(g, dy, p0)));
+    case TFC_K_SILU: /* s (1 + x (1 - s)) */
+        s = tfc_sigmoid(g, x);
+        return tfc_mul(g, dy, tfc_mul(g, s, tfc_add(g, k(g, x, 1),
+                                                    tfc_mul(g, x, tfc_sub(g, k(g, x, 1), s)))));
+    case TFC_K_HARD_SIGMOID: { /* alpha where 0 < alpha x + beta < 1 */
+        tfc_tensor *v = tfc_add(g, tfc_mul(g, x, k(g, x, p0)), k(g, x, p1));
+        tfc_tensor *in = tfc_logical_and(g, tfc_greater(g, v, k(g, v, 0)),
+                                         tfc_less(g, v, k(g, v, 1)));
+        return tfc_select(g, in, tfc_mul(g, dy, k(g, dy, p0)), tfc_zeros_like(g, dy));
+    }
+    default: return NULL;
+    }
+}
+
 tfc_status tfc_grad_unary(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
-    tfc_tensor *x = n->inputs[0], *y = &n->outputs[0], *dy = dys[0];
-    switch (n->op->kind) {
-    case TFC_K_NEG: dxs[0] = tfc_neg(g, dy); break;
-    case TFC_K_ABS: dxs[0] = tfc_select(g, tfc_less(g, x, k(g, x, 0)), tfc_neg(g, dy), dy); break;
-    case TFC_K_SQUARE: dxs[0] = tfc_mul(g, dy, tfc_mul(g, x, k(g, x, 2))); break;
-    case TFC_K_SQRT: dxs[0] = tfc_div(g, dy, tfc_mul(g, y, k(g, y, 2))); break;
-    case TFC_K_RSQRT: /* d x^-1/2 = -1/2 y^3 */
-        dxs[0] = tfc_mul(g, dy, tfc_mul(g, k(g, y, -0.5), tfc_mul(g, y, tfc_square(g, y))));
-        break;
-    case TFC_K_EXP: dxs[0] = tfc_mul(g, dy, y); break;
-    case TFC_K_LOG: dxs[0] = tfc_div(g, dy, x); break;
-    case TFC_K_RELU: dxs[0] = tfc_relu_grad(g, dy, x); break;
-    case TFC_K_SIGMOID: dxs[0] = tfc_mul(g, dy, tfc_mul(g, y, tfc_sub(g, k(g, y, 1), y))); break;
-    case TFC_K_TANH: dxs[0] = tfc_mul(g, dy, tfc_sub(g, k(g, y, 1), tfc_square(g, y))); break;
-    case TFC_K_SOFTPLUS: dxs[0] = tfc_mul(g, dy, tfc_sigmoid(g, x)); break;
-    default: dxs[0] = dy; break; /* identity */
+    tfc_tensor *dx = math_dx(g, n, dys[0]);
+    if (!dx) dx = activation_dx(g, n, dys[0]);
+    if (!dx && g->status == TFC_OK) {
+        tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient", n->name,
+                       n->op->name);
+        return TFC_ERR_NOT_FOUND;
     }
+    dxs[0] = dx;
     return g->status;
 }
 

@@ -294,10 +294,11 @@ static int fusable(const struct plan *p, const tfc_graph *g, const struct step *
         (g->nodes[st->node]->op->flags & TFC_OP_SOURCE))
         return 0; /* (a source's step is the snapshot of a fetched variable) */
     int k = a->kind;
-    if (!tfc_fused_is_unary(k) && !tfc_fused_is_binary(k) && k != TFC_K_ADD_N) return 0;
+    int unary = tfc_ew_is_unary(k) || k == TFC_K_IDENTITY, binary = tfc_ew_is_binary(k);
+    if (!unary && !binary && k != TFC_K_ADD_N) return 0;
     if (k == TFC_K_ADD_N && a->n_in > TFC_FUSED_MAX_IN) return 0;
-    if (tfc_fused_is_unary(k) && a->n_in != 1) return 0;
-    if (tfc_fused_is_binary(k) && a->n_in != 2) return 0;
+    if (unary && a->n_in != 1) return 0;
+    if (binary && a->n_in != 2) return 0;
     const struct tfc_kdesc *o = &a->d[a->n_in];
     if (o->dtype != TFC_FLOAT32 && o->dtype != TFC_FLOAT64) return 0;
     for (int i = 0; i <= a->n_in; i++)
@@ -480,12 +481,13 @@ static int emit(struct fuser *f, struct group *gr)
         int reg = r_in[0], kind = m->args->kind;
         if (kind == TFC_K_ADD_N) {
             for (int k = 1; k < m->args->n_in; k++) {
-                pg->ops[pg->n_ops] = (struct tfc_fused_op){TFC_K_ADD, reg, r_in[k], 0};
+                pg->ops[pg->n_ops] = (struct tfc_fused_op){.kind = TFC_K_ADD, .a = reg, .b = r_in[k]};
                 reg = n_in + pg->n_ops++;
             }
         } else if (kind != TFC_K_IDENTITY) { /* identity: its register is its input's */
-            pg->ops[pg->n_ops] =
-                (struct tfc_fused_op){kind, r_in[0], tfc_fused_is_binary(kind) ? r_in[1] : -1, 0};
+            pg->ops[pg->n_ops] = (struct tfc_fused_op){
+                .kind = kind, .a = r_in[0], .b = tfc_ew_is_binary(kind) ? r_in[1] : -1,
+                .p0 = m->args->attrs[TFC_EW_ATTR_P0].f, .p1 = m->args->attrs[TFC_EW_ATTR_P1].f};
             reg = n_in + pg->n_ops++;
         }
         reg_of_slot[n_map][0] = out_slot(m);

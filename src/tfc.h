@@ -260,6 +260,37 @@ TFC_API tfc_tensor *tfc_tanh(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_softplus(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_logical_not(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_identity(tfc_graph *g, tfc_tensor *x);
+/* Activations (float32, float64): erf; gelu x*Phi(x) and its tanh approximation (PyTorch's
+ * approximate='tanh'); elu x > 0 ? x : alpha*(exp(x)-1); selu with the constants of Klambauer
+ * et al.; leaky_relu x > 0 ? x : alpha*x; silu x*sigmoid(x); hard_sigmoid
+ * clamp(alpha*x + beta, 0, 1) (ONNX's defaults are 0.2, 0.5; PyTorch's hardsigmoid is 1/6,
+ * 0.5). */
+TFC_API tfc_tensor *tfc_erf(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_gelu(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_gelu_tanh(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_elu(tfc_graph *g, tfc_tensor *x, double alpha);
+TFC_API tfc_tensor *tfc_selu(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_leaky_relu(tfc_graph *g, tfc_tensor *x, double alpha);
+TFC_API tfc_tensor *tfc_silu(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_hard_sigmoid(tfc_graph *g, tfc_tensor *x, double alpha, double beta);
+/* More math (float32, float64): sin, cos, 1/x, log(1+x) and exp(x)-1 (exact near 0). */
+TFC_API tfc_tensor *tfc_sin(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_cos(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_reciprocal(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_log1p(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_expm1(tfc_graph *g, tfc_tensor *x);
+/* Floats and integers: floor, ceil, round (halves to even, as NumPy and PyTorch; the identity
+ * on integers), sign (-1, 0 or 1; NaN stays NaN), and clip to [min, max] (NaN stays NaN; when
+ * min > max every element is max, as torch.clamp; on integers the bounds round inwards).
+ * Their gradients: zero for floor, ceil, round and sign; dy inside [min, max] for clip. */
+TFC_API tfc_tensor *tfc_floor(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_ceil(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_round(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_sign(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_clip(tfc_graph *g, tfc_tensor *x, double min, double max);
+/* Bool tensors: which elements of a float tensor are NaN, which are +-infinity. */
+TFC_API tfc_tensor *tfc_is_nan(tfc_graph *g, tfc_tensor *x);
+TFC_API tfc_tensor *tfc_is_inf(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_cast(tfc_graph *g, tfc_tensor *x, enum tfc_dtype dtype);
 
 /* Softmax family over one axis (negative counts from the end). */

@@ -78,6 +78,24 @@ static const struct {
     {"tanh", "test_unary"},
     {"softplus", "test_unary"},
     {"identity", "test_unary"},
+    {"erf", "test_unary"},
+    {"gelu", "test_unary"},
+    {"gelu_tanh", "test_unary"},
+    {"elu", "test_unary"},
+    {"selu", "test_unary"},
+    {"leaky_relu", "test_unary"},
+    {"silu", "test_unary"},
+    {"hard_sigmoid", "test_unary"},
+    {"sin", "test_unary"},
+    {"cos", "test_unary"},
+    {"reciprocal", "test_unary"},
+    {"log1p", "test_unary"},
+    {"expm1", "test_unary"},
+    {"floor", "test_unary"},
+    {"ceil", "test_unary"},
+    {"round", "test_unary"},
+    {"sign", "test_unary"},
+    {"clip", "test_unary"},
     {"cast", "test_cast"},
     {"add", "test_binary"},
     {"sub", "test_binary"},
@@ -529,6 +547,15 @@ out:
 typedef tfc_tensor *(*unary_fn)(tfc_graph *, tfc_tensor *);
 typedef tfc_tensor *(*binary_fn)(tfc_graph *, tfc_tensor *, tfc_tensor *);
 
+/* the parametric ops with fixed parameters; their kinks are where the sweep keeps away from */
+static tfc_tensor *b_elu(tfc_graph *g, tfc_tensor *x) { return tfc_elu(g, x, 0.7); }
+static tfc_tensor *b_leaky(tfc_graph *g, tfc_tensor *x) { return tfc_leaky_relu(g, x, 0.1); }
+static tfc_tensor *b_hard_sigmoid(tfc_graph *g, tfc_tensor *x)
+{
+    return tfc_hard_sigmoid(g, x, 0.2, 0.5); /* kinks at +-2.5 */
+}
+static tfc_tensor *b_clip(tfc_graph *g, tfc_tensor *x) { return tfc_clip(g, x, -0.5, 0.5); }
+
 static void test_unary(void)
 {
     static const struct {
@@ -542,6 +569,18 @@ static void test_unary(void)
         {"log", tfc_log, 0.5, 3, 0},        {"relu", tfc_relu, -2, 2, 0.1},
         {"sigmoid", tfc_sigmoid, -3, 3, 0}, {"tanh", tfc_tanh, -2, 2, 0},
         {"softplus", tfc_softplus, -3, 3, 0}, {"identity", tfc_identity, -2, 2, 0},
+        {"erf", tfc_erf, -2, 2, 0},         {"gelu", tfc_gelu, -3, 3, 0},
+        {"gelu_tanh", tfc_gelu_tanh, -3, 3, 0}, {"elu", b_elu, -2, 2, 0.1},
+        {"selu", tfc_selu, -2, 2, 0.1},     {"leaky_relu", b_leaky, -2, 2, 0.1},
+        {"silu", tfc_silu, -3, 3, 0},       {"hard_sigmoid", b_hard_sigmoid, -2, 2, 0},
+        {"hard_sigmoid", b_hard_sigmoid, -4, 4, 2.6}, /* outside: zero */
+        {"sin", tfc_sin, -3, 3, 0},
+        {"cos", tfc_cos, -3, 3, 0},         {"reciprocal", tfc_reciprocal, 0.5, 3, 0},
+        {"log1p", tfc_log1p, 0, 3, 0},      {"expm1", tfc_expm1, -2, 2, 0},
+        /* piecewise constant: zero between the steps (at integers, at halves for round) */
+        {"floor", tfc_floor, 0.1, 0.9, 0},  {"ceil", tfc_ceil, 1.1, 1.9, 0},
+        {"round", tfc_round, 0.6, 1.4, 0},  {"sign", tfc_sign, -2, 2, 0.1},
+        {"clip", b_clip, -0.4, 0.4, 0},     {"clip", b_clip, -2, 2, 0.6}, /* inside, outside */
     };
     const tfc_shape shapes[] = {S(2, 3), S0, S(3, 2)};
     rng_seed(1);

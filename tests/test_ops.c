@@ -61,6 +61,26 @@ static const struct {
     {"tanh", "test_unary_float"},
     {"softplus", "test_unary_float"},
     {"logical_not", "test_unary_int_bool"},
+    {"erf", "test_unary_float"},
+    {"gelu", "test_unary_float"},
+    {"gelu_tanh", "test_unary_float"},
+    {"elu", "test_unary_float"},
+    {"selu", "test_unary_float"},
+    {"leaky_relu", "test_unary_float"},
+    {"silu", "test_unary_float"},
+    {"hard_sigmoid", "test_unary_float"},
+    {"sin", "test_unary_float"},
+    {"cos", "test_unary_float"},
+    {"reciprocal", "test_unary_float"},
+    {"log1p", "test_unary_float"},
+    {"expm1", "test_unary_float"},
+    {"floor", "test_unary_float, test_unary_special, test_unary_int_bool"},
+    {"ceil", "test_unary_float, test_unary_special, test_unary_int_bool"},
+    {"round", "test_unary_float, test_unary_special, test_unary_int_bool"},
+    {"sign", "test_unary_float, test_unary_special, test_unary_int_bool"},
+    {"clip", "test_unary_float, test_unary_special, test_unary_int_bool"},
+    {"is_nan", "test_unary_special"},
+    {"is_inf", "test_unary_special"},
     {"identity", "test_unary_float, test_unary_int_bool"},
     {"cast", "test_cast"},
     {"add", "test_binary_float, test_binary_int"},
@@ -490,6 +510,38 @@ static double r_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double r_tanh(double x) { return tanh(x); }
 static double r_softplus(double x) { return log1p(exp(-fabs(x))) + (x > 0 ? x : 0); }
 static double r_ident(double x) { return x; }
+static double r_erf(double x) { return erf(x); }
+static double r_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double r_gelu_tanh(double x)
+{
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+static double r_elu(double x) { return x > 0 ? x : 0.7 * expm1(x); } /* alpha 0.7 */
+static double r_selu(double x)
+{
+    return 1.0507009873554804934193349852946 *
+           (x > 0 ? x : 1.6732632423543772848170429916717 * expm1(x));
+}
+static double r_leaky(double x) { return x > 0 ? x : 0.1 * x; } /* alpha 0.1 */
+static double r_silu(double x) { return x / (1 + exp(-x)); }
+static double r_hard_sigmoid(double x)
+{
+    double v = 0.2 * x + 0.5;
+    return v < 0 ? 0 : v > 1 ? 1 : v; /* NaN stays NaN */
+}
+static double r_sin(double x) { return sin(x); }
+static double r_cos(double x) { return cos(x); }
+static double r_recip(double x) { return 1 / x; }
+static double r_log1p(double x) { return log1p(x); }
+static double r_expm1(double x) { return expm1(x); }
+static double r_floor(double x) { return floor(x); }
+static double r_ceil(double x) { return ceil(x); }
+static double r_round(double x) { return nearbyint(x); } /* the default mode: halves to even */
+static double r_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; }
+static double r_clip(double x) { return x < -1.5 ? -1.5 : x > 2.25 ? 2.25 : x; }
+static double r_clip_int(double x) { return x < -7 ? -7 : x > 12 ? 12 : x; }
+static double r_is_nan(double x) { return isnan(x); }
+static double r_is_inf(double x) { return isinf(x) != 0; } /* glibc: -1 for -inf */
 static double r_not(double x) { return x == 0; }
 static double r_trunc(double x) { return trunc(x); }
 static double r_nonzero(double x) { return x != 0; }
@@ -514,6 +566,15 @@ typedef tfc_tensor *(*binary_fn)(tfc_graph *, tfc_tensor *, tfc_tensor *);
 
 /* ---- unary ops ---------------------------------------------------------------------------- */
 
+/* the parametric ops with the parameters their references use */
+static tfc_tensor *b_elu(tfc_graph *g, tfc_tensor *x) { return tfc_elu(g, x, 0.7); }
+static tfc_tensor *b_leaky(tfc_graph *g, tfc_tensor *x) { return tfc_leaky_relu(g, x, 0.1); }
+static tfc_tensor *b_hard_sigmoid(tfc_graph *g, tfc_tensor *x)
+{
+    return tfc_hard_sigmoid(g, x, 0.2, 0.5);
+}
+static tfc_tensor *b_clip(tfc_graph *g, tfc_tensor *x) { return tfc_clip(g, x, -1.5, 2.25); }
+
 static const struct {
     const char *name;
     unary_fn fn;
@@ -527,7 +588,47 @@ static const struct {
     {"log", tfc_log, r_log, 1, 0},          {"relu", tfc_relu, r_relu, 0, 0},
     {"sigmoid", tfc_sigmoid, r_sigmoid, 0, 0}, {"tanh", tfc_tanh, r_tanh, 0, 0},
     {"softplus", tfc_softplus, r_softplus, 0, 1}, {"identity", tfc_identity, r_ident, 0, 0},
+    {"erf", tfc_erf, r_erf, 0, 0},          {"gelu", tfc_gelu, r_gelu, 0, 0},
+    {"gelu_tanh", tfc_gelu_tanh, r_gelu_tanh, 0, 0}, {"elu", b_elu, r_elu, 0, 0},
+    {"selu", tfc_selu, r_selu, 0, 0},       {"leaky_relu", b_leaky, r_leaky, 0, 0},
+    {"silu", tfc_silu, r_silu, 0, 0},       {"hard_sigmoid", b_hard_sigmoid, r_hard_sigmoid, 0, 0},
+    {"sin", tfc_sin, r_sin, 0, 0},
+    {"cos", tfc_cos, r_cos, 0, 0},          {"reciprocal", tfc_reciprocal, r_recip, 1, 0},
+    {"log1p", tfc_log1p, r_log1p, 1, 0},    {"expm1", tfc_expm1, r_expm1, 0, 1},
+    {"floor", tfc_floor, r_floor, 0, 0},    {"ceil", tfc_ceil, r_ceil, 0, 0},
+    {"round", tfc_round, r_round, 0, 0},    {"sign", tfc_sign, r_sign, 0, 0},
+    {"clip", b_clip, r_clip, 0, 0},
 };
+
+/* Values where the formulas have edges: halves (round to even), signed zeros, NaN and
+ * infinities (the predicates; NaN passing through sign, clip and the activations). */
+static void test_unary_special(void)
+{
+    static const double v[] = {-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.5, -7.25,
+                               NAN,  INFINITY, -INFINITY, 1e-7, -1e-7, 40, -40};
+    const enum tfc_dtype dts[] = {F32, F64};
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = dts[di];
+        struct tc c;
+        tc_begin(&c, "unary %s special values", DT(dt));
+        ht x = ht_vals(dt, S(COUNT(v)), v);
+        tfc_tensor *t = tc_in(&c, &x);
+        tc_want(&c, tfc_round(c.g, t), map1(&x, dt, r_round), 0, "round");
+        tc_want(&c, tfc_floor(c.g, t), map1(&x, dt, r_floor), 0, "floor");
+        tc_want(&c, tfc_ceil(c.g, t), map1(&x, dt, r_ceil), 0, "ceil");
+        tc_want(&c, tfc_sign(c.g, t), map1(&x, dt, r_sign), 0, "sign");
+        tc_want(&c, b_clip(c.g, t), map1(&x, dt, r_clip), 0, "clip");
+        tc_want(&c, tfc_is_nan(c.g, t), map1(&x, BOOL, r_is_nan), 0, "is_nan");
+        tc_want(&c, tfc_is_inf(c.g, t), map1(&x, BOOL, r_is_inf), 0, "is_inf");
+        tc_want(&c, tfc_expm1(c.g, t), map1(&x, dt, r_expm1), tol_loose(dt), "expm1");
+        tc_want(&c, tfc_silu(c.g, t), map1(&x, dt, r_silu), tol_of(dt), "silu");
+        tc_want(&c, tfc_gelu(c.g, t), map1(&x, dt, r_gelu), tol_of(dt), "gelu");
+        tc_want(&c, b_hard_sigmoid(c.g, t), map1(&x, dt, r_hard_sigmoid), tol_of(dt),
+                "hard_sigmoid");
+        tc_run(&c);
+        ht_free(&x);
+    }
+}
 
 static void test_unary_float(void)
 {
@@ -585,6 +686,12 @@ static void test_unary_int_bool(void)
             tc_want(&c, tfc_abs(c.g, t), map1(&x, dt, r_abs), 0, "abs");
             tc_want(&c, tfc_square(c.g, t), map1(&x, dt, r_square), 0, "square");
             tc_want(&c, tfc_identity(c.g, t), ht_copy(&x), 0, "identity");
+            tc_want(&c, tfc_sign(c.g, t), map1(&x, dt, r_sign), 0, "sign");
+            tc_want(&c, tfc_floor(c.g, t), ht_copy(&x), 0, "floor");
+            tc_want(&c, tfc_ceil(c.g, t), ht_copy(&x), 0, "ceil");
+            tc_want(&c, tfc_round(c.g, t), ht_copy(&x), 0, "round");
+            /* the bounds round inwards on integers: [-7.5, 12.5] clips to [-7, 12] */
+            tc_want(&c, tfc_clip(c.g, t, -7.5, 12.5), map1(&x, dt, r_clip_int), 0, "clip");
             tc_run(&c);
             ht_free(&x);
         }
@@ -2161,6 +2268,7 @@ static const struct {
 } sweep[] = {
     {"unary float", test_unary_float},
     {"unary int/bool", test_unary_int_bool},
+    {"unary special values", test_unary_special},
     {"cast", test_cast},
     {"binary float", test_binary_float},
     {"binary int", test_binary_int},

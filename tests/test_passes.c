@@ -133,6 +133,47 @@ static void chain(enum tfc_dtype dt, double tol)
 static void test_chain_f32(void) { chain(TFC_FLOAT32, 1e-6); }
 static void test_chain_f64(void) { chain(TFC_FLOAT64, 1e-13); }
 
+/* clip(leaky_relu(x) + elu(x), -0.5, 0.75) * hard_sigmoid(x): ops with float parameters,
+ * which the fused program carries per op. */
+static tfc_tensor *param_chain(tfc_graph *g, tfc_tensor *x)
+{
+    tfc_tensor *s = tfc_add(g, tfc_leaky_relu(g, x, 0.1), tfc_elu(g, x, 0.7));
+    return tfc_mul(g, tfc_clip(g, s, -0.5, 0.75), tfc_hard_sigmoid(g, x, 0.25, 0.4));
+}
+
+static double param_chain_ref(double x)
+{
+    double s = (x > 0 ? x : 0.1 * x) + (x > 0 ? x : 0.7 * expm1(x));
+    double c = s < -0.5 ? -0.5 : s > 0.75 ? 0.75 : s, h = 0.25 * x + 0.4;
+    return c * (h < 0 ? 0 : h > 1 ? 1 : h);
+}
+
+static void test_chain_params(void)
+{
+    for (int f64 = 0; f64 < 2; f64++) {
+        enum tfc_dtype dt = f64 ? TFC_FLOAT64 : TFC_FLOAT32;
+        double tol = f64 ? 1e-13 : 1e-6;
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        tfc_tensor *x = tfc_placeholder(g, "x", dt, S2(20, 17));
+        tfc_tensor *y = param_chain(g, x);
+        CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+        tfc_value *fv = rand_value(dt, S2(20, 17), -4, 4, 5), *on, *off;
+        CU_ASSERT_EQUAL(run_with(g, TFC_PASS_ALL, 1, &x, &fv, 1, &y, &on), 1);
+        CU_ASSERT_EQUAL(run_with(g, NO_FUSION, 1, &x, &fv, 1, &y, &off), 6);
+        CU_ASSERT(max_diff(on, off) <= tol);
+        double worst = 0;
+        for (int64_t i = 0; i < 20 * 17; i++)
+            worst = fmax(worst, fabs(tfc_value_get(on, i) -
+                                     param_chain_ref(tfc_value_get(fv, i))));
+        CU_ASSERT(worst <= 10 * tol);
+        destroy_all(1, &on);
+        destroy_all(1, &off);
+        destroy_all(1, &fv);
+        tfc_graph_destroy(g);
+    }
+}
+
 /* A tree over five inputs of different broadcast shapes, with add_n and a maximum:
  * (a*b + c) / (d + exp(e)) - max(a, e) + add_n(a, e, a). */
 static void test_tree(void)
@@ -243,8 +284,15 @@ static void test_hooks_disable(void)
     tfc_graph_destroy(g);
 }
 
+/* The chain fused_on_device runs: an activation with a parameter among the ops; z = x + b. */
+static tfc_tensor *device_chain(tfc_graph *g, tfc_tensor *x, tfc_tensor *b, tfc_tensor **z)
+{
+    *z = tfc_add(g, x, b);
+    return tfc_mul(g, tfc_leaky_relu(g, *z, 0.2), tfc_tanh(g, tfc_maximum(g, *z, x)));
+}
+
 /* Under a hard device hint the fused task runs on that device's worker, float32 and float64,
- * with the results of the unfused ops on any worker. */
+ * with the results of the unfused ops on any worker; param_chain too. */
 static void fused_on_device(const char *device, enum starpu_worker_archtype type)
 {
     if (starpu_worker_get_count_by_type(type) == 0) {
@@ -258,34 +306,33 @@ static void fused_on_device(const char *device, enum starpu_worker_archtype type
         tfc_tensor *x = tfc_placeholder(g, "x", dt, S2(9, 31));
         tfc_tensor *b = tfc_placeholder(g, "b", dt, S1(31));
         CU_ASSERT_EQUAL(tfc_graph_push_device(g, device, 1), TFC_OK);
-        tfc_tensor *z = tfc_add(g, x, b);
-        tfc_tensor *y = tfc_mul(g, tfc_relu(g, z), tfc_tanh(g, tfc_maximum(g, z, x)));
+        tfc_tensor *z, *y = device_chain(g, x, b, &z), *p = param_chain(g, x);
         CU_ASSERT_EQUAL(tfc_graph_pop_device(g), TFC_OK);
-        tfc_tensor *ft[2] = {x, b}, *fetch[2] = {y, z};
+        tfc_tensor *ft[2] = {x, b}, *fetch[3] = {y, z, p};
         tfc_value *fv[2] = {rand_value(dt, S2(9, 31), -2, 2, 30), rand_value(dt, S1(31), -1, 1, 31)};
-        tfc_value *on[2], *off[2];
+        tfc_value *on[3], *off[3];
         tfc_session *s;
         CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
         tfc_session_set_profiling(s, 1);
-        CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ft, fv, 2, fetch, on, 0, NULL), TFC_OK);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ft, fv, 3, fetch, on, 0, NULL), TFC_OK);
         const tfc_task_record *r;
-        CU_ASSERT_EQUAL_FATAL(tfc_session_last_records(s, &r), 1);
-        CU_ASSERT_STRING_EQUAL(r[0].op, "fused");
-        CU_ASSERT_EQUAL(starpu_worker_get_type(r[0].worker), type);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_last_records(s, &r), 2);
+        for (int i = 0; i < 2; i++) {
+            CU_ASSERT_STRING_EQUAL(r[i].op, "fused");
+            CU_ASSERT_EQUAL(starpu_worker_get_type(r[i].worker), type);
+        }
         tfc_session_destroy(s);
         /* against the unfused ops, without the hint */
         tfc_graph *g2;
         tfc_graph_create(&g2);
         tfc_tensor *x2 = tfc_placeholder(g2, "x", dt, S2(9, 31));
         tfc_tensor *b2 = tfc_placeholder(g2, "b", dt, S1(31));
-        tfc_tensor *z2 = tfc_add(g2, x2, b2);
-        tfc_tensor *y2 = tfc_mul(g2, tfc_relu(g2, z2), tfc_tanh(g2, tfc_maximum(g2, z2, x2)));
-        tfc_tensor *ft2[2] = {x2, b2}, *fetch2[2] = {y2, z2};
-        CU_ASSERT_EQUAL(run_with(g2, 0, 2, ft2, fv, 2, fetch2, off), 5);
-        CU_ASSERT(max_diff(on[0], off[0]) <= (f64 ? 1e-12 : 1e-5));
-        CU_ASSERT(max_diff(on[1], off[1]) <= (f64 ? 1e-12 : 1e-5));
-        destroy_all(2, on);
-        destroy_all(2, off);
+        tfc_tensor *z2, *y2 = device_chain(g2, x2, b2, &z2), *p2 = param_chain(g2, x2);
+        tfc_tensor *ft2[2] = {x2, b2}, *fetch2[3] = {y2, z2, p2};
+        CU_ASSERT_EQUAL(run_with(g2, 0, 2, ft2, fv, 3, fetch2, off), 11);
+        for (int i = 0; i < 3; i++) CU_ASSERT(max_diff(on[i], off[i]) <= (f64 ? 1e-12 : 1e-5));
+        destroy_all(3, on);
+        destroy_all(3, off);
         destroy_all(2, fv);
         tfc_graph_destroy(g2);
         tfc_graph_destroy(g);
@@ -487,6 +534,7 @@ int main(void)
         TEST_SUITE("passes", open_ctx, test_ctx_close);
         TEST_ADD(test_chain_f32);
         TEST_ADD(test_chain_f64);
+        TEST_ADD(test_chain_params);
         TEST_ADD(test_tree);
         TEST_ADD(test_too_many_inputs);
         TEST_ADD(test_hints_split);
