@@ -63,6 +63,7 @@ TFC_EW_FN T EW(hard_sigmoid)(T x, T p0, T p1)
     T v = p0 * x + p1;
     return v < (T)0 ? (T)0 : v > (T)1 ? (T)1 : v;
 }
+TFC_EW_FN T EW(softsign)(T x, T p0, T p1) { return x / ((T)1 + fabs(x)); }
 TFC_EW_FN T EW(sin)(T x, T p0, T p1) { return sin(x); }
 TFC_EW_FN T EW(cos)(T x, T p0, T p1) { return cos(x); }
 TFC_EW_FN T EW(reciprocal)(T x, T p0, T p1) { return (T)1 / x; }

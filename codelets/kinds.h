@@ -16,7 +16,7 @@
     X(SQRT, sqrt) X(RSQRT, rsqrt) X(EXP, exp) X(LOG, log) X(RELU, relu) X(SIGMOID, sigmoid)     \
     X(TANH, tanh) X(SOFTPLUS, softplus) X(ERF, erf) X(GELU, gelu) X(GELU_TANH, gelu_tanh)      \
     X(ELU, elu) X(SELU, selu) X(LEAKY_RELU, leaky_relu) X(SILU, silu)                          \
-    X(HARD_SIGMOID, hard_sigmoid) X(SIN, sin) X(COS, cos)                \
+    X(HARD_SIGMOID, hard_sigmoid) X(SOFTSIGN, softsign) X(SIN, sin) X(COS, cos)                \
     X(RECIPROCAL, reciprocal) X(LOG1P, log1p) X(EXPM1, expm1)
 
 /* Unary predicates: a float in, a bool out. */

@@ -18,7 +18,7 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_slice_grad, tfc_op_scatter_add_rows, tfc_op_apply_sgd, tfc_op_apply_momentum,
     tfc_op_apply_adagrad, tfc_op_apply_rmsprop, tfc_op_apply_adam, tfc_op_lr_schedule,
     tfc_op_erf, tfc_op_gelu, tfc_op_gelu_tanh, tfc_op_elu, tfc_op_selu, tfc_op_leaky_relu,
-    tfc_op_silu, tfc_op_hard_sigmoid, tfc_op_sin, tfc_op_cos, tfc_op_floor,
+    tfc_op_silu, tfc_op_hard_sigmoid, tfc_op_softsign, tfc_op_sin, tfc_op_cos, tfc_op_floor,
     tfc_op_ceil, tfc_op_round, tfc_op_sign, tfc_op_reciprocal, tfc_op_log1p, tfc_op_expm1,
     tfc_op_clip, tfc_op_is_nan, tfc_op_is_inf;
 
@@ -28,7 +28,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_log, &tfc_op_relu, &tfc_op_sigmoid, &tfc_op_tanh, &tfc_op_softplus,
     &tfc_op_logical_not, &tfc_op_identity, &tfc_op_cast,
     &tfc_op_erf, &tfc_op_gelu, &tfc_op_gelu_tanh, &tfc_op_elu, &tfc_op_selu, &tfc_op_leaky_relu,
-    &tfc_op_silu, &tfc_op_hard_sigmoid, &tfc_op_sin, &tfc_op_cos,
+    &tfc_op_silu, &tfc_op_hard_sigmoid, &tfc_op_softsign, &tfc_op_sin, &tfc_op_cos,
     &tfc_op_floor, &tfc_op_ceil, &tfc_op_round, &tfc_op_sign, &tfc_op_reciprocal,
     &tfc_op_log1p, &tfc_op_expm1, &tfc_op_clip, &tfc_op_is_nan, &tfc_op_is_inf,
     &tfc_op_add, &tfc_op_sub, &tfc_op_mul, &tfc_op_div, &tfc_op_maximum, &tfc_op_minimum,

@@ -118,6 +118,8 @@ static tfc_tensor *activation_dx(tfc_graph *g, struct tfc_node *n, tfc_tensor *d
                                          tfc_less(g, v, k(g, v, 1)));
         return tfc_select(g, in, tfc_mul(g, dy, k(g, dy, p0)), tfc_zeros_like(g, dy));
     }
+    case TFC_K_SOFTSIGN: /* 1/(1 + |x|)^2 */
+        return tfc_div(g, dy, tfc_square(g, tfc_add(g, k(g, x, 1), tfc_abs(g, x))));
     default: return NULL;
     }
 }

@@ -228,6 +228,7 @@ const struct tfc_op tfc_op_silu = EW_OP("silu", 1, TFC_K_SILU, infer_float, tfc_
 const struct tfc_op tfc_op_hard_sigmoid = EW_OP("hard_sigmoid", 1, TFC_K_HARD_SIGMOID,
                                                 infer_float, tfc_grad_unary,
                                                 .attrs = hard_sigmoid_attrs, .n_attrs = 2);
+const struct tfc_op tfc_op_softsign = EW_OP("softsign", 1, TFC_K_SOFTSIGN, infer_float, tfc_grad_unary);
 const struct tfc_op tfc_op_sin = EW_OP("sin", 1, TFC_K_SIN, infer_float, tfc_grad_unary);
 const struct tfc_op tfc_op_cos = EW_OP("cos", 1, TFC_K_COS, infer_float, tfc_grad_unary);
 const struct tfc_op tfc_op_reciprocal = EW_OP("reciprocal", 1, TFC_K_RECIPROCAL, infer_float, tfc_grad_unary);
@@ -305,6 +306,7 @@ tfc_tensor *tfc_gelu(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_gelu
 tfc_tensor *tfc_gelu_tanh(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_gelu_tanh, x); }
 tfc_tensor *tfc_selu(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_selu, x); }
 tfc_tensor *tfc_silu(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_silu, x); }
+tfc_tensor *tfc_softsign(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_softsign, x); }
 tfc_tensor *tfc_sin(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_sin, x); }
 tfc_tensor *tfc_cos(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_cos, x); }
 tfc_tensor *tfc_reciprocal(tfc_graph *g, tfc_tensor *x) { return unary(g, &tfc_op_reciprocal, x); }

@@ -264,7 +264,7 @@ TFC_API tfc_tensor *tfc_identity(tfc_graph *g, tfc_tensor *x);
  * approximate='tanh'); elu x > 0 ? x : alpha*(exp(x)-1); selu with the constants of Klambauer
  * et al.; leaky_relu x > 0 ? x : alpha*x; silu x*sigmoid(x); hard_sigmoid
  * clamp(alpha*x + beta, 0, 1) (ONNX's defaults are 0.2, 0.5; PyTorch's hardsigmoid is 1/6,
- * 0.5). */
+ * 0.5); softsign x/(1+|x|). */
 TFC_API tfc_tensor *tfc_erf(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_gelu(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_gelu_tanh(tfc_graph *g, tfc_tensor *x);
@@ -273,6 +273,7 @@ TFC_API tfc_tensor *tfc_selu(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_leaky_relu(tfc_graph *g, tfc_tensor *x, double alpha);
 TFC_API tfc_tensor *tfc_silu(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_hard_sigmoid(tfc_graph *g, tfc_tensor *x, double alpha, double beta);
+TFC_API tfc_tensor *tfc_softsign(tfc_graph *g, tfc_tensor *x);
 /* More math (float32, float64): sin, cos, 1/x, log(1+x) and exp(x)-1 (exact near 0). */
 TFC_API tfc_tensor *tfc_sin(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_cos(tfc_graph *g, tfc_tensor *x);

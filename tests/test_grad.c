@@ -86,6 +86,7 @@ static const struct {
     {"leaky_relu", "test_unary"},
     {"silu", "test_unary"},
     {"hard_sigmoid", "test_unary"},
+    {"softsign", "test_unary"},
     {"sin", "test_unary"},
     {"cos", "test_unary"},
     {"reciprocal", "test_unary"},
@@ -574,7 +575,7 @@ static void test_unary(void)
         {"selu", tfc_selu, -2, 2, 0.1},     {"leaky_relu", b_leaky, -2, 2, 0.1},
         {"silu", tfc_silu, -3, 3, 0},       {"hard_sigmoid", b_hard_sigmoid, -2, 2, 0},
         {"hard_sigmoid", b_hard_sigmoid, -4, 4, 2.6}, /* outside: zero */
-        {"sin", tfc_sin, -3, 3, 0},
+        {"softsign", tfc_softsign, -2, 2, 0}, {"sin", tfc_sin, -3, 3, 0},
         {"cos", tfc_cos, -3, 3, 0},         {"reciprocal", tfc_reciprocal, 0.5, 3, 0},
         {"log1p", tfc_log1p, 0, 3, 0},      {"expm1", tfc_expm1, -2, 2, 0},
         /* piecewise constant: zero between the steps (at integers, at halves for round) */

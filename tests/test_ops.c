@@ -69,6 +69,7 @@ static const struct {
     {"leaky_relu", "test_unary_float"},
     {"silu", "test_unary_float"},
     {"hard_sigmoid", "test_unary_float"},
+    {"softsign", "test_unary_float"},
     {"sin", "test_unary_float"},
     {"cos", "test_unary_float"},
     {"reciprocal", "test_unary_float"},
@@ -529,6 +530,7 @@ static double r_hard_sigmoid(double x)
     double v = 0.2 * x + 0.5;
     return v < 0 ? 0 : v > 1 ? 1 : v; /* NaN stays NaN */
 }
+static double r_softsign(double x) { return x / (1 + fabs(x)); }
 static double r_sin(double x) { return sin(x); }
 static double r_cos(double x) { return cos(x); }
 static double r_recip(double x) { return 1 / x; }
@@ -592,7 +594,7 @@ static const struct {
     {"gelu_tanh", tfc_gelu_tanh, r_gelu_tanh, 0, 0}, {"elu", b_elu, r_elu, 0, 0},
     {"selu", tfc_selu, r_selu, 0, 0},       {"leaky_relu", b_leaky, r_leaky, 0, 0},
     {"silu", tfc_silu, r_silu, 0, 0},       {"hard_sigmoid", b_hard_sigmoid, r_hard_sigmoid, 0, 0},
-    {"sin", tfc_sin, r_sin, 0, 0},
+    {"softsign", tfc_softsign, r_softsign, 0, 0}, {"sin", tfc_sin, r_sin, 0, 0},
     {"cos", tfc_cos, r_cos, 0, 0},          {"reciprocal", tfc_reciprocal, r_recip, 1, 0},
     {"log1p", tfc_log1p, r_log1p, 1, 0},    {"expm1", tfc_expm1, r_expm1, 0, 1},
     {"floor", tfc_floor, r_floor, 0, 0},    {"ceil", tfc_ceil, r_ceil, 0, 0},
