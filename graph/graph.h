@@ -85,7 +85,7 @@ struct tfc_op {
                                        * covers inputs 31 and later (variadic ops) */
 };
 
-/* The op table (codelets/op_list.c): every registered op, in one array. */
+/* The op table (graph/op_list.c): every registered op, in one array. */
 extern const struct tfc_op *const tfc_op_table[];
 extern const int tfc_op_table_size;
 const struct tfc_op *tfc_op_lookup(const char *name);
