@@ -89,18 +89,19 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
     }
     if (op == &tfc_op_constant) {
         tfc_tensor *t = tfc_constant(g, rec->name, rec->value);
-        if (t && (tfc_value_dtype(rec->value) != (enum tfc_dtype)attrs[0].i ||
-                  tfc_value_shape(rec->value).rank != attrs[1].n))
+        if (t && (tfc_value_dtype(rec->value) != (enum tfc_dtype)attrs[SOURCE_DTYPE].i ||
+                  tfc_value_shape(rec->value).rank != attrs[SOURCE_SHAPE].n))
             tfc_graph_fail(g, TFC_ERR_SHAPE, "constant '%s': the data does not match its attributes",
                            rec->name);
         return g->status;
     }
     if (op == &tfc_op_placeholder || op == &tfc_op_variable) {
-        tfc_shape s = tfc_shape_of(attrs[1].n, attrs[1].v);
+        enum tfc_dtype dtype = (enum tfc_dtype)attrs[SOURCE_DTYPE].i;
+        tfc_shape s = tfc_shape_of(attrs[SOURCE_SHAPE].n, attrs[SOURCE_SHAPE].v);
         if (op == &tfc_op_placeholder)
-            tfc_placeholder(g, rec->name, (enum tfc_dtype)attrs[0].i, s);
+            tfc_placeholder(g, rec->name, dtype, s);
         else
-            tfc_variable(g, rec->name, (enum tfc_dtype)attrs[0].i, s, rec->init);
+            tfc_variable(g, rec->name, dtype, s, rec->init);
         return g->status;
     }
     tfc_node_build(g, op, rec->name, rec->n_inputs, in, attrs);
