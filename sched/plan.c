@@ -122,7 +122,7 @@ static void finish_args(struct tfc_kargs *a)
     a->flops = (double)o->numel;
     if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
         const struct tfc_kdesc *x = &a->d[0];
-        int64_t k = a->attrs[0].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
+        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
         a->flops = 2.0 * (double)o->numel * (double)k;
     }
 }
