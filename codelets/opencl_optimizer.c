@@ -211,7 +211,8 @@ void tfc_optimizer_opencl(void *buffers[], void *cl_arg)
                  : a->kind == TFC_K_APPLY_ADAGRAD ? 2 : a->kind == TFC_K_APPLY_RMSPROP ? 3 : 4;
     cl_int decoupled = a->attrs[APPLY_DECOUPLED].i != 0;
     cl_int nesterov = a->attrs[APPLY_NESTEROV].i != 0, centered = a->attrs[APPLY_CENTERED].i != 0;
-    cl_double clr = lr, wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f, cb1 = b1, cb2 = b2;
+    cl_double clr = lr, wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f;
+    cl_double cb1 = b1, cb2 = b2;
     cl_double eps = a->attrs[APPLY_EPS].f;
     if (!(k = tfc_ocl_kernel(&prog, "apply", dt, a, &q))) return;
     tfc_ocl_run(a, k, q, (size_t)n, 0, 23,

@@ -23,7 +23,8 @@ static void apply(const struct tfc_kargs *a, void *buffers[], int64_t n)
     void *s2 = ns > 2 ? tfc_kin(buffers, a, 2) : NULL, *s3 = ns > 3 ? tfc_kin(buffers, a, 3) : NULL;
     const void *grad = tfc_kin(buffers, a, ns);
     double lr = scalar_in(buffers, a, ns + 1);
-    double wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f, eps = a->attrs[APPLY_EPS].f;
+    double wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f;
+    double eps = a->attrs[APPLY_EPS].f;
     double b1 = a->attrs[APPLY_BETA1].f, b2 = a->attrs[APPLY_BETA2].f;
     int decoupled = a->attrs[APPLY_DECOUPLED].i != 0, nesterov = a->attrs[APPLY_NESTEROV].i != 0;
     double bc1 = 1, bc2 = 1;
@@ -105,7 +106,8 @@ static void lr_schedule(const struct tfc_kargs *a, void *buffers[], void *out)
 /* The flagship case, typed: float32 Adam without weight decay. */
 static int adam_f32(const struct tfc_kargs *a, void *buffers[])
 {
-    if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 || a->attrs[APPLY_WEIGHT_DECAY].f != 0)
+    if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 ||
+        a->attrs[APPLY_WEIGHT_DECAY].f != 0)
         return 0;
     /* distinct buffers: restrict lets the compiler vectorize the loop */
     float *restrict w = tfc_kin(buffers, a, 0), *restrict m = tfc_kin(buffers, a, 1);

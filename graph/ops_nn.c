@@ -276,9 +276,20 @@ static tfc_tensor *with_axis(tfc_graph *g, const struct tfc_op *op, int slot, tf
     return tfc_build(g, op, 1, &x, at);
 }
 
-tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_softmax, SOFTMAX_AXIS, x, axis); }
-tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_log_softmax, SOFTMAX_AXIS, x, axis); }
-tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_argmax, ARGMAX_AXIS, x, axis); }
+tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_softmax, SOFTMAX_AXIS, x, axis);
+}
+
+tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_log_softmax, SOFTMAX_AXIS, x, axis);
+}
+
+tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_argmax, ARGMAX_AXIS, x, axis);
+}
 
 tfc_tensor *tfc_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits, tfc_tensor *labels)
 {

@@ -50,7 +50,8 @@ static tfc_status infer_schedule(const struct tfc_infer *in)
 {
     if (tfc_shape_numel(&in->in[0].shape) != 1)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "the step must be a scalar");
-    if (in->attrs[LR_SCHEDULE_PERIOD].f <= 0) return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "period must be > 0");
+    if (in->attrs[LR_SCHEDULE_PERIOD].f <= 0)
+        return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "period must be > 0");
     in->out[0].dtype = TFC_FLOAT32;
     in->out[0].shape.rank = 0;
     return TFC_OK;
