@@ -14,6 +14,7 @@ tfc_status tfc_grad_transpose(tfc_graph *g, struct tfc_node *n, tfc_tensor *cons
     const struct tfc_kattr *perm = &n->attrs[TRANSPOSE_PERM];
     for (int i = 0; i < rank; i++) {
         int p = perm->n ? tfc_axis_norm(perm->v[i], rank) : rank - 1 - i;
+        if (TFC_CHECK(p >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL; /* inferred valid */
         inv[p] = i;
     }
     dxs[0] = tfc_transpose(g, dys[0], inv);
@@ -23,15 +24,14 @@ tfc_status tfc_grad_transpose(tfc_graph *g, struct tfc_node *n, tfc_tensor *cons
 tfc_status tfc_grad_concat(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     int rank = n->outputs[0].desc.shape.rank, axis = tfc_axis_norm(n->attrs[CONCAT_AXIS].i, rank);
+    if (TFC_CHECK(axis >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL; /* inferred valid */
     int64_t offset = 0;
     for (int i = 0; i < n->n_inputs; i++) {
         const tfc_shape *s = &n->inputs[i]->desc.shape;
         int64_t begin[TFC_MAX_RANK] = {0}, size[TFC_MAX_RANK];
-        if (s->dims[axis] < 0) {
-            tfc_graph_fail(g, TFC_ERR_SHAPE, "gradient of node '%s' (concat): input %d has an "
-                           "unknown size along the axis", n->name, i);
-            return TFC_ERR_SHAPE;
-        }
+        if (s->dims[axis] < 0)
+            return tfc_graph_error(g, TFC_ERR_SHAPE, "gradient of node '%s' (concat): input %d "
+                                   "has an unknown size along the axis", n->name, i);
         for (int d = 0; d < rank; d++) size[d] = -1;
         begin[axis] = offset;
         size[axis] = s->dims[axis];

@@ -73,11 +73,9 @@ tfc_status tfc_grad_sparse_xent(tfc_graph *g, struct tfc_node *n, tfc_tensor *co
 {
     tfc_tensor *z = n->inputs[0], *labels = n->inputs[1];
     int64_t classes = z->desc.shape.dims[1];
-    if (classes < 0) {
-        tfc_graph_fail(g, TFC_ERR_SHAPE, "gradient of node '%s': the number of classes is unknown",
-                       n->name);
-        return TFC_ERR_SHAPE;
-    }
+    if (classes < 0)
+        return tfc_graph_error(g, TFC_ERR_SHAPE,
+                               "gradient of node '%s': the number of classes is unknown", n->name);
     tfc_tensor *onehot = tfc_one_hot(g, labels, classes, z->desc.dtype, 1.0, 0.0);
     dxs[0] = tfc_mul(g, column(g, dys[0]), tfc_sub(g, tfc_softmax(g, z, 1), onehot));
     return g->status;
@@ -89,7 +87,11 @@ tfc_status tfc_grad_reduce(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
     const tfc_shape *xs = &x->desc.shape;
     const struct tfc_kattr *axes = &n->attrs[REDUCE_AXES];
     int reduced[TFC_MAX_RANK] = {0}, ax[TFC_MAX_RANK], n_ax = 0, unknown = 0;
-    for (int i = 0; i < axes->n; i++) reduced[tfc_axis_norm(axes->v[i], xs->rank)] = 1;
+    for (int i = 0; i < axes->n; i++) {
+        int a = tfc_axis_norm(axes->v[i], xs->rank); /* the node's inference checked it */
+        if (TFC_CHECK(a >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL;
+        reduced[a] = 1;
+    }
     /* the output's shape with the reduced axes kept as 1 */
     tfc_shape keep = *xs;
     int64_t count = 1;

@@ -24,23 +24,30 @@ static struct tfc_node *name_lookup(const tfc_graph *g, const char *name)
     }
 }
 
+/* Room in the name table for one name more than the graph has nodes; nonzero when out of
+ * memory. */
+static int name_reserve(tfc_graph *g)
+{
+    if ((g->n_nodes + 1) * 2 <= g->names_cap) return 0; /* keep the load under one half */
+    int cap = g->names_cap ? g->names_cap * 2 : 64;
+    struct tfc_node **t = calloc((size_t)cap, sizeof *t);
+    if (!t) return -1;
+    for (int i = 0; i < g->names_cap; i++) {
+        struct tfc_node *n = g->names[i];
+        if (!n) continue;
+        size_t j = hash_str(n->name) & (size_t)(cap - 1);
+        while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+        t[j] = n;
+    }
+    free(g->names);
+    g->names = t;
+    g->names_cap = cap;
+    return 0;
+}
+
 static int name_insert(tfc_graph *g, struct tfc_node *node)
 {
-    if ((g->n_nodes + 1) * 2 > g->names_cap) { /* keep the load under one half */
-        int cap = g->names_cap ? g->names_cap * 2 : 64;
-        struct tfc_node **t = calloc((size_t)cap, sizeof *t);
-        if (!t) return -1;
-        for (int i = 0; i < g->names_cap; i++) {
-            struct tfc_node *n = g->names[i];
-            if (!n) continue;
-            size_t j = hash_str(n->name) & (size_t)(cap - 1);
-            while (t[j]) j = (j + 1) & (size_t)(cap - 1);
-            t[j] = n;
-        }
-        free(g->names);
-        g->names = t;
-        g->names_cap = cap;
-    }
+    if (name_reserve(g)) return -1;
     size_t mask = (size_t)g->names_cap - 1, i = hash_str(node->name) & mask;
     while (g->names[i]) i = (i + 1) & mask;
     g->names[i] = node;
@@ -118,15 +125,27 @@ int tfc_graph_num_nodes(const tfc_graph *g)
     return g ? g->n_nodes : 0;
 }
 
+/* The first error stays on g: later ones are mostly its consequences. */
+static void record(tfc_graph *g, tfc_status status, const char *fmt, va_list ap)
+{
+    if (g && !g->status) g->status = tfc_vfail(g->msg, status, fmt, ap);
+}
+
+tfc_status tfc_graph_error(tfc_graph *g, tfc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(g, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
 {
-    if (g && !g->status) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(g->msg, sizeof g->msg, fmt, ap);
-        va_end(ap);
-        g->status = status;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    record(g, status, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
@@ -189,29 +208,26 @@ tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_name: tensor or name is NULL");
     struct tfc_node *n = t->node;
     tfc_graph *g = n->graph;
-    if (!valid_name(name)) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "node '%s': invalid name '%s' (1-200 characters, no ':' ',' '\"')",
-                       n->name, name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (!valid_name(name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': invalid name '%s' (1-200 characters, no ':' ',' '\"')",
+                               n->name, name);
     struct tfc_node *other = name_lookup(g, name);
     if (other == n) return TFC_OK;
-    if (other) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': name '%s' is already used",
-                       n->name, name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (other)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': name '%s' is already used", n->name, name);
+    /* everything that can fail comes before the node changes */
     char *copy = strdup(name);
     char **onames = calloc((size_t)n->n_outputs, sizeof *onames);
-    int ok = copy && onames;
+    int ok = copy && onames && !name_reserve(g);
     for (int i = 0; ok && i < n->n_outputs; i++) ok = (onames[i] = output_name(name, i)) != NULL;
     if (!ok) {
         for (int i = 0; onames && i < n->n_outputs; i++) free(onames[i]);
         free(onames);
         free(copy);
-        tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory to rename", n->name);
-        return TFC_ERR_OUT_OF_MEMORY;
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory to rename",
+                               n->name);
     }
     name_remove(g, n);
     free(n->name);
@@ -221,7 +237,8 @@ tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name)
         n->outputs[i].name = onames[i];
     }
     free(onames);
-    name_insert(g, n); /* cannot fail: the table did not grow */
+    if (TFC_CHECK(name_insert(g, n) == 0, tfc_graph_error, g)) /* it has room: reserved */
+        return TFC_ERR_INTERNAL;
     return TFC_OK;
 }
 
@@ -231,19 +248,14 @@ tfc_status tfc_tensor_add_control_input(tfc_tensor *t, tfc_tensor *dep)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "add_control_input: NULL tensor");
     struct tfc_node *n = t->node;
     tfc_graph *g = n->graph;
-    if (dep->node->graph != g) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "node '%s': control input '%s' belongs to another graph", n->name,
-                       dep->name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (dep->node->graph != g)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': control input '%s' belongs to another graph", n->name,
+                               dep->name);
     if (n->n_ctrl == n->cap_ctrl) {
         int cap = n->cap_ctrl ? n->cap_ctrl * 2 : 4;
         struct tfc_node **c = realloc(n->ctrl, (size_t)cap * sizeof *c);
-        if (!c) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", n->name);
-            return TFC_ERR_OUT_OF_MEMORY;
-        }
+        if (!c) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", n->name);
         n->ctrl = c;
         n->cap_ctrl = cap;
     }
@@ -571,10 +583,7 @@ tfc_status tfc_tensor_set_device(tfc_tensor *t, const char *device, int hard)
     struct tfc_device_hint h;
     char msg[TFC_MSG_LEN];
     tfc_status st = tfc_device_parse(device, hard, &h, msg);
-    if (st) {
-        tfc_graph_fail(g, st, "node '%s': %s", n->name, msg);
-        return st;
-    }
+    if (st) return tfc_graph_error(g, st, "node '%s': %s", n->name, msg);
     if (memcmp(&h, &n->device, sizeof h) != 0) {
         n->device = h;
         g->version++; /* plans built before placed the node otherwise */
@@ -588,17 +597,11 @@ tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard)
     struct tfc_device_hint h;
     char msg[TFC_MSG_LEN];
     tfc_status st = tfc_device_parse(device, hard, &h, msg);
-    if (st) {
-        tfc_graph_fail(g, st, "push_device: %s", msg);
-        return st;
-    }
+    if (st) return tfc_graph_error(g, st, "push_device: %s", msg);
     if (g->n_dev_scope == g->cap_dev_scope) {
         int cap = g->cap_dev_scope ? g->cap_dev_scope * 2 : 4;
         struct tfc_device_hint *d = realloc(g->dev_scope, sizeof *d * (size_t)cap);
-        if (!d) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "push_device: no memory");
-            return TFC_ERR_OUT_OF_MEMORY;
-        }
+        if (!d) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "push_device: no memory");
         g->dev_scope = d;
         g->cap_dev_scope = cap;
     }
@@ -609,11 +612,9 @@ tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard)
 tfc_status tfc_graph_pop_device(tfc_graph *g)
 {
     if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "pop_device: graph is NULL");
-    if (!g->n_dev_scope) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "pop_device: no device scope is open (more pops than pushes)");
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (!g->n_dev_scope)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "pop_device: no device scope is open (more pops than pushes)");
     g->n_dev_scope--;
     return TFC_OK;
 }

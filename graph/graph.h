@@ -169,7 +169,12 @@ tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc
                            char *msg);
 /* Index of an attribute by name in op's table, -1 when absent. */
 int tfc_attr_index(const struct tfc_op *op, const char *name);
-/* Records the first build error on g; returns NULL for builder convenience. */
+/* graph/'s error path: records status and the message on g unless g already holds an error
+ * (the first one stays), and returns status, so a failing path reads
+ * `return tfc_graph_error(g, TFC_ERR_SHAPE, "node '%s': ...", name);`. */
+tfc_status tfc_graph_error(tfc_graph *g, tfc_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same for builders, which return a tensor: records the error and returns NULL. */
 void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

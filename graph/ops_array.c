@@ -280,9 +280,9 @@ tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int axis, tfc_tensor **
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (n < 1 || n > TFC_MAX_OPERANDS || !out) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "split: %d parts is outside [1, %d]", n,
-                       TFC_MAX_OPERANDS);
-        return g->status;
+        tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "split: %d parts is outside [1, %d]", n,
+                        TFC_MAX_OPERANDS);
+        return g->status; /* an earlier error stays the graph's */
     }
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_split, at);
