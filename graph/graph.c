@@ -383,6 +383,120 @@ tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc
 
 /* ---- nodes ----------------------------------------------------------------------------- */
 
+/* Checks a node's inputs and name before anything is allocated, and copies the inputs'
+ * descriptions into in. label names the node in messages (its name, else its op's). */
+static tfc_status check_inputs(tfc_graph *g, const struct tfc_op *op, const char *label,
+                               const char *name, int n_inputs, tfc_tensor *const *inputs,
+                               struct tfc_desc *in)
+{
+    if (op->flags & TFC_OP_VARIADIC) {
+        if (n_inputs < 1 || n_inputs > TFC_MAX_OPERANDS)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): takes 1 to %d inputs, got %d", label,
+                                   op->name, TFC_MAX_OPERANDS, n_inputs);
+    } else if (n_inputs != op->n_inputs) {
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): takes %d inputs, got %d", label, op->name,
+                               op->n_inputs, n_inputs);
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs || !inputs[i])
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d is NULL", label, op->name, i);
+        if (inputs[i]->node->graph != g)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d ('%s') belongs to another graph",
+                                   label, op->name, i, inputs[i]->name);
+        in[i] = inputs[i]->desc;
+    }
+    for (int i = 0; i < op->n_state; i++)
+        if (inputs[i]->node->op != &tfc_op_variable)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d ('%s') must be a variable", label,
+                                   op->name, i, inputs[i]->name);
+    if (name && !valid_name(name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name",
+                               label, op->name);
+    if (name && name_lookup(g, name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): name is already used", name, op->name);
+    return TFC_OK;
+}
+
+/* The node's outputs: how many (*n_out) and their descriptions (out), from the op. */
+static tfc_status infer_outputs(tfc_graph *g, const struct tfc_op *op, const char *label,
+                                int n_inputs, const struct tfc_desc *in,
+                                const struct tfc_kattr *attrs, struct tfc_desc *out, int *n_out)
+{
+    int n = op->n_outputs ? op->n_outputs(attrs) : 1;
+    if (n < 1 || n > TFC_MAX_OPERANDS)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): %d outputs is outside [1, %d]", label, op->name,
+                               n, TFC_MAX_OPERANDS);
+    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n);
+    char msg[TFC_MSG_LEN] = "";
+    struct tfc_infer inf = {n_inputs, in, attrs, n, out, msg};
+    tfc_status st = op->infer(&inf);
+    if (st) return tfc_graph_error(g, st, "node '%s' (%s): %s", label, op->name, msg);
+    *n_out = n;
+    return TFC_OK;
+}
+
+/* The name of an unnamed node: its op's, else op_k with the first free k from the node count
+ * on; NULL when out of memory. */
+static char *generated_name(const tfc_graph *g, const struct tfc_op *op)
+{
+    char gen[256];
+    snprintf(gen, sizeof gen, "%s", op->name);
+    for (int k = g->n_nodes; name_lookup(g, gen); k++)
+        snprintf(gen, sizeof gen, "%s_%d", op->name, k);
+    return strdup(gen);
+}
+
+/* A node of op with its name and arrays, and its outputs named and described, not yet in g
+ * (inputs and attributes unset); NULL when out of memory. */
+static struct tfc_node *node_new(tfc_graph *g, const struct tfc_op *op, const char *name,
+                                 int n_inputs, int n_out, const struct tfc_desc *out)
+{
+    struct tfc_node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->graph = g;
+    n->op = op;
+    n->id = g->n_nodes;
+    n->name = name ? strdup(name) : generated_name(g, op);
+    n->n_inputs = n_inputs;
+    n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
+    n->outputs = calloc((size_t)n_out, sizeof *n->outputs);
+    n->n_outputs = n->outputs ? n_out : 0; /* what node_free may walk */
+    int ok = n->name && (!n_inputs || n->inputs) && n->outputs;
+    for (int i = 0; ok && i < n_out; i++) {
+        n->outputs[i].node = n;
+        n->outputs[i].index = i;
+        n->outputs[i].desc = out[i];
+        ok = (n->outputs[i].name = output_name(n->name, i)) != NULL;
+    }
+    if (!ok) {
+        node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* Appends n to g's nodes and its name table; nonzero when out of memory (n is not in g). */
+static int node_add(tfc_graph *g, struct tfc_node *n)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        struct tfc_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes) return -1;
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    if (name_insert(g, n)) return -1;
+    g->nodes[g->n_nodes++] = n;
+    return 0;
+}
+
 struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const char *name,
                                 int n_inputs, tfc_tensor *const *inputs,
                                 const struct tfc_kattr *attrs)
@@ -391,93 +505,19 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
     if (g->status) return NULL; /* the first error stays; building on stops */
     char label[256];
     snprintf(label, sizeof label, "%s", name ? name : op->name);
-    if (op->flags & TFC_OP_VARIADIC) {
-        if (n_inputs < 1 || n_inputs > TFC_MAX_OPERANDS)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): takes 1 to %d inputs, got %d", label,
-                                  op->name, TFC_MAX_OPERANDS, n_inputs);
-    } else if (n_inputs != op->n_inputs) {
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): takes %d inputs, got %d", label, op->name,
-                              op->n_inputs, n_inputs);
-    }
-    struct tfc_desc in[TFC_MAX_OPERANDS];
-    for (int i = 0; i < n_inputs; i++) {
-        if (!inputs || !inputs[i])
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): input %d is NULL",
-                                  label, op->name, i);
-        if (inputs[i]->node->graph != g)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): input %d ('%s') belongs to another graph",
-                                  label, op->name, i, inputs[i]->name);
-        in[i] = inputs[i]->desc;
-    }
-    for (int i = 0; i < op->n_state; i++)
-        if (inputs[i]->node->op != &tfc_op_variable)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): input %d ('%s') must be a variable", label,
-                                  op->name, i, inputs[i]->name);
-    if (name && !valid_name(name))
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name", label,
-                              op->name);
-    if (name && name_lookup(g, name))
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): name is already used", name, op->name);
-    int n_out = op->n_outputs ? op->n_outputs(attrs) : 1;
-    if (n_out < 1 || n_out > TFC_MAX_OPERANDS)
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): %d outputs is outside [1, %d]", label, op->name,
-                              n_out, TFC_MAX_OPERANDS);
-    struct tfc_desc out[TFC_MAX_OPERANDS];
-    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n_out);
-    char msg[TFC_MSG_LEN] = "";
-    struct tfc_infer inf = {n_inputs, in, attrs, n_out, out, msg};
-    tfc_status st = op->infer(&inf);
-    if (st)
-        return tfc_graph_fail(g, st, "node '%s' (%s): %s", label, op->name, msg);
-
-    struct tfc_node *n = calloc(1, sizeof *n);
-    if (!n) return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
-    n->graph = g;
-    n->op = op;
-    n->id = g->n_nodes;
-    memcpy(n->attrs, attrs, sizeof n->attrs);
-    if (name) {
-        n->name = strdup(name);
-    } else {
-        char gen[256];
-        snprintf(gen, sizeof gen, "%s", op->name);
-        for (int k = g->n_nodes; name_lookup(g, gen); k++)
-            snprintf(gen, sizeof gen, "%s_%d", op->name, k);
-        n->name = strdup(gen);
-    }
-    n->n_inputs = n_inputs;
-    n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
-    n->n_outputs = n_out;
-    n->outputs = calloc((size_t)n_out, sizeof *n->outputs);
-    int ok = n->name && (!n_inputs || n->inputs) && n->outputs;
-    for (int i = 0; ok && i < n_out; i++) {
-        n->outputs[i].node = n;
-        n->outputs[i].index = i;
-        n->outputs[i].desc = out[i];
-        ok = (n->outputs[i].name = output_name(n->name, i)) != NULL;
-    }
-    if (ok && g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
-        struct tfc_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
-        ok = nodes != NULL;
-        if (ok) {
-            g->nodes = nodes;
-            g->cap_nodes = cap;
-        }
-    }
-    if (!ok || name_insert(g, n)) {
-        node_free(n);
+    struct tfc_desc in[TFC_MAX_OPERANDS], out[TFC_MAX_OPERANDS];
+    int n_out = 0;
+    if (check_inputs(g, op, label, name, n_inputs, inputs, in) ||
+        infer_outputs(g, op, label, n_inputs, in, attrs, out, &n_out))
+        return NULL;
+    struct tfc_node *n = node_new(g, op, name, n_inputs, n_out, out);
+    if (!n || node_add(g, n)) {
+        if (n) node_free(n);
         return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
     }
+    memcpy(n->attrs, attrs, sizeof n->attrs);
     for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
     if (g->n_dev_scope) n->device = g->dev_scope[g->n_dev_scope - 1];
-    g->nodes[g->n_nodes++] = n;
     return n;
 }
 
