@@ -785,14 +785,13 @@ tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_siz
 {
     if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_tiling: session is NULL");
     if (!(min_flops >= 0) || tile_size < 0 || tile_size > 65536) {
-        char m[TFC_MSG_LEN];
-        snprintf(m, sizeof m,
-                 "set_tiling: min_flops must be >= 0 (0: off) and tile_size in [0, 65536] (0: "
-                 "auto); got %g and %d", min_flops, tile_size);
-        pthread_mutex_lock(&s->lock);
-        snprintf(s->msg, sizeof s->msg, "%s", m);
+        pthread_mutex_lock(&s->lock); /* s->msg: a run may be writing it too */
+        tfc_status st = tfc_sched_fail(NULL, s->msg, TFC_ERR_INVALID_ARGUMENT,
+                                       "set_tiling: min_flops must be >= 0 (0: off) and "
+                                       "tile_size in [0, 65536] (0: auto); got %g and %d",
+                                       min_flops, tile_size);
         pthread_mutex_unlock(&s->lock);
-        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "%s", m);
+        return st;
     }
     pthread_mutex_lock(&s->lock);
     s->opt.tile_min = min_flops;
