@@ -7,6 +7,7 @@
 #include <starpu.h>
 #include "kargs.h"
 #include "op_attrs.h"
+#include "../src/internal.h" /* TFC_INTERNAL, TFC_CHECK with tfc_kernel_fail */
 
 #ifdef __cplusplus
 extern "C" {

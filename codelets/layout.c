@@ -218,7 +218,8 @@ static void layout_cpu(void *buffers[], void *cl_arg)
     case TFC_K_SCATTER_ADD:
         scatter_add_run(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out);
         break;
-    default:
+    default: /* a descriptor named this codelet for a kind it does not have */
+        tfc_kernel_fail(a, TFC_INTERNAL("no layout kernel of this kind"));
         break;
     }
 }

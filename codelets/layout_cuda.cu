@@ -380,7 +380,8 @@ extern "C" void tfc_layout_cuda(void *buffers[], void *cl_arg)
     case TFC_K_SCATTER_ADD:
         scatter_add_cuda(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out, s);
         break;
-    default:
+    default: /* a descriptor named this codelet for a kind it does not have */
+        tfc_kernel_fail(a, TFC_INTERNAL("no layout kernel of this kind"));
         break;
     }
 }

@@ -400,10 +400,8 @@ void tfc_layout_opencl(void *buffers[], void *cl_arg)
     case TFC_K_GATHER: gather_opencl(a, buffers); break;
     case TFC_K_SCATTER_ADD: scatter_add_opencl(a, buffers); break;
     case TFC_K_ONE_HOT: one_hot_opencl(a, buffers); break;
-    default:
-        tfc_kernel_fail(a, TFC_ERR_RUNTIME,
-                        "OpenCL layout: no kernel for kind %d (tfc_opencl_layout_ok admitted it)",
-                        (int)a->kind);
+    default: /* tfc_opencl_layout_ok admitted a kind this switch lacks */
+        tfc_kernel_fail(a, TFC_INTERNAL("no OpenCL layout kernel of this kind"));
         break;
     }
 }
