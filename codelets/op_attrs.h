@@ -8,9 +8,8 @@
 /* placeholder, constant, variable (graph/ops_state.c) */
 enum { SOURCE_DTYPE, SOURCE_SHAPE };
 
-/* cast; fill; zeros_like and ones_like have FILL_VALUE only (graph/ops_math.c) */
-enum { CAST_DTYPE };
-enum { FILL_VALUE, FILL_DTYPE, FILL_SHAPE };
+/* cast, fill and the other element-wise ops name their slots with the element-wise code
+ * (graph/ops_math.c and the element-wise codelet's headers). */
 
 /* matmul; batch_matmul keeps its adjoint flags in the same slots, so that one kernel reads
  * both ops (graph/ops_nn.c) */
