@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include "kargs.h"
+#include "op_attrs.h"
 
 #define TFC_BCAST_MAX 4
 
@@ -60,7 +61,7 @@ static inline void tfc_bcast_next(struct tfc_bcast *it)
 static inline void tfc_reduced_axes(const struct tfc_kargs *a, int reduced[TFC_K_MAX_RANK])
 {
     const struct tfc_kdesc *d = &a->d[0], *o = &a->d[a->n_in];
-    const struct tfc_kattr *axes = &a->attrs[0];
+    const struct tfc_kattr *axes = &a->attrs[REDUCE_AXES];
     for (int i = 0; i < TFC_K_MAX_RANK; i++) reduced[i] = 0;
     if (a->kind == TFC_K_SUM_TO) {
         int lead = d->rank - o->rank;
@@ -88,11 +89,12 @@ static inline void tfc_reduce_input_strides(const struct tfc_kdesc *d, int64_t l
     }
 }
 
-/* What a mean divides by: the elements per output (count), unless attribute 2 gives the count
- * of a whole reduction whose partial sums this step adds up (a tiled mean's final step). */
+/* What a mean divides by: the elements per output (count), unless REDUCE_MEAN_COUNT gives the
+ * count of a whole reduction whose partial sums this step adds up (a tiled mean's final step). */
 static inline int64_t tfc_reduce_divisor(const struct tfc_kargs *a, int64_t count)
 {
-    return a->kind == TFC_K_REDUCE_MEAN && a->attrs[2].i > 0 ? a->attrs[2].i : count;
+    int64_t whole = a->attrs[REDUCE_MEAN_COUNT].i;
+    return a->kind == TFC_K_REDUCE_MEAN && whole > 0 ? whole : count;
 }
 
 /* Batched matmul: the element offsets of batch bi's matrices in A and B, whose batch dims

@@ -6,6 +6,8 @@
 
 #include <starpu.h>
 #include "kargs.h"
+#include "op_attrs.h"
+#include "../src/internal.h" /* TFC_INTERNAL, TFC_CHECK with tfc_kernel_fail */
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +90,7 @@ static inline const struct tfc_kdesc *tfc_concat_geometry(const struct tfc_kargs
                                                           int64_t *inner)
 {
     const struct tfc_kdesc *whole = is_split ? &a->d[0] : tfc_kout_desc(a, 0);
-    int ax = (int)(is_split ? a->attrs[1].i : a->attrs[0].i);
+    int ax = (int)(is_split ? a->attrs[SPLIT_AXIS].i : a->attrs[CONCAT_AXIS].i);
     if (ax < 0) ax += whole->rank;
     *axis = ax;
     *outer = *inner = 1;

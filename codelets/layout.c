@@ -22,10 +22,11 @@ static void transpose_run(const struct tfc_kargs *a, const char *x, char *y)
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     size_t es = tfc_kdtype_size(d->dtype);
     int64_t ist[TFC_K_MAX_RANK], pst[TFC_K_MAX_RANK], idx[TFC_K_MAX_RANK] = {0};
+    const struct tfc_kattr *perm = &a->attrs[TRANSPOSE_PERM];
     int r = d->rank;
     strides_of(d, ist);
     for (int i = 0; i < r; i++) {
-        int64_t p = a->attrs[0].n ? a->attrs[0].v[i] : r - 1 - i;
+        int64_t p = perm->n ? perm->v[i] : r - 1 - i;
         if (p < 0) p += r;
         pst[i] = ist[p]; /* input stride of output axis i */
     }
@@ -73,7 +74,7 @@ static void slice_run(const struct tfc_kargs *a, const char *x, char *y)
     size_t es = tfc_kdtype_size(d->dtype);
     int64_t ist[TFC_K_MAX_RANK], idx[TFC_K_MAX_RANK] = {0}, off = 0;
     strides_of(d, ist);
-    for (int i = 0; i < d->rank; i++) off += a->attrs[0].v[i] * ist[i];
+    for (int i = 0; i < d->rank; i++) off += a->attrs[SLICE_BEGIN].v[i] * ist[i];
     int r = o->rank;
     if (r == 0) {
         memcpy(y, x, es);
@@ -100,7 +101,7 @@ static void slice_grad_run(const struct tfc_kargs *a, const char *dy, char *y)
     if (!dy) return;
     int64_t ost[TFC_K_MAX_RANK], idx[TFC_K_MAX_RANK] = {0}, off = 0;
     strides_of(o, ost);
-    for (int i = 0; i < o->rank; i++) off += a->attrs[0].v[i] * ost[i];
+    for (int i = 0; i < o->rank; i++) off += a->attrs[SLICE_GRAD_BEGIN].v[i] * ost[i];
     int r = d->rank;
     if (r == 0) {
         memcpy(y, dy, es);
@@ -168,8 +169,8 @@ static void gather_run(const struct tfc_kargs *a, const char *params, const void
 static void one_hot_run(const struct tfc_kargs *a, const void *indices, void *y)
 {
     const struct tfc_kdesc *ix = &a->d[0], *o = tfc_kout_desc(a, 0);
-    int64_t depth = a->attrs[0].i;
-    double on = a->attrs[2].f, off = a->attrs[3].f;
+    int64_t depth = a->attrs[ONE_HOT_DEPTH].i;
+    double on = a->attrs[ONE_HOT_ON].f, off = a->attrs[ONE_HOT_OFF].f;
     for (int64_t i = 0; i < o->numel; i++) tfc_store_f64(y, o->dtype, i, off);
     for (int64_t i = 0; i < ix->numel; i++) {
         int64_t id = tfc_load_i64(indices, ix->dtype, i);
@@ -217,7 +218,8 @@ static void layout_cpu(void *buffers[], void *cl_arg)
     case TFC_K_SCATTER_ADD:
         scatter_add_run(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out);
         break;
-    default:
+    default: /* a descriptor named this codelet for a kind it does not have */
+        tfc_kernel_fail(a, TFC_INTERNAL("no layout kernel of this kind"));
         break;
     }
 }

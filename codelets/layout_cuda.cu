@@ -86,10 +86,11 @@ static void transpose_view(const struct tfc_kargs *a, struct view_args *v)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int64_t ist[TFC_K_MAX_RANK], pst[TFC_K_MAX_RANK];
+    const struct tfc_kattr *perm = &a->attrs[TRANSPOSE_PERM];
     int r = d->rank;
     strides_of(d, ist);
     for (int i = 0; i < r; i++) {
-        int64_t p = a->attrs[0].n ? a->attrs[0].v[i] : r - 1 - i;
+        int64_t p = perm->n ? perm->v[i] : r - 1 - i;
         if (p < 0) p += r;
         pst[i] = ist[p]; /* input stride of output axis i */
     }
@@ -108,7 +109,7 @@ static void slice_view(const struct tfc_kargs *a, struct view_args *v)
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int64_t ist[TFC_K_MAX_RANK], off = 0;
     strides_of(d, ist);
-    for (int i = 0; i < d->rank; i++) off += a->attrs[0].v[i] * ist[i];
+    for (int i = 0; i < d->rank; i++) off += a->attrs[SLICE_BEGIN].v[i] * ist[i];
     /* the output has the input's rank (rank 0: element 0, as layout.c copies) */
     view_init(v, o->rank, o->dims, ist, o->rank ? off : 0);
 }
@@ -237,7 +238,7 @@ static void slice_grad_cuda(const struct tfc_kargs *a, const void *dy, void *y, 
         return;
     int64_t ost[TFC_K_MAX_RANK], off = 0;
     strides_of(o, ost);
-    for (int i = 0; i < o->rank; i++) off += a->attrs[0].v[i] * ost[i];
+    for (int i = 0; i < o->rank; i++) off += a->attrs[SLICE_GRAD_BEGIN].v[i] * ost[i];
     struct view_args v;
     /* rank 0: element 0 to element 0, as layout.c copies */
     view_init(&v, d->rank, d->dims, ost, d->rank ? off : 0);
@@ -331,8 +332,8 @@ static void one_hot_cuda(const struct tfc_kargs *a, const void *indices, void *y
     const struct tfc_kdesc *ix = &a->d[0], *o = tfc_kout_desc(a, 0);
     int64_t n_idx = indices ? ix->numel : 0;
     one_hot_kernel<<<tfc_cu_blocks(o->numel), TFC_CU_THREADS, 0, s>>>(
-        indices, ix->dtype, n_idx, a->attrs[0].i, a->attrs[2].f, a->attrs[3].f, o->dtype, y,
-        o->numel);
+        indices, ix->dtype, n_idx, a->attrs[ONE_HOT_DEPTH].i, a->attrs[ONE_HOT_ON].f,
+        a->attrs[ONE_HOT_OFF].f, o->dtype, y, o->numel);
     tfc_cu_check_launch(a, "one_hot");
 }
 
@@ -379,7 +380,8 @@ extern "C" void tfc_layout_cuda(void *buffers[], void *cl_arg)
     case TFC_K_SCATTER_ADD:
         scatter_add_cuda(a, tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), out, s);
         break;
-    default:
+    default: /* a descriptor named this codelet for a kind it does not have */
+        tfc_kernel_fail(a, TFC_INTERNAL("no layout kernel of this kind"));
         break;
     }
 }

@@ -37,7 +37,7 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     if (!C)
         return;
     const char *A = tfc_kin(buffers, a, 0), *B = tfc_kin(buffers, a, 1);
-    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
     int ra = da->rank, rc = dc->rank;
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];

@@ -90,7 +90,7 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
         return;
     cudaStream_t s = starpu_cuda_get_local_stream();
     const char *A = (const char *)tfc_kin(buffers, a, 0), *B = (const char *)tfc_kin(buffers, a, 1);
-    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
     int ra = da->rank, rb = db->rank, rc = dc->rank;
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];

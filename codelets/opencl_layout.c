@@ -39,7 +39,8 @@ int tfc_opencl_layout_ok(const struct tfc_kargs *a)
         return a->d[0].rank >= 1 && a->d[1].buf >= 0 && is_index(a->d[1].dtype) &&
                a->d[1].numel < INT_MAX && tfc_kdtype_size(a->d[0].dtype) != 0;
     case TFC_K_ONE_HOT:
-        return is_index(a->d[0].dtype) && a->attrs[0].i > 0 && tfc_kdtype_size(o->dtype) != 0;
+        return is_index(a->d[0].dtype) && a->attrs[ONE_HOT_DEPTH].i > 0 &&
+               tfc_kdtype_size(o->dtype) != 0;
     case TFC_K_SCATTER_ADD:
         return (a->d[0].dtype == TFC_FLOAT32 || a->d[0].dtype == TFC_FLOAT64) &&
                o->dtype == a->d[0].dtype && o->rank >= 1 && a->d[1].buf >= 0 &&
@@ -238,11 +239,12 @@ static void transpose_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
     int64_t ist[TFC_K_MAX_RANK], pst[TFC_K_MAX_RANK], ost[TFC_K_MAX_RANK];
+    const struct tfc_kattr *perm = &a->attrs[TRANSPOSE_PERM];
     int r = d->rank;
     strides_of(d, ist);
     strides_of(o, ost);
     for (int i = 0; i < r; i++) {
-        int64_t p = a->attrs[0].n ? a->attrs[0].v[i] : r - 1 - i;
+        int64_t p = perm->n ? perm->v[i] : r - 1 - i;
         if (p < 0) p += r;
         pst[i] = ist[p];
     }
@@ -260,7 +262,8 @@ static void slice_opencl(const struct tfc_kargs *a, void *buffers[], int grad)
     int64_t bst[TFC_K_MAX_RANK], pst[TFC_K_MAX_RANK], off = 0;
     strides_of(big, bst);
     strides_of(part, pst);
-    for (int i = 0; i < big->rank; i++) off += a->attrs[0].v[i] * bst[i];
+    /* SLICE_GRAD_BEGIN is SLICE_BEGIN: one slot for both */
+    for (int i = 0; i < big->rank; i++) off += a->attrs[SLICE_BEGIN].v[i] * bst[i];
     if (grad && zero_run(a, buffers, o->buf, o->numel, es)) return;
     struct view_cl v;
     /* rank 0: element 0 to element 0, as layout.c copies */
@@ -364,12 +367,12 @@ static void one_hot_opencl(const struct tfc_kargs *a, void *buffers[])
     tfc_ocl_buf(buffers, o->buf, &Y, &yo);
     /* on and off converted exactly as layout.c stores them, moved as raw elements */
     union { uint8_t u8; uint32_t u32; uint64_t u64; } on = {0}, off = {0};
-    tfc_store_f64(&on, o->dtype, 0, a->attrs[2].f);
-    tfc_store_f64(&off, o->dtype, 0, a->attrs[3].f);
+    tfc_store_f64(&on, o->dtype, 0, a->attrs[ONE_HOT_ON].f);
+    tfc_store_f64(&off, o->dtype, 0, a->attrs[ONE_HOT_OFF].f);
     cl_int idt = ix->dtype, es = (cl_int)tfc_kdtype_size(o->dtype);
     cl_ulong onv = es == 8 ? on.u64 : es == 4 ? on.u32 : on.u8;
     cl_ulong offv = es == 8 ? off.u64 : es == 4 ? off.u32 : off.u8;
-    cl_long depth = a->attrs[0].i, n = o->numel;
+    cl_long depth = a->attrs[ONE_HOT_DEPTH].i, n = o->numel;
     cl_command_queue q;
     cl_kernel k = tfc_ocl_kernel(&prog, "one_hot", -1, a, &q);
     if (!k) return;
@@ -397,10 +400,8 @@ void tfc_layout_opencl(void *buffers[], void *cl_arg)
     case TFC_K_GATHER: gather_opencl(a, buffers); break;
     case TFC_K_SCATTER_ADD: scatter_add_opencl(a, buffers); break;
     case TFC_K_ONE_HOT: one_hot_opencl(a, buffers); break;
-    default:
-        tfc_kernel_fail(a, TFC_ERR_RUNTIME,
-                        "OpenCL layout: no kernel for kind %d (tfc_opencl_layout_ok admitted it)",
-                        (int)a->kind);
+    default: /* tfc_opencl_layout_ok admitted a kind this switch lacks */
+        tfc_kernel_fail(a, TFC_INTERNAL("no OpenCL layout kernel of this kind"));
         break;
     }
 }

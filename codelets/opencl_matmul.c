@@ -35,7 +35,7 @@ void tfc_matmul_opencl(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
     const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
-    cl_int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    cl_int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
     int ra = da->rank, rc = dc->rank;
     cl_long m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     cl_long k = ta ? da->dims[ra - 2] : da->dims[ra - 1];

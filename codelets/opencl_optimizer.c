@@ -9,9 +9,6 @@
 #include "bcast.h"
 #include "../src/tfc.h"
 
-/* attribute slots shared by the apply ops (graph/ops_optim.c keeps the same order) */
-enum { A_WD, A_DECOUPLED, A_MOMENTUM, A_NESTEROV, A_BETA1, A_BETA2, A_EPS, A_CENTERED };
-
 static int n_slots(int kind)
 {
     switch (kind) {
@@ -155,9 +152,10 @@ static void lr_schedule_opencl(const struct tfc_kargs *a, void *buffers[])
     cl_ulong so, yo;
     tfc_ocl_buf(buffers, a->d[0].buf, &S, &so);
     tfc_ocl_buf(buffers, tfc_kout_desc(a, 0)->buf, &Y, &yo);
-    cl_int sdt = a->d[0].dtype, kind = (cl_int)a->attrs[0].i;
-    cl_double base = a->attrs[1].f, gamma = a->attrs[2].f, period = a->attrs[3].f;
-    cl_double low = a->attrs[4].f;
+    /* the kernel source compares kind with LR_STEP_DECAY (0) and LR_EXPONENTIAL (1) */
+    cl_int sdt = a->d[0].dtype, kind = (cl_int)a->attrs[LR_SCHEDULE_KIND].i;
+    cl_double base = a->attrs[LR_SCHEDULE_BASE].f, gamma = a->attrs[LR_SCHEDULE_GAMMA].f;
+    cl_double period = a->attrs[LR_SCHEDULE_PERIOD].f, low = a->attrs[LR_SCHEDULE_FLOOR].f;
     cl_command_queue q;
     cl_kernel k = tfc_ocl_kernel(&prog, "lr_schedule", -1, a, &q);
     if (!k) return;
@@ -186,12 +184,12 @@ void tfc_optimizer_opencl(void *buffers[], void *cl_arg)
     double lr, steps = 0;
     if (scalar_in(a, buffers, q, ns + 1, &lr)) return;
     if (a->kind == TFC_K_APPLY_ADAM && scalar_in(a, buffers, q, ns + 2, &steps)) return;
-    double b1 = a->attrs[A_BETA1].f, b2 = a->attrs[A_BETA2].f, t = steps + 1;
+    double b1 = a->attrs[APPLY_BETA1].f, b2 = a->attrs[APPLY_BETA2].f, t = steps + 1;
     cl_long n = a->d[0].numel;
     cl_kernel k;
-    if (a->kind == TFC_K_APPLY_ADAM && dt == TFC_FLOAT32 && a->attrs[A_WD].f == 0) {
+    if (a->kind == TFC_K_APPLY_ADAM && dt == TFC_FLOAT32 && a->attrs[APPLY_WEIGHT_DECAY].f == 0) {
         /* optimizer.c's adam_f32, constants rounded the same way */
-        cl_float fb1 = (float)b1, fb2 = (float)b2, feps = (float)a->attrs[A_EPS].f;
+        cl_float fb1 = (float)b1, fb2 = (float)b2, feps = (float)a->attrs[APPLY_EPS].f;
         cl_float step = (float)(lr / (1 - pow(fb1, t))), inv_bc2 = (float)(1 / sqrt(1 - pow(fb2, t)));
         if (!(k = tfc_ocl_kernel(&prog, "adam_f32", -1, a, &q))) return;
         tfc_ocl_run(a, k, q, (size_t)n, 0, 14,
@@ -211,10 +209,11 @@ void tfc_optimizer_opencl(void *buffers[], void *cl_arg)
     }
     cl_int which = a->kind == TFC_K_APPLY_SGD ? 0 : a->kind == TFC_K_APPLY_MOMENTUM ? 1
                  : a->kind == TFC_K_APPLY_ADAGRAD ? 2 : a->kind == TFC_K_APPLY_RMSPROP ? 3 : 4;
-    cl_int decoupled = a->attrs[A_DECOUPLED].i != 0;
-    cl_int nesterov = a->attrs[A_NESTEROV].i != 0, centered = a->attrs[A_CENTERED].i != 0;
-    cl_double clr = lr, wd = a->attrs[A_WD].f, mom = a->attrs[A_MOMENTUM].f, cb1 = b1, cb2 = b2;
-    cl_double eps = a->attrs[A_EPS].f;
+    cl_int decoupled = a->attrs[APPLY_DECOUPLED].i != 0;
+    cl_int nesterov = a->attrs[APPLY_NESTEROV].i != 0, centered = a->attrs[APPLY_CENTERED].i != 0;
+    cl_double clr = lr, wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f;
+    cl_double cb1 = b1, cb2 = b2;
+    cl_double eps = a->attrs[APPLY_EPS].f;
     if (!(k = tfc_ocl_kernel(&prog, "apply", dt, a, &q))) return;
     tfc_ocl_run(a, k, q, (size_t)n, 0, 23,
                 (size_t[]){sizeof which, sizeof M[0], sizeof off[0], sizeof M[1], sizeof off[1],

@@ -82,7 +82,7 @@ void tfc_reduce_opencl(void *buffers[], void *cl_arg)
     cl_command_queue q;
     cl_kernel k;
     if (a->kind == TFC_K_ARGMAX) {
-        int axis = (int)a->attrs[0].i;
+        int axis = (int)a->attrs[ARGMAX_AXIS].i;
         if (axis < 0) axis += d->rank;
         cl_long outer = 1, len = d->dims[axis], inner = 1;
         for (int i = 0; i < axis; i++) outer *= d->dims[i];

@@ -116,7 +116,7 @@ void tfc_softmax_opencl(void *buffers[], void *cl_arg)
         return;
     }
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
-    int axis = (int)a->attrs[0].i;
+    int axis = (int)a->attrs[SOFTMAX_AXIS].i;
     if (axis < 0) axis += d->rank;
     cl_long outer = 1, len = d->rank ? d->dims[axis] : 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= d->dims[i];

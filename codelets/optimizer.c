@@ -7,9 +7,6 @@
 #include "bcast.h"
 #include "../src/tfc.h"
 
-/* attribute slots shared by the apply ops (graph/ops_optim.c keeps the same order) */
-enum { A_WD, A_DECOUPLED, A_MOMENTUM, A_NESTEROV, A_BETA1, A_BETA2, A_EPS, A_CENTERED };
-
 static double scalar_in(void *buffers[], const struct tfc_kargs *a, int i)
 {
     const void *p = tfc_kin(buffers, a, i);
@@ -26,9 +23,10 @@ static void apply(const struct tfc_kargs *a, void *buffers[], int64_t n)
     void *s2 = ns > 2 ? tfc_kin(buffers, a, 2) : NULL, *s3 = ns > 3 ? tfc_kin(buffers, a, 3) : NULL;
     const void *grad = tfc_kin(buffers, a, ns);
     double lr = scalar_in(buffers, a, ns + 1);
-    double wd = a->attrs[A_WD].f, mom = a->attrs[A_MOMENTUM].f, eps = a->attrs[A_EPS].f;
-    double b1 = a->attrs[A_BETA1].f, b2 = a->attrs[A_BETA2].f;
-    int decoupled = a->attrs[A_DECOUPLED].i != 0, nesterov = a->attrs[A_NESTEROV].i != 0;
+    double wd = a->attrs[APPLY_WEIGHT_DECAY].f, mom = a->attrs[APPLY_MOMENTUM].f;
+    double eps = a->attrs[APPLY_EPS].f;
+    double b1 = a->attrs[APPLY_BETA1].f, b2 = a->attrs[APPLY_BETA2].f;
+    int decoupled = a->attrs[APPLY_DECOUPLED].i != 0, nesterov = a->attrs[APPLY_NESTEROV].i != 0;
     double bc1 = 1, bc2 = 1;
     if (a->kind == TFC_K_APPLY_ADAM) {
         double t = scalar_in(buffers, a, ns + 2) + 1; /* steps done before this one, plus one */
@@ -59,7 +57,7 @@ static void apply(const struct tfc_kargs *a, void *buffers[], int64_t n)
             double alpha = b1;
             double sq = alpha * tfc_load_f64(s1, dt, i) + (1 - alpha) * g * g, avg;
             tfc_store_f64(s1, dt, i, sq);
-            if (a->attrs[A_CENTERED].i) {
+            if (a->attrs[APPLY_CENTERED].i) {
                 double ga = alpha * tfc_load_f64(s3, dt, i) + (1 - alpha) * g;
                 tfc_store_f64(s3, dt, i, ga);
                 avg = sqrt(sq - ga * ga) + eps;
@@ -88,15 +86,15 @@ static void apply(const struct tfc_kargs *a, void *buffers[], int64_t n)
     }
 }
 
-/* schedule attrs: kind (0 step, 1 exponential, 2 cosine), base, gamma, period, floor */
 static void lr_schedule(const struct tfc_kargs *a, void *buffers[], void *out)
 {
-    double step = scalar_in(buffers, a, 0), base = a->attrs[1].f, gamma = a->attrs[2].f;
-    double period = a->attrs[3].f, low = a->attrs[4].f, lr;
-    switch (a->attrs[0].i) {
-    case 0: lr = base * pow(gamma, floor(step / period)); break;
-    case 1: lr = base * pow(gamma, step / period); break;
-    default: {
+    double step = scalar_in(buffers, a, 0), base = a->attrs[LR_SCHEDULE_BASE].f;
+    double gamma = a->attrs[LR_SCHEDULE_GAMMA].f, period = a->attrs[LR_SCHEDULE_PERIOD].f;
+    double low = a->attrs[LR_SCHEDULE_FLOOR].f, lr;
+    switch (a->attrs[LR_SCHEDULE_KIND].i) {
+    case LR_STEP_DECAY: lr = base * pow(gamma, floor(step / period)); break;
+    case LR_EXPONENTIAL: lr = base * pow(gamma, step / period); break;
+    default: { /* LR_COSINE */
         double t = step < period ? step : period;
         lr = low + 0.5 * (base - low) * (1 + cos(3.14159265358979323846 * t / period));
         break;
@@ -108,15 +106,16 @@ static void lr_schedule(const struct tfc_kargs *a, void *buffers[], void *out)
 /* The flagship case, typed: float32 Adam without weight decay. */
 static int adam_f32(const struct tfc_kargs *a, void *buffers[])
 {
-    if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 || a->attrs[A_WD].f != 0)
+    if (a->kind != TFC_K_APPLY_ADAM || a->d[0].dtype != TFC_FLOAT32 ||
+        a->attrs[APPLY_WEIGHT_DECAY].f != 0)
         return 0;
     /* distinct buffers: restrict lets the compiler vectorize the loop */
     float *restrict w = tfc_kin(buffers, a, 0), *restrict m = tfc_kin(buffers, a, 1);
     float *restrict v = tfc_kin(buffers, a, 2);
     const float *restrict g = tfc_kin(buffers, a, 3);
     double lr = scalar_in(buffers, a, 4), t = scalar_in(buffers, a, 5) + 1;
-    float b1 = (float)a->attrs[A_BETA1].f, b2 = (float)a->attrs[A_BETA2].f;
-    float eps = (float)a->attrs[A_EPS].f;
+    float b1 = (float)a->attrs[APPLY_BETA1].f, b2 = (float)a->attrs[APPLY_BETA2].f;
+    float eps = (float)a->attrs[APPLY_EPS].f;
     float step = (float)(lr / (1 - pow(b1, t))), inv_bc2 = (float)(1 / sqrt(1 - pow(b2, t)));
     for (int64_t i = 0; i < a->d[0].numel; i++) {
         m[i] = b1 * m[i] + (1 - b1) * g[i];

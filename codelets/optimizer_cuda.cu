@@ -7,9 +7,6 @@
  * multiply-adds), so results round as the CPU's x86-64 code does. */
 #include "cuda_common.h"
 
-/* attribute slots shared by the apply ops (optimizer.c, graph/ops_optim.c) */
-enum { A_WD, A_DECOUPLED, A_MOMENTUM, A_NESTEROV, A_BETA1, A_BETA2, A_EPS, A_CENTERED };
-
 struct opt_params {
     int kind, dt;      /* dt: the variable's, slots' and gradient's dtype */
     int lr_dt, step_dt;
@@ -137,7 +134,7 @@ static __global__ void adam_f32_kernel(struct opt_params p, float *w, float *m, 
     }
 }
 
-/* schedule attrs: kind (0 step, 1 exponential, 2 cosine), base, gamma, period, floor */
+/* kind: LR_STEP_DECAY, LR_EXPONENTIAL or (otherwise) LR_COSINE */
 static __global__ void lr_schedule_kernel(int kind, double base, double gamma, double period,
                                           double low, const void *stp, int step_dt, void *out,
                                           int out_dt)
@@ -146,9 +143,9 @@ static __global__ void lr_schedule_kernel(int kind, double base, double gamma, d
         return;
     double step = stp ? tfc_cu_ld_f64(stp, step_dt, 0) : 0.0, lr;
     switch (kind) {
-    case 0: lr = base * pow(gamma, floor(step / period)); break;
-    case 1: lr = base * pow(gamma, step / period); break;
-    default: {
+    case LR_STEP_DECAY: lr = base * pow(gamma, floor(step / period)); break;
+    case LR_EXPONENTIAL: lr = base * pow(gamma, step / period); break;
+    default: { /* LR_COSINE */
         double t = step < period ? step : period;
         lr = rn_add(low, rn_mul(rn_mul(0.5, rn_sub(base, low)),
                             rn_add(1, cos(rn_div(rn_mul(3.14159265358979323846, t), period)))));
@@ -166,9 +163,11 @@ extern "C" void tfc_optimizer_cuda(void *buffers[], void *cl_arg)
         void *out = tfc_kout(buffers, a, 0);
         if (!out)
             return;
-        lr_schedule_kernel<<<1, 1, 0, s>>>((int)a->attrs[0].i, a->attrs[1].f, a->attrs[2].f,
-                                           a->attrs[3].f, a->attrs[4].f, tfc_kin(buffers, a, 0),
-                                           a->d[0].dtype, out, tfc_kout_desc(a, 0)->dtype);
+        const struct tfc_kattr *at = a->attrs;
+        lr_schedule_kernel<<<1, 1, 0, s>>>(
+            (int)at[LR_SCHEDULE_KIND].i, at[LR_SCHEDULE_BASE].f, at[LR_SCHEDULE_GAMMA].f,
+            at[LR_SCHEDULE_PERIOD].f, at[LR_SCHEDULE_FLOOR].f, tfc_kin(buffers, a, 0),
+            a->d[0].dtype, out, tfc_kout_desc(a, 0)->dtype);
         tfc_cu_check_launch(a, "lr_schedule");
         return;
     }
@@ -183,14 +182,14 @@ extern "C" void tfc_optimizer_cuda(void *buffers[], void *cl_arg)
     p.dt = a->d[0].dtype;
     p.lr_dt = a->d[ns + 1].dtype;
     p.step_dt = a->kind == TFC_K_APPLY_ADAM ? a->d[ns + 2].dtype : 0;
-    p.decoupled = a->attrs[A_DECOUPLED].i != 0;
-    p.nesterov = a->attrs[A_NESTEROV].i != 0;
-    p.centered = a->attrs[A_CENTERED].i != 0;
-    p.wd = a->attrs[A_WD].f;
-    p.mom = a->attrs[A_MOMENTUM].f;
-    p.b1 = a->attrs[A_BETA1].f;
-    p.b2 = a->attrs[A_BETA2].f;
-    p.eps = a->attrs[A_EPS].f;
+    p.decoupled = a->attrs[APPLY_DECOUPLED].i != 0;
+    p.nesterov = a->attrs[APPLY_NESTEROV].i != 0;
+    p.centered = a->attrs[APPLY_CENTERED].i != 0;
+    p.wd = a->attrs[APPLY_WEIGHT_DECAY].f;
+    p.mom = a->attrs[APPLY_MOMENTUM].f;
+    p.b1 = a->attrs[APPLY_BETA1].f;
+    p.b2 = a->attrs[APPLY_BETA2].f;
+    p.eps = a->attrs[APPLY_EPS].f;
     void *var = tfc_kin(buffers, a, 0);
     void *s1 = ns > 1 ? tfc_kin(buffers, a, 1) : NULL;
     void *s2 = ns > 2 ? tfc_kin(buffers, a, 2) : NULL;

@@ -99,7 +99,7 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, voi
 static void argmax_run(const struct tfc_kargs *a, const void *x, int64_t *y)
 {
     const struct tfc_kdesc *d = &a->d[0];
-    int axis = (int)a->attrs[0].i;
+    int axis = (int)a->attrs[ARGMAX_AXIS].i;
     if (axis < 0) axis += d->rank;
     int64_t outer = 1, len = d->dims[axis], inner = 1;
     for (int i = 0; i < axis; i++) outer *= d->dims[i];

@@ -257,7 +257,7 @@ static void argmax_cuda(const struct tfc_kargs *a, const void *x, int64_t *y, cu
     p.len = 1;
     p.inner = 1;
     if (d->rank > 0) {
-        int axis = (int)a->attrs[0].i;
+        int axis = (int)a->attrs[ARGMAX_AXIS].i;
         if (axis < 0) axis += d->rank;
         p.len = d->dims[axis];
         for (int i = 0; i < axis; i++) p.outer *= d->dims[i];

@@ -11,7 +11,7 @@
 static void softmax_run(const struct tfc_kargs *a, const void *x, void *y)
 {
     const struct tfc_kdesc *d = &a->d[0];
-    int axis = (int)a->attrs[0].i;
+    int axis = (int)a->attrs[SOFTMAX_AXIS].i;
     if (axis < 0) axis += d->rank;
     int64_t outer = 1, len = d->rank ? d->dims[axis] : 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= d->dims[i];

@@ -163,7 +163,7 @@ extern "C" void tfc_softmax_cuda(void *buffers[], void *cl_arg)
         p.len = 1;
         p.inner = 1;
         if (d->rank > 0) {
-            int axis = (int)a->attrs[0].i;
+            int axis = (int)a->attrs[SOFTMAX_AXIS].i;
             if (axis < 0) axis += d->rank;
             p.len = d->dims[axis];
             for (int i = 0; i < axis; i++) p.outer *= d->dims[i];

@@ -112,8 +112,8 @@ static tfc_status call_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
         for (int k = 0; k < n->n_outputs; k++) outs[k] = &n->outputs[k];
         tfc_status st = fn(g, n->n_inputs, n->inputs, n->n_outputs, outs, dys, dxs, user);
         if (st && !g->status)
-            tfc_graph_fail(g, st, "gradient of node '%s' (%s): the user's function failed",
-                           n->name, n->op->name);
+            tfc_graph_error(g, st, "gradient of node '%s' (%s): the user's function failed",
+                            n->name, n->op->name);
         return st;
     }
     return n->op->grad(g, n, dys, dxs);
@@ -125,23 +125,18 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
 {
     if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
     if (g->status) return g->status;
-    if (n_ys < 1 || n_xs < 1 || !ys || !xs || !dxs) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "gradients: needs ys, xs and dxs");
-        return g->status;
-    }
+    if (n_ys < 1 || n_xs < 1 || !ys || !xs || !dxs)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "gradients: needs ys, xs and dxs");
     for (int i = 0; i < n_ys + n_xs; i++) {
         tfc_tensor *t = i < n_ys ? ys[i] : xs[i - n_ys];
-        if (!t || t->node->graph != g) {
-            tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "gradients: %s %d is %s",
-                           i < n_ys ? "y" : "x", i < n_ys ? i : i - n_ys,
-                           t ? "from another graph" : "NULL");
-            return g->status;
-        }
-        if (!tfc_dtype_is_float(t->desc.dtype)) {
-            tfc_graph_fail(g, TFC_ERR_DTYPE, "gradients: '%s' is %s; only float tensors have "
-                           "gradients", t->name, tfc_dtype_name(t->desc.dtype));
-            return g->status;
-        }
+        if (!t || t->node->graph != g)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "gradients: %s %d is %s",
+                                   i < n_ys ? "y" : "x", i < n_ys ? i : i - n_ys,
+                                   t ? "from another graph" : "NULL");
+        if (!tfc_dtype_is_float(t->desc.dtype))
+            return tfc_graph_error(g, TFC_ERR_DTYPE,
+                                   "gradients: '%s' is %s; only float tensors have gradients",
+                                   t->name, tfc_dtype_name(t->desc.dtype));
     }
     int N = g->n_nodes; /* nodes added below are gradient nodes, not visited */
     char *from_x = calloc((size_t)N, 1), *to_y = calloc((size_t)N, 1);
@@ -149,8 +144,7 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
     int *stack = malloc(sizeof(int) * (size_t)(N + 1));
     tfc_status st = TFC_OK;
     if (!from_x || !to_y || !acc || !stack) {
-        st = TFC_ERR_OUT_OF_MEMORY;
-        tfc_graph_fail(g, st, "gradients: no memory");
+        st = tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
         goto done;
     }
     /* nodes that depend on an x (creation order is topological for data edges) */
@@ -183,8 +177,7 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
         if (to_y[id]) {
             acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **acc);
             if (!acc[id]) {
-                tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
-                st = TFC_ERR_OUT_OF_MEMORY;
+                st = tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
                 goto done;
             }
         }
@@ -207,10 +200,10 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
             tfc_gradient_fn fn;
             void *user;
             if (!registered(n->op, &fn, &user)) {
-                tfc_graph_fail(g, TFC_ERR_NOT_FOUND,
-                               "gradients: op '%s' (node '%s') has no gradient, and it lies on "
-                               "the path from the xs to the ys",
-                               n->op->name, n->name);
+                tfc_graph_error(g, TFC_ERR_NOT_FOUND,
+                                "gradients: op '%s' (node '%s') has no gradient, and it lies on "
+                                "the path from the xs to the ys",
+                                n->op->name, n->name);
                 goto fail;
             }
         }

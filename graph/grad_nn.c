@@ -5,7 +5,8 @@
 tfc_status tfc_grad_matmul(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *a = n->inputs[0], *b = n->inputs[1], *dy = dys[0];
-    int ta = n->attrs[0].i != 0, tb = n->attrs[1].i != 0;
+    /* batch_matmul's adj_a, adj_b share these slots */
+    int ta = n->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = n->attrs[MATMUL_TRANSPOSE_B].i != 0;
     tfc_tensor *(*mm)(tfc_graph *, tfc_tensor *, tfc_tensor *, int, int) =
         n->op->kind == TFC_K_MATMUL ? tfc_matmul : tfc_batch_matmul;
     if (!ta && !tb) {        /* y = a b */
@@ -36,7 +37,7 @@ tfc_status tfc_grad_batch_matmul(tfc_graph *g, struct tfc_node *n, tfc_tensor *c
 tfc_status tfc_grad_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *y = &n->outputs[0], *dy = dys[0];
-    int axis = (int)n->attrs[0].i;
+    int axis = (int)n->attrs[SOFTMAX_AXIS].i;
     tfc_tensor *dot = tfc_reduce_sum(g, tfc_mul(g, dy, y), 1, &axis, 1);
     dxs[0] = tfc_mul(g, y, tfc_sub(g, dy, dot)); /* y (dy - sum(dy y)) */
     return g->status;
@@ -45,7 +46,7 @@ tfc_status tfc_grad_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
 tfc_status tfc_grad_log_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *y = &n->outputs[0], *dy = dys[0];
-    int axis = (int)n->attrs[0].i;
+    int axis = (int)n->attrs[SOFTMAX_AXIS].i;
     tfc_tensor *total = tfc_reduce_sum(g, dy, 1, &axis, 1);
     dxs[0] = tfc_sub(g, dy, tfc_mul(g, tfc_exp(g, y), total)); /* dy - softmax sum(dy) */
     return g->status;
@@ -72,11 +73,9 @@ tfc_status tfc_grad_sparse_xent(tfc_graph *g, struct tfc_node *n, tfc_tensor *co
 {
     tfc_tensor *z = n->inputs[0], *labels = n->inputs[1];
     int64_t classes = z->desc.shape.dims[1];
-    if (classes < 0) {
-        tfc_graph_fail(g, TFC_ERR_SHAPE, "gradient of node '%s': the number of classes is unknown",
-                       n->name);
-        return TFC_ERR_SHAPE;
-    }
+    if (classes < 0)
+        return tfc_graph_error(g, TFC_ERR_SHAPE,
+                               "gradient of node '%s': the number of classes is unknown", n->name);
     tfc_tensor *onehot = tfc_one_hot(g, labels, classes, z->desc.dtype, 1.0, 0.0);
     dxs[0] = tfc_mul(g, column(g, dys[0]), tfc_sub(g, tfc_softmax(g, z, 1), onehot));
     return g->status;
@@ -86,9 +85,13 @@ tfc_status tfc_grad_reduce(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
 {
     tfc_tensor *x = n->inputs[0], *y = &n->outputs[0], *dy = dys[0];
     const tfc_shape *xs = &x->desc.shape;
-    const struct tfc_kattr *axes = &n->attrs[0];
+    const struct tfc_kattr *axes = &n->attrs[REDUCE_AXES];
     int reduced[TFC_MAX_RANK] = {0}, ax[TFC_MAX_RANK], n_ax = 0, unknown = 0;
-    for (int i = 0; i < axes->n; i++) reduced[tfc_axis_norm(axes->v[i], xs->rank)] = 1;
+    for (int i = 0; i < axes->n; i++) {
+        int a = tfc_axis_norm(axes->v[i], xs->rank); /* the node's inference checked it */
+        if (TFC_CHECK(a >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL;
+        reduced[a] = 1;
+    }
     /* the output's shape with the reduced axes kept as 1 */
     tfc_shape keep = *xs;
     int64_t count = 1;
@@ -99,7 +102,8 @@ tfc_status tfc_grad_reduce(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
         if (xs->dims[i] < 0) unknown = 1;
         count *= xs->dims[i];
     }
-    tfc_tensor *dyk = n->attrs[1].i ? dy : tfc_reshape(g, dy, keep);
+    int keepdims = n->attrs[REDUCE_KEEPDIMS].i != 0;
+    tfc_tensor *dyk = keepdims ? dy : tfc_reshape(g, dy, keep);
     tfc_tensor *spread = tfc_broadcast_like(g, dyk, x);
     switch (n->op->kind) {
     case TFC_K_REDUCE_SUM:
@@ -110,7 +114,7 @@ tfc_status tfc_grad_reduce(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
                          : tfc_mul(g, spread, tfc_scalar(g, x->desc.dtype, count ? 1.0 / (double)count : 0));
         break;
     default: { /* max, min: shared equally among the elements equal to the result */
-        tfc_tensor *yk = n->attrs[1].i ? y : tfc_reshape(g, y, keep);
+        tfc_tensor *yk = keepdims ? y : tfc_reshape(g, y, keep);
         tfc_tensor *mask = tfc_cast(g, tfc_equal(g, x, tfc_broadcast_like(g, yk, x)), x->desc.dtype);
         tfc_tensor *ties = tfc_reduce_sum(g, mask, n_ax, ax, 1);
         dxs[0] = tfc_div(g, tfc_mul(g, mask, spread), ties);

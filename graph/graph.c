@@ -24,23 +24,30 @@ static struct tfc_node *name_lookup(const tfc_graph *g, const char *name)
     }
 }
 
+/* Room in the name table for one name more than the graph has nodes; nonzero when out of
+ * memory. */
+static int name_reserve(tfc_graph *g)
+{
+    if ((g->n_nodes + 1) * 2 <= g->names_cap) return 0; /* keep the load under one half */
+    int cap = g->names_cap ? g->names_cap * 2 : 64;
+    struct tfc_node **t = calloc((size_t)cap, sizeof *t);
+    if (!t) return -1;
+    for (int i = 0; i < g->names_cap; i++) {
+        struct tfc_node *n = g->names[i];
+        if (!n) continue;
+        size_t j = hash_str(n->name) & (size_t)(cap - 1);
+        while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+        t[j] = n;
+    }
+    free(g->names);
+    g->names = t;
+    g->names_cap = cap;
+    return 0;
+}
+
 static int name_insert(tfc_graph *g, struct tfc_node *node)
 {
-    if ((g->n_nodes + 1) * 2 > g->names_cap) { /* keep the load under one half */
-        int cap = g->names_cap ? g->names_cap * 2 : 64;
-        struct tfc_node **t = calloc((size_t)cap, sizeof *t);
-        if (!t) return -1;
-        for (int i = 0; i < g->names_cap; i++) {
-            struct tfc_node *n = g->names[i];
-            if (!n) continue;
-            size_t j = hash_str(n->name) & (size_t)(cap - 1);
-            while (t[j]) j = (j + 1) & (size_t)(cap - 1);
-            t[j] = n;
-        }
-        free(g->names);
-        g->names = t;
-        g->names_cap = cap;
-    }
+    if (name_reserve(g)) return -1;
     size_t mask = (size_t)g->names_cap - 1, i = hash_str(node->name) & mask;
     while (g->names[i]) i = (i + 1) & mask;
     g->names[i] = node;
@@ -118,15 +125,27 @@ int tfc_graph_num_nodes(const tfc_graph *g)
     return g ? g->n_nodes : 0;
 }
 
+/* The first error stays on g: later ones are mostly its consequences. */
+static void record(tfc_graph *g, tfc_status status, const char *fmt, va_list ap)
+{
+    if (g && !g->status) g->status = tfc_vfail(g->msg, status, fmt, ap);
+}
+
+tfc_status tfc_graph_error(tfc_graph *g, tfc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(g, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
 {
-    if (g && !g->status) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(g->msg, sizeof g->msg, fmt, ap);
-        va_end(ap);
-        g->status = status;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    record(g, status, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
@@ -189,29 +208,26 @@ tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_name: tensor or name is NULL");
     struct tfc_node *n = t->node;
     tfc_graph *g = n->graph;
-    if (!valid_name(name)) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "node '%s': invalid name '%s' (1-200 characters, no ':' ',' '\"')",
-                       n->name, name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (!valid_name(name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': invalid name '%s' (1-200 characters, no ':' ',' '\"')",
+                               n->name, name);
     struct tfc_node *other = name_lookup(g, name);
     if (other == n) return TFC_OK;
-    if (other) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': name '%s' is already used",
-                       n->name, name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (other)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': name '%s' is already used", n->name, name);
+    /* everything that can fail comes before the node changes */
     char *copy = strdup(name);
     char **onames = calloc((size_t)n->n_outputs, sizeof *onames);
-    int ok = copy && onames;
+    int ok = copy && onames && !name_reserve(g);
     for (int i = 0; ok && i < n->n_outputs; i++) ok = (onames[i] = output_name(name, i)) != NULL;
     if (!ok) {
         for (int i = 0; onames && i < n->n_outputs; i++) free(onames[i]);
         free(onames);
         free(copy);
-        tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory to rename", n->name);
-        return TFC_ERR_OUT_OF_MEMORY;
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory to rename",
+                               n->name);
     }
     name_remove(g, n);
     free(n->name);
@@ -221,7 +237,8 @@ tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name)
         n->outputs[i].name = onames[i];
     }
     free(onames);
-    name_insert(g, n); /* cannot fail: the table did not grow */
+    if (TFC_CHECK(name_insert(g, n) == 0, tfc_graph_error, g)) /* it has room: reserved */
+        return TFC_ERR_INTERNAL;
     return TFC_OK;
 }
 
@@ -231,19 +248,14 @@ tfc_status tfc_tensor_add_control_input(tfc_tensor *t, tfc_tensor *dep)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "add_control_input: NULL tensor");
     struct tfc_node *n = t->node;
     tfc_graph *g = n->graph;
-    if (dep->node->graph != g) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "node '%s': control input '%s' belongs to another graph", n->name,
-                       dep->name);
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (dep->node->graph != g)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': control input '%s' belongs to another graph", n->name,
+                               dep->name);
     if (n->n_ctrl == n->cap_ctrl) {
         int cap = n->cap_ctrl ? n->cap_ctrl * 2 : 4;
         struct tfc_node **c = realloc(n->ctrl, (size_t)cap * sizeof *c);
-        if (!c) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", n->name);
-            return TFC_ERR_OUT_OF_MEMORY;
-        }
+        if (!c) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", n->name);
         n->ctrl = c;
         n->cap_ctrl = cap;
     }
@@ -371,6 +383,120 @@ tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc
 
 /* ---- nodes ----------------------------------------------------------------------------- */
 
+/* Checks a node's inputs and name before anything is allocated, and copies the inputs'
+ * descriptions into in. label names the node in messages (its name, else its op's). */
+static tfc_status check_inputs(tfc_graph *g, const struct tfc_op *op, const char *label,
+                               const char *name, int n_inputs, tfc_tensor *const *inputs,
+                               struct tfc_desc *in)
+{
+    if (op->flags & TFC_OP_VARIADIC) {
+        if (n_inputs < 1 || n_inputs > TFC_MAX_OPERANDS)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): takes 1 to %d inputs, got %d", label,
+                                   op->name, TFC_MAX_OPERANDS, n_inputs);
+    } else if (n_inputs != op->n_inputs) {
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): takes %d inputs, got %d", label, op->name,
+                               op->n_inputs, n_inputs);
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs || !inputs[i])
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d is NULL", label, op->name, i);
+        if (inputs[i]->node->graph != g)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d ('%s') belongs to another graph",
+                                   label, op->name, i, inputs[i]->name);
+        in[i] = inputs[i]->desc;
+    }
+    for (int i = 0; i < op->n_state; i++)
+        if (inputs[i]->node->op != &tfc_op_variable)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (%s): input %d ('%s') must be a variable", label,
+                                   op->name, i, inputs[i]->name);
+    if (name && !valid_name(name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name",
+                               label, op->name);
+    if (name && name_lookup(g, name))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): name is already used", name, op->name);
+    return TFC_OK;
+}
+
+/* The node's outputs: how many (*n_out) and their descriptions (out), from the op. */
+static tfc_status infer_outputs(tfc_graph *g, const struct tfc_op *op, const char *label,
+                                int n_inputs, const struct tfc_desc *in,
+                                const struct tfc_kattr *attrs, struct tfc_desc *out, int *n_out)
+{
+    int n = op->n_outputs ? op->n_outputs(attrs) : 1;
+    if (n < 1 || n > TFC_MAX_OPERANDS)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (%s): %d outputs is outside [1, %d]", label, op->name,
+                               n, TFC_MAX_OPERANDS);
+    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n);
+    char msg[TFC_MSG_LEN] = "";
+    struct tfc_infer inf = {n_inputs, in, attrs, n, out, msg};
+    tfc_status st = op->infer(&inf);
+    if (st) return tfc_graph_error(g, st, "node '%s' (%s): %s", label, op->name, msg);
+    *n_out = n;
+    return TFC_OK;
+}
+
+/* The name of an unnamed node: its op's, else op_k with the first free k from the node count
+ * on; NULL when out of memory. */
+static char *generated_name(const tfc_graph *g, const struct tfc_op *op)
+{
+    char gen[256];
+    snprintf(gen, sizeof gen, "%s", op->name);
+    for (int k = g->n_nodes; name_lookup(g, gen); k++)
+        snprintf(gen, sizeof gen, "%s_%d", op->name, k);
+    return strdup(gen);
+}
+
+/* A node of op with its name and arrays, and its outputs named and described, not yet in g
+ * (inputs and attributes unset); NULL when out of memory. */
+static struct tfc_node *node_new(tfc_graph *g, const struct tfc_op *op, const char *name,
+                                 int n_inputs, int n_out, const struct tfc_desc *out)
+{
+    struct tfc_node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->graph = g;
+    n->op = op;
+    n->id = g->n_nodes;
+    n->name = name ? strdup(name) : generated_name(g, op);
+    n->n_inputs = n_inputs;
+    n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
+    n->outputs = calloc((size_t)n_out, sizeof *n->outputs);
+    n->n_outputs = n->outputs ? n_out : 0; /* what node_free may walk */
+    int ok = n->name && (!n_inputs || n->inputs) && n->outputs;
+    for (int i = 0; ok && i < n_out; i++) {
+        n->outputs[i].node = n;
+        n->outputs[i].index = i;
+        n->outputs[i].desc = out[i];
+        ok = (n->outputs[i].name = output_name(n->name, i)) != NULL;
+    }
+    if (!ok) {
+        node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* Appends n to g's nodes and its name table; nonzero when out of memory (n is not in g). */
+static int node_add(tfc_graph *g, struct tfc_node *n)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        struct tfc_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes) return -1;
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    if (name_insert(g, n)) return -1;
+    g->nodes[g->n_nodes++] = n;
+    return 0;
+}
+
 struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const char *name,
                                 int n_inputs, tfc_tensor *const *inputs,
                                 const struct tfc_kattr *attrs)
@@ -379,93 +505,19 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
     if (g->status) return NULL; /* the first error stays; building on stops */
     char label[256];
     snprintf(label, sizeof label, "%s", name ? name : op->name);
-    if (op->flags & TFC_OP_VARIADIC) {
-        if (n_inputs < 1 || n_inputs > TFC_MAX_OPERANDS)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): takes 1 to %d inputs, got %d", label,
-                                  op->name, TFC_MAX_OPERANDS, n_inputs);
-    } else if (n_inputs != op->n_inputs) {
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): takes %d inputs, got %d", label, op->name,
-                              op->n_inputs, n_inputs);
-    }
-    struct tfc_desc in[TFC_MAX_OPERANDS];
-    for (int i = 0; i < n_inputs; i++) {
-        if (!inputs || !inputs[i])
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): input %d is NULL",
-                                  label, op->name, i);
-        if (inputs[i]->node->graph != g)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): input %d ('%s') belongs to another graph",
-                                  label, op->name, i, inputs[i]->name);
-        in[i] = inputs[i]->desc;
-    }
-    for (int i = 0; i < op->n_state; i++)
-        if (inputs[i]->node->op != &tfc_op_variable)
-            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                                  "node '%s' (%s): input %d ('%s') must be a variable", label,
-                                  op->name, i, inputs[i]->name);
-    if (name && !valid_name(name))
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): invalid name", label,
-                              op->name);
-    if (name && name_lookup(g, name))
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): name is already used", name, op->name);
-    int n_out = op->n_outputs ? op->n_outputs(attrs) : 1;
-    if (n_out < 1 || n_out > TFC_MAX_OPERANDS)
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "node '%s' (%s): %d outputs is outside [1, %d]", label, op->name,
-                              n_out, TFC_MAX_OPERANDS);
-    struct tfc_desc out[TFC_MAX_OPERANDS];
-    memset(out, 0, sizeof(struct tfc_desc) * (size_t)n_out);
-    char msg[TFC_MSG_LEN] = "";
-    struct tfc_infer inf = {n_inputs, in, attrs, n_out, out, msg};
-    tfc_status st = op->infer(&inf);
-    if (st)
-        return tfc_graph_fail(g, st, "node '%s' (%s): %s", label, op->name, msg);
-
-    struct tfc_node *n = calloc(1, sizeof *n);
-    if (!n) return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
-    n->graph = g;
-    n->op = op;
-    n->id = g->n_nodes;
-    memcpy(n->attrs, attrs, sizeof n->attrs);
-    if (name) {
-        n->name = strdup(name);
-    } else {
-        char gen[256];
-        snprintf(gen, sizeof gen, "%s", op->name);
-        for (int k = g->n_nodes; name_lookup(g, gen); k++)
-            snprintf(gen, sizeof gen, "%s_%d", op->name, k);
-        n->name = strdup(gen);
-    }
-    n->n_inputs = n_inputs;
-    n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
-    n->n_outputs = n_out;
-    n->outputs = calloc((size_t)n_out, sizeof *n->outputs);
-    int ok = n->name && (!n_inputs || n->inputs) && n->outputs;
-    for (int i = 0; ok && i < n_out; i++) {
-        n->outputs[i].node = n;
-        n->outputs[i].index = i;
-        n->outputs[i].desc = out[i];
-        ok = (n->outputs[i].name = output_name(n->name, i)) != NULL;
-    }
-    if (ok && g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
-        struct tfc_node **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
-        ok = nodes != NULL;
-        if (ok) {
-            g->nodes = nodes;
-            g->cap_nodes = cap;
-        }
-    }
-    if (!ok || name_insert(g, n)) {
-        node_free(n);
+    struct tfc_desc in[TFC_MAX_OPERANDS], out[TFC_MAX_OPERANDS];
+    int n_out = 0;
+    if (check_inputs(g, op, label, name, n_inputs, inputs, in) ||
+        infer_outputs(g, op, label, n_inputs, in, attrs, out, &n_out))
+        return NULL;
+    struct tfc_node *n = node_new(g, op, name, n_inputs, n_out, out);
+    if (!n || node_add(g, n)) {
+        if (n) node_free(n);
         return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "node '%s': no memory", label);
     }
+    memcpy(n->attrs, attrs, sizeof n->attrs);
     for (int i = 0; i < n_inputs; i++) n->inputs[i] = inputs[i];
     if (g->n_dev_scope) n->device = g->dev_scope[g->n_dev_scope - 1];
-    g->nodes[g->n_nodes++] = n;
     return n;
 }
 
@@ -571,10 +623,7 @@ tfc_status tfc_tensor_set_device(tfc_tensor *t, const char *device, int hard)
     struct tfc_device_hint h;
     char msg[TFC_MSG_LEN];
     tfc_status st = tfc_device_parse(device, hard, &h, msg);
-    if (st) {
-        tfc_graph_fail(g, st, "node '%s': %s", n->name, msg);
-        return st;
-    }
+    if (st) return tfc_graph_error(g, st, "node '%s': %s", n->name, msg);
     if (memcmp(&h, &n->device, sizeof h) != 0) {
         n->device = h;
         g->version++; /* plans built before placed the node otherwise */
@@ -588,17 +637,11 @@ tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard)
     struct tfc_device_hint h;
     char msg[TFC_MSG_LEN];
     tfc_status st = tfc_device_parse(device, hard, &h, msg);
-    if (st) {
-        tfc_graph_fail(g, st, "push_device: %s", msg);
-        return st;
-    }
+    if (st) return tfc_graph_error(g, st, "push_device: %s", msg);
     if (g->n_dev_scope == g->cap_dev_scope) {
         int cap = g->cap_dev_scope ? g->cap_dev_scope * 2 : 4;
         struct tfc_device_hint *d = realloc(g->dev_scope, sizeof *d * (size_t)cap);
-        if (!d) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "push_device: no memory");
-            return TFC_ERR_OUT_OF_MEMORY;
-        }
+        if (!d) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "push_device: no memory");
         g->dev_scope = d;
         g->cap_dev_scope = cap;
     }
@@ -609,11 +652,9 @@ tfc_status tfc_graph_push_device(tfc_graph *g, const char *device, int hard)
 tfc_status tfc_graph_pop_device(tfc_graph *g)
 {
     if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "pop_device: graph is NULL");
-    if (!g->n_dev_scope) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                       "pop_device: no device scope is open (more pops than pushes)");
-        return TFC_ERR_INVALID_ARGUMENT;
-    }
+    if (!g->n_dev_scope)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "pop_device: no device scope is open (more pops than pushes)");
     g->n_dev_scope--;
     return TFC_OK;
 }

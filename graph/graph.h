@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include "../src/internal.h"
 #include "../codelets/kargs.h"
+#include "../codelets/op_attrs.h"
 
 #define TFC_MAX_ATTRS TFC_K_MAX_ATTRS
 #define TFC_MAX_OPERANDS 64 /* inputs or outputs of one node (concat, add_n, split) */
@@ -66,17 +67,19 @@ enum tfc_var_access { TFC_VAR_NONE = 0, TFC_VAR_WRITE, TFC_VAR_UPDATE };
 typedef tfc_status (*tfc_grad_builder)(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
                                        tfc_tensor **dxs);
 
+/* One op, defined once (STYLE.md): everything that builds, lowers, saves or tests a node of
+ * it reads this descriptor. Written with designated initializers; fields left out are 0. */
 struct tfc_op {
-    const char *name;
+    const char *name;                 /* as tfc_op() and the store spell it */
     int n_inputs;                     /* exact count unless TFC_OP_VARIADIC */
     int kind;                         /* enum tfc_kernel_kind: selects the kernel in its codelet */
-    unsigned flags;
+    unsigned flags;                   /* enum tfc_op_flags */
     enum tfc_var_access var_access;   /* stateful ops: input 0 W (assign) or RW (assign_add) */
-    const struct tfc_attr_def *attrs; /* attribute table */
-    int n_attrs;
+    const struct tfc_attr_def *attrs; /* attribute table, indexed by the op's slot enum */
+    int n_attrs;                      /* entries in attrs: TFC_ATTR_COUNT(table) */
     /* Number of outputs, from the attributes (NULL: 1). */
     int (*n_outputs)(const struct tfc_kattr *attrs);
-    tfc_status (*infer)(const struct tfc_infer *in);
+    tfc_status (*infer)(const struct tfc_infer *in); /* output dtypes and shapes */
     struct starpu_codelet *codelet;   /* NULL for sources */
     tfc_grad_builder grad;            /* NULL: no gradient (an error on a gradient path) */
     int n_state;                      /* leading inputs that are variables updated in place;
@@ -85,7 +88,10 @@ struct tfc_op {
                                        * covers inputs 31 and later (variadic ops) */
 };
 
-/* The op table (codelets/op_list.c): every registered op, in one array. */
+/* The entries of an attribute table, for .n_attrs. */
+#define TFC_ATTR_COUNT(table) ((int)(sizeof(table) / sizeof((table)[0])))
+
+/* The op table (graph/op_list.c): every registered op, in one array. */
 extern const struct tfc_op *const tfc_op_table[];
 extern const int tfc_op_table_size;
 const struct tfc_op *tfc_op_lookup(const char *name);
@@ -163,7 +169,12 @@ tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc
                            char *msg);
 /* Index of an attribute by name in op's table, -1 when absent. */
 int tfc_attr_index(const struct tfc_op *op, const char *name);
-/* Records the first build error on g; returns NULL for builder convenience. */
+/* graph/'s error path: records status and the message on g unless g already holds an error
+ * (the first one stays), and returns status, so a failing path reads
+ * `return tfc_graph_error(g, TFC_ERR_SHAPE, "node '%s': ...", name);`. */
+tfc_status tfc_graph_error(tfc_graph *g, tfc_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same for builders, which return a tensor: records the error and returns NULL. */
 void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,12 +1,15 @@
 /* ops_array.c: descriptors, inference and builders of the ops that move data: reshape,
- * transpose, concat, split, slice, gather and one_hot (codelet: layout). */
+ * transpose, concat, split, slice, gather and one_hot (codelet: layout). Their attribute slots
+ * are named in codelets/op_attrs.h (the layout kernels read them), reshape's here. */
 #include <string.h>
 #include "grad.h"
+
+enum { RESHAPE_SHAPE }; /* only inference reads it: the kernel copies the bytes */
 
 /* reshape: attr shape (may hold one -1) */
 static tfc_status infer_reshape(const struct tfc_infer *in)
 {
-    const struct tfc_kattr *t = &in->attrs[0];
+    const struct tfc_kattr *t = &in->attrs[RESHAPE_SHAPE];
     int64_t numel = tfc_shape_numel(&in->in[0].shape), known = 1;
     int unknown = -1;
     for (int i = 0; i < t->n; i++) {
@@ -45,7 +48,7 @@ static tfc_status infer_reshape(const struct tfc_infer *in)
 static tfc_status infer_transpose(const struct tfc_infer *in)
 {
     const tfc_shape *s = &in->in[0].shape;
-    const struct tfc_kattr *p = &in->attrs[0];
+    const struct tfc_kattr *p = &in->attrs[TRANSPOSE_PERM];
     if (p->n && p->n != s->rank)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "perm has %d entries for rank %d",
                         p->n, s->rank);
@@ -67,10 +70,11 @@ static tfc_status infer_transpose(const struct tfc_infer *in)
 static tfc_status infer_concat(const struct tfc_infer *in)
 {
     const tfc_shape *s0 = &in->in[0].shape;
-    int ax = tfc_axis_norm(in->attrs[0].i, s0->rank);
+    int64_t axis = in->attrs[CONCAT_AXIS].i;
+    int ax = tfc_axis_norm(axis, s0->rank);
     if (ax < 0)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "axis %lld is invalid for rank %d",
-                        (long long)in->attrs[0].i, s0->rank);
+                        (long long)axis, s0->rank);
     tfc_shape o = *s0;
     for (int k = 1; k < in->n_in; k++) {
         const tfc_shape *s = &in->in[k].shape;
@@ -96,16 +100,16 @@ static tfc_status infer_concat(const struct tfc_infer *in)
 }
 
 /* split: attrs num, axis */
-static int split_outputs(const struct tfc_kattr *attrs) { return (int)attrs[0].i; }
+static int split_outputs(const struct tfc_kattr *attrs) { return (int)attrs[SPLIT_NUM].i; }
 
 static tfc_status infer_split(const struct tfc_infer *in)
 {
     const tfc_shape *s = &in->in[0].shape;
-    int ax = tfc_axis_norm(in->attrs[1].i, s->rank);
-    int64_t num = in->attrs[0].i;
+    int64_t axis = in->attrs[SPLIT_AXIS].i, num = in->attrs[SPLIT_NUM].i;
+    int ax = tfc_axis_norm(axis, s->rank);
     if (ax < 0)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "axis %lld is invalid for rank %d",
-                        (long long)in->attrs[1].i, s->rank);
+                        (long long)axis, s->rank);
     if (s->dims[ax] >= 0 && s->dims[ax] % num)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "axis %d of size %lld does not split in %lld",
                         ax, (long long)s->dims[ax], (long long)num);
@@ -121,7 +125,7 @@ static tfc_status infer_split(const struct tfc_infer *in)
 static tfc_status infer_slice(const struct tfc_infer *in)
 {
     const tfc_shape *s = &in->in[0].shape;
-    const struct tfc_kattr *b = &in->attrs[0], *z = &in->attrs[1];
+    const struct tfc_kattr *b = &in->attrs[SLICE_BEGIN], *z = &in->attrs[SLICE_SIZE];
     if (b->n != s->rank || z->n != s->rank)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT,
                         "begin and size need %d entries (got %d and %d)", s->rank, b->n, z->n);
@@ -165,34 +169,76 @@ static tfc_status infer_one_hot(const struct tfc_infer *in)
     if (in->in[0].dtype != TFC_INT32 && in->in[0].dtype != TFC_INT64)
         return tfc_fail(in->msg, TFC_ERR_DTYPE, "indices must be int32 or int64, got %s",
                         tfc_dtype_name(in->in[0].dtype));
-    if (in->attrs[0].i < 0) return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "negative depth");
-    if (!tfc_dtype_valid((int)in->attrs[1].i))
+    int64_t depth = in->attrs[ONE_HOT_DEPTH].i, dtype = in->attrs[ONE_HOT_DTYPE].i;
+    if (depth < 0) return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "negative depth");
+    if (!tfc_dtype_valid((int)dtype))
         return tfc_fail(in->msg, TFC_ERR_DTYPE, "invalid dtype");
     if (ix->rank + 1 > TFC_MAX_RANK)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "result rank exceeds %d", TFC_MAX_RANK);
-    in->out[0].dtype = (enum tfc_dtype)in->attrs[1].i;
+    in->out[0].dtype = (enum tfc_dtype)dtype;
     in->out[0].shape = *ix;
-    in->out[0].shape.dims[in->out[0].shape.rank++] = in->attrs[0].i;
+    in->out[0].shape.dims[in->out[0].shape.rank++] = depth;
     return TFC_OK;
 }
 
-static const struct tfc_attr_def reshape_attrs[] = {{"shape", TFC_ATTR_INTS, 0}};
-static const struct tfc_attr_def transpose_attrs[] = {{"perm", TFC_ATTR_INTS, 0}};
-static const struct tfc_attr_def concat_attrs[] = {{"axis", TFC_ATTR_INT, 0}};
-static const struct tfc_attr_def split_attrs[] = {{"num", TFC_ATTR_INT, 1}, {"axis", TFC_ATTR_INT, 0}};
-static const struct tfc_attr_def slice_attrs[] = {{"begin", TFC_ATTR_INTS, 0}, {"size", TFC_ATTR_INTS, 0}};
-static const struct tfc_attr_def one_hot_attrs[] = {{"depth", TFC_ATTR_INT, 1},
-                                                    {"dtype", TFC_ATTR_DTYPE, TFC_FLOAT32},
-                                                    {"on", TFC_ATTR_FLOAT, 1},
-                                                    {"off", TFC_ATTR_FLOAT, 0}};
+static const struct tfc_attr_def reshape_attrs[] = {
+    [RESHAPE_SHAPE] = {"shape", TFC_ATTR_INTS, 0},
+};
+static const struct tfc_attr_def transpose_attrs[] = {
+    [TRANSPOSE_PERM] = {"perm", TFC_ATTR_INTS, 0},
+};
+static const struct tfc_attr_def concat_attrs[] = {
+    [CONCAT_AXIS] = {"axis", TFC_ATTR_INT, 0},
+};
+static const struct tfc_attr_def split_attrs[] = {
+    [SPLIT_NUM] = {"num", TFC_ATTR_INT, 1},
+    [SPLIT_AXIS] = {"axis", TFC_ATTR_INT, 0},
+};
+static const struct tfc_attr_def slice_attrs[] = {
+    [SLICE_BEGIN] = {"begin", TFC_ATTR_INTS, 0},
+    [SLICE_SIZE] = {"size", TFC_ATTR_INTS, 0},
+};
+static const struct tfc_attr_def one_hot_attrs[] = {
+    [ONE_HOT_DEPTH] = {"depth", TFC_ATTR_INT, 1},
+    [ONE_HOT_DTYPE] = {"dtype", TFC_ATTR_DTYPE, TFC_FLOAT32},
+    [ONE_HOT_ON] = {"on", TFC_ATTR_FLOAT, 1},
+    [ONE_HOT_OFF] = {"off", TFC_ATTR_FLOAT, 0},
+};
 
-const struct tfc_op tfc_op_reshape = {"reshape", 1, TFC_K_RESHAPE, 0, 0, reshape_attrs, 1, NULL, infer_reshape, &tfc_cl_layout, tfc_grad_reshape};
-const struct tfc_op tfc_op_transpose = {"transpose", 1, TFC_K_TRANSPOSE, 0, 0, transpose_attrs, 1, NULL, infer_transpose, &tfc_cl_layout, tfc_grad_transpose};
-const struct tfc_op tfc_op_concat = {"concat", 0, TFC_K_CONCAT, TFC_OP_VARIADIC, 0, concat_attrs, 1, NULL, infer_concat, &tfc_cl_layout, tfc_grad_concat};
-const struct tfc_op tfc_op_split = {"split", 1, TFC_K_SPLIT, 0, 0, split_attrs, 2, split_outputs, infer_split, &tfc_cl_layout, tfc_grad_split};
-const struct tfc_op tfc_op_slice = {"slice", 1, TFC_K_SLICE, 0, 0, slice_attrs, 2, NULL, infer_slice, &tfc_cl_layout, tfc_grad_slice};
-const struct tfc_op tfc_op_gather = {"gather", 2, TFC_K_GATHER, 0, 0, NULL, 0, NULL, infer_gather, &tfc_cl_layout, tfc_grad_gather};
-const struct tfc_op tfc_op_one_hot = {"one_hot", 1, TFC_K_ONE_HOT, TFC_OP_NO_GRADIENT, 0, one_hot_attrs, 4, NULL, infer_one_hot, &tfc_cl_layout};
+const struct tfc_op tfc_op_reshape = {
+    .name = "reshape", .n_inputs = 1, .kind = TFC_K_RESHAPE,
+    .attrs = reshape_attrs, .n_attrs = TFC_ATTR_COUNT(reshape_attrs),
+    .infer = infer_reshape, .codelet = &tfc_cl_layout, .grad = tfc_grad_reshape,
+};
+const struct tfc_op tfc_op_transpose = {
+    .name = "transpose", .n_inputs = 1, .kind = TFC_K_TRANSPOSE,
+    .attrs = transpose_attrs, .n_attrs = TFC_ATTR_COUNT(transpose_attrs),
+    .infer = infer_transpose, .codelet = &tfc_cl_layout, .grad = tfc_grad_transpose,
+};
+const struct tfc_op tfc_op_concat = {
+    .name = "concat", .kind = TFC_K_CONCAT, .flags = TFC_OP_VARIADIC,
+    .attrs = concat_attrs, .n_attrs = TFC_ATTR_COUNT(concat_attrs),
+    .infer = infer_concat, .codelet = &tfc_cl_layout, .grad = tfc_grad_concat,
+};
+const struct tfc_op tfc_op_split = {
+    .name = "split", .n_inputs = 1, .kind = TFC_K_SPLIT,
+    .attrs = split_attrs, .n_attrs = TFC_ATTR_COUNT(split_attrs), .n_outputs = split_outputs,
+    .infer = infer_split, .codelet = &tfc_cl_layout, .grad = tfc_grad_split,
+};
+const struct tfc_op tfc_op_slice = {
+    .name = "slice", .n_inputs = 1, .kind = TFC_K_SLICE,
+    .attrs = slice_attrs, .n_attrs = TFC_ATTR_COUNT(slice_attrs),
+    .infer = infer_slice, .codelet = &tfc_cl_layout, .grad = tfc_grad_slice,
+};
+const struct tfc_op tfc_op_gather = {
+    .name = "gather", .n_inputs = 2, .kind = TFC_K_GATHER,
+    .infer = infer_gather, .codelet = &tfc_cl_layout, .grad = tfc_grad_gather,
+};
+const struct tfc_op tfc_op_one_hot = {
+    .name = "one_hot", .n_inputs = 1, .kind = TFC_K_ONE_HOT, .flags = TFC_OP_NO_GRADIENT,
+    .attrs = one_hot_attrs, .n_attrs = TFC_ATTR_COUNT(one_hot_attrs),
+    .infer = infer_one_hot, .codelet = &tfc_cl_layout,
+};
 
 static void ints_attr(struct tfc_kattr *a, int n, const int64_t *v)
 {
@@ -206,7 +252,7 @@ tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape)
     tfc_attrs_default(&tfc_op_reshape, at);
     if (shape.rank < 0 || shape.rank > TFC_MAX_RANK)
         return tfc_graph_fail(g, TFC_ERR_SHAPE, "reshape: invalid rank %d", shape.rank);
-    ints_attr(&at[0], shape.rank, shape.dims);
+    ints_attr(&at[RESHAPE_SHAPE], shape.rank, shape.dims);
     return tfc_build(g, &tfc_op_reshape, 1, &x, at);
 }
 
@@ -215,8 +261,9 @@ tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int *perm)
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_transpose, at);
     if (perm && x) {
-        at[0].n = x->desc.shape.rank;
-        for (int i = 0; i < at[0].n; i++) at[0].v[i] = perm[i];
+        struct tfc_kattr *p = &at[TRANSPOSE_PERM];
+        p->n = x->desc.shape.rank;
+        for (int i = 0; i < p->n; i++) p->v[i] = perm[i];
     }
     return tfc_build(g, &tfc_op_transpose, 1, &x, at);
 }
@@ -225,7 +272,7 @@ tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int axis)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_concat, at);
-    at[0].i = axis;
+    at[CONCAT_AXIS].i = axis;
     return tfc_build(g, &tfc_op_concat, n, inputs, at);
 }
 
@@ -233,14 +280,14 @@ tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int axis, tfc_tensor **
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (n < 1 || n > TFC_MAX_OPERANDS || !out) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "split: %d parts is outside [1, %d]", n,
-                       TFC_MAX_OPERANDS);
-        return g->status;
+        tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "split: %d parts is outside [1, %d]", n,
+                        TFC_MAX_OPERANDS);
+        return g->status; /* an earlier error stays the graph's */
     }
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_split, at);
-    at[0].i = n;
-    at[1].i = axis;
+    at[SPLIT_NUM].i = n;
+    at[SPLIT_AXIS].i = axis;
     struct tfc_node *node = tfc_node_build(g, &tfc_op_split, NULL, 1, &x, at);
     if (!node) return g->status ? g->status : TFC_ERR_INVALID_ARGUMENT;
     for (int i = 0; i < n; i++) out[i] = &node->outputs[i];
@@ -254,8 +301,8 @@ tfc_tensor *tfc_slice(tfc_graph *g, tfc_tensor *x, const int64_t *begin, const i
     if (x && (!begin || !size))
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "slice: begin or size is NULL");
     if (x) {
-        ints_attr(&at[0], x->desc.shape.rank, begin);
-        ints_attr(&at[1], x->desc.shape.rank, size);
+        ints_attr(&at[SLICE_BEGIN], x->desc.shape.rank, begin);
+        ints_attr(&at[SLICE_SIZE], x->desc.shape.rank, size);
     }
     return tfc_build(g, &tfc_op_slice, 1, &x, at);
 }
@@ -271,9 +318,9 @@ tfc_tensor *tfc_one_hot(tfc_graph *g, tfc_tensor *indices, int64_t depth, enum t
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_one_hot, at);
-    at[0].i = depth;
-    at[1].i = dtype;
-    at[2].f = on;
-    at[3].f = off;
+    at[ONE_HOT_DEPTH].i = depth;
+    at[ONE_HOT_DTYPE].i = dtype;
+    at[ONE_HOT_ON].f = on;
+    at[ONE_HOT_OFF].f = off;
     return tfc_build(g, &tfc_op_one_hot, 1, &indices, at);
 }

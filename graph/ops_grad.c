@@ -65,11 +65,12 @@ static tfc_status infer_relu_grad(const struct tfc_infer *in)
 /* slice_grad: attrs begin, size (those of the slice it undoes) */
 static tfc_status infer_slice_grad(const struct tfc_infer *in)
 {
-    if (in->attrs[0].n != in->in[1].shape.rank || in->in[0].shape.rank != in->in[1].shape.rank)
+    const struct tfc_kattr *begin = &in->attrs[SLICE_GRAD_BEGIN];
+    if (begin->n != in->in[1].shape.rank || in->in[0].shape.rank != in->in[1].shape.rank)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "begin, gradient and target ranks differ");
     for (int d = 0; d < in->in[1].shape.rank; d++) {
         int64_t full = in->in[1].shape.dims[d], part = in->in[0].shape.dims[d];
-        if (full >= 0 && part >= 0 && in->attrs[0].v[d] + part > full)
+        if (full >= 0 && part >= 0 && begin->v[d] + part > full)
             return tfc_fail(in->msg, TFC_ERR_SHAPE, "axis %d: the gradient does not fit", d);
     }
     in->out[0].dtype = in->in[0].dtype;
@@ -91,17 +92,51 @@ static tfc_status infer_scatter_add(const struct tfc_infer *in)
     return TFC_OK;
 }
 
-static const struct tfc_attr_def slice_grad_attrs[] = {{"begin", TFC_ATTR_INTS, 0},
-                                                       {"size", TFC_ATTR_INTS, 0}};
+static const struct tfc_attr_def slice_grad_attrs[] = {
+    [SLICE_GRAD_BEGIN] = {"begin", TFC_ATTR_INTS, 0},
+    [SLICE_GRAD_SIZE] = {"size", TFC_ATTR_INTS, 0},
+};
 
-const struct tfc_op tfc_op_group = {"group", 0, TFC_K_IDENTITY, TFC_OP_VARIADIC | TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_group, &tfc_cl_elementwise, NULL, 0, ~0u};
-const struct tfc_op tfc_op_stop_gradient = {"stop_gradient", 1, TFC_K_IDENTITY, TFC_OP_NO_GRADIENT, 0, NULL, 0, NULL, infer_same, &tfc_cl_elementwise};
-const struct tfc_op tfc_op_reshape_like = {"reshape_like", 2, TFC_K_RESHAPE, 0, 0, NULL, 0, NULL, infer_reshape_like, &tfc_cl_layout, tfc_grad_reshape, 0, 2};
-const struct tfc_op tfc_op_broadcast_like = {"broadcast_like", 2, TFC_K_BROADCAST, 0, 0, NULL, 0, NULL, infer_broadcast_like, &tfc_cl_elementwise, tfc_grad_broadcast_like, 0, 2};
-const struct tfc_op tfc_op_sum_to_like = {"sum_to_like", 2, TFC_K_SUM_TO, 0, 0, NULL, 0, NULL, infer_sum_to_like, &tfc_cl_reduce, tfc_grad_sum_to_like, 0, 2};
-const struct tfc_op tfc_op_relu_grad = {"relu_grad", 2, TFC_K_RELU_GRAD, TFC_OP_ELEMENTWISE, 0, NULL, 0, NULL, infer_relu_grad, &tfc_cl_elementwise, tfc_grad_relu_grad};
-const struct tfc_op tfc_op_slice_grad = {"slice_grad", 2, TFC_K_SLICE_GRAD, 0, 0, slice_grad_attrs, 2, NULL, infer_slice_grad, &tfc_cl_layout, tfc_grad_slice_grad, 0, 2};
-const struct tfc_op tfc_op_scatter_add_rows = {"scatter_add_rows", 3, TFC_K_SCATTER_ADD, 0, 0, NULL, 0, NULL, infer_scatter_add, &tfc_cl_layout, tfc_grad_scatter_add, 0, 4};
+/* shape_inputs: the *_like ops read input 1's shape only (bit 1), scatter_add_rows input 2's
+ * (bit 2), group none of its inputs' data (every bit) */
+const struct tfc_op tfc_op_group = {
+    .name = "group", .kind = TFC_K_IDENTITY, .flags = TFC_OP_VARIADIC | TFC_OP_NO_GRADIENT,
+    .infer = infer_group, .codelet = &tfc_cl_elementwise, .shape_inputs = ~0u,
+};
+const struct tfc_op tfc_op_stop_gradient = {
+    .name = "stop_gradient", .n_inputs = 1, .kind = TFC_K_IDENTITY,
+    .flags = TFC_OP_NO_GRADIENT, .infer = infer_same, .codelet = &tfc_cl_elementwise,
+};
+const struct tfc_op tfc_op_reshape_like = {
+    .name = "reshape_like", .n_inputs = 2, .kind = TFC_K_RESHAPE,
+    .infer = infer_reshape_like, .codelet = &tfc_cl_layout, .grad = tfc_grad_reshape,
+    .shape_inputs = 1u << 1,
+};
+const struct tfc_op tfc_op_broadcast_like = {
+    .name = "broadcast_like", .n_inputs = 2, .kind = TFC_K_BROADCAST,
+    .infer = infer_broadcast_like, .codelet = &tfc_cl_elementwise,
+    .grad = tfc_grad_broadcast_like, .shape_inputs = 1u << 1,
+};
+const struct tfc_op tfc_op_sum_to_like = {
+    .name = "sum_to_like", .n_inputs = 2, .kind = TFC_K_SUM_TO,
+    .infer = infer_sum_to_like, .codelet = &tfc_cl_reduce, .grad = tfc_grad_sum_to_like,
+    .shape_inputs = 1u << 1,
+};
+const struct tfc_op tfc_op_relu_grad = {
+    .name = "relu_grad", .n_inputs = 2, .kind = TFC_K_RELU_GRAD, .flags = TFC_OP_ELEMENTWISE,
+    .infer = infer_relu_grad, .codelet = &tfc_cl_elementwise, .grad = tfc_grad_relu_grad,
+};
+const struct tfc_op tfc_op_slice_grad = {
+    .name = "slice_grad", .n_inputs = 2, .kind = TFC_K_SLICE_GRAD,
+    .attrs = slice_grad_attrs, .n_attrs = TFC_ATTR_COUNT(slice_grad_attrs),
+    .infer = infer_slice_grad, .codelet = &tfc_cl_layout, .grad = tfc_grad_slice_grad,
+    .shape_inputs = 1u << 1,
+};
+const struct tfc_op tfc_op_scatter_add_rows = {
+    .name = "scatter_add_rows", .n_inputs = 3, .kind = TFC_K_SCATTER_ADD,
+    .infer = infer_scatter_add, .codelet = &tfc_cl_layout, .grad = tfc_grad_scatter_add,
+    .shape_inputs = 1u << 2,
+};
 
 tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs)
 {
@@ -126,8 +161,8 @@ tfc_tensor *tfc_slice_grad(tfc_graph *g, tfc_tensor *dy, tfc_tensor *like,
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_slice_grad, at);
-    at[0] = *begin;
-    at[1] = *size;
+    at[SLICE_GRAD_BEGIN] = *begin;
+    at[SLICE_GRAD_SIZE] = *size;
     tfc_tensor *in[2] = {dy, like};
     return tfc_build(g, &tfc_op_slice_grad, 2, in, at);
 }

@@ -1,5 +1,6 @@
 /* ops_nn.c: descriptors, inference and builders of matmul and batched matmul, the softmax
- * family with cross-entropy, and the reductions (sum, mean, max, min, argmax). */
+ * family with cross-entropy, and the reductions (sum, mean, max, min, argmax). Their attribute
+ * slots are named in codelets/op_attrs.h: the kernels and tiling read them too. */
 #include <string.h>
 #include "grad.h"
 
@@ -22,7 +23,7 @@ static tfc_status infer_matmul(const struct tfc_infer *in)
     if (a->shape.rank != 2 || b->shape.rank != 2)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "needs rank-2 operands, got ranks %d and %d",
                         a->shape.rank, b->shape.rank);
-    int ta = in->attrs[0].i != 0, tb = in->attrs[1].i != 0;
+    int ta = in->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = in->attrs[MATMUL_TRANSPOSE_B].i != 0;
     int64_t m = a->shape.dims[ta ? 1 : 0], ka = a->shape.dims[ta ? 0 : 1];
     int64_t kb = b->shape.dims[tb ? 1 : 0], n = b->shape.dims[tb ? 0 : 1];
     if (ka >= 0 && kb >= 0 && ka != kb)
@@ -48,7 +49,7 @@ static tfc_status infer_batch_matmul(const struct tfc_infer *in)
     if (ra < 2 || rb < 2)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "needs operands of rank >= 2, got %d and %d", ra,
                         rb);
-    int ta = in->attrs[0].i != 0, tb = in->attrs[1].i != 0;
+    int ta = in->attrs[BATCH_MATMUL_ADJ_A].i != 0, tb = in->attrs[BATCH_MATMUL_ADJ_B].i != 0;
     int64_t m = a->shape.dims[ra - (ta ? 1 : 2)], ka = a->shape.dims[ra - (ta ? 2 : 1)];
     int64_t kb = b->shape.dims[rb - (tb ? 1 : 2)], n = b->shape.dims[rb - (tb ? 2 : 1)];
     if (ka >= 0 && kb >= 0 && ka != kb)
@@ -74,9 +75,10 @@ static tfc_status infer_softmax(const struct tfc_infer *in)
     tfc_status st = need_float(in, 0);
     if (st) return st;
     int rank = in->in[0].shape.rank;
-    if (rank < 1 || tfc_axis_norm(in->attrs[0].i, rank) < 0)
+    int64_t axis = in->attrs[SOFTMAX_AXIS].i;
+    if (rank < 1 || tfc_axis_norm(axis, rank) < 0)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "axis %lld is invalid for rank %d",
-                        (long long)in->attrs[0].i, rank);
+                        (long long)axis, rank);
     in->out[0] = in->in[0];
     return TFC_OK;
 }
@@ -124,7 +126,7 @@ static tfc_status infer_reduce(const struct tfc_infer *in)
     tfc_status st = need_float(in, 0);
     if (st) return st;
     const tfc_shape *s = &in->in[0].shape;
-    const struct tfc_kattr *axes = &in->attrs[0];
+    const struct tfc_kattr *axes = &in->attrs[REDUCE_AXES];
     int reduced[TFC_MAX_RANK] = {0};
     for (int i = 0; i < axes->n; i++) {
         int ax = tfc_axis_norm(axes->v[i], s->rank);
@@ -141,7 +143,7 @@ static tfc_status infer_reduce(const struct tfc_infer *in)
     for (int i = 0; i < s->rank; i++) {
         if (!reduced[i])
             o.dims[o.rank++] = s->dims[i];
-        else if (in->attrs[1].i)
+        else if (in->attrs[REDUCE_KEEPDIMS].i)
             o.dims[o.rank++] = 1;
     }
     in->out[0].dtype = in->in[0].dtype;
@@ -154,10 +156,11 @@ static tfc_status infer_argmax(const struct tfc_infer *in)
     tfc_status st = need_float(in, 0);
     if (st) return st;
     const tfc_shape *s = &in->in[0].shape;
-    int ax = tfc_axis_norm(in->attrs[0].i, s->rank);
+    int64_t axis = in->attrs[ARGMAX_AXIS].i;
+    int ax = tfc_axis_norm(axis, s->rank);
     if (ax < 0)
         return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "axis %lld is invalid for rank %d",
-                        (long long)in->attrs[0].i, s->rank);
+                        (long long)axis, s->rank);
     if (s->dims[ax] == 0)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "argmax over an empty axis");
     tfc_shape o = {0};
@@ -168,33 +171,87 @@ static tfc_status infer_argmax(const struct tfc_infer *in)
     return TFC_OK;
 }
 
-static const struct tfc_attr_def matmul_attrs[] = {{"transpose_a", TFC_ATTR_INT, 0},
-                                                   {"transpose_b", TFC_ATTR_INT, 0}};
-static const struct tfc_attr_def bmm_attrs[] = {{"adj_a", TFC_ATTR_INT, 0}, {"adj_b", TFC_ATTR_INT, 0}};
-static const struct tfc_attr_def axis_attrs[] = {{"axis", TFC_ATTR_INT, -1}};
-static const struct tfc_attr_def argmax_attrs[] = {{"axis", TFC_ATTR_INT, 0}};
-static const struct tfc_attr_def reduce_attrs[] = {{"axes", TFC_ATTR_INTS, 0},
-                                                   {"keepdims", TFC_ATTR_INT, 0}};
+static const struct tfc_attr_def matmul_attrs[] = {
+    [MATMUL_TRANSPOSE_A] = {"transpose_a", TFC_ATTR_INT, 0},
+    [MATMUL_TRANSPOSE_B] = {"transpose_b", TFC_ATTR_INT, 0},
+};
+static const struct tfc_attr_def bmm_attrs[] = {
+    [BATCH_MATMUL_ADJ_A] = {"adj_a", TFC_ATTR_INT, 0},
+    [BATCH_MATMUL_ADJ_B] = {"adj_b", TFC_ATTR_INT, 0},
+};
+static const struct tfc_attr_def softmax_attrs[] = {
+    [SOFTMAX_AXIS] = {"axis", TFC_ATTR_INT, -1},
+};
+static const struct tfc_attr_def argmax_attrs[] = {
+    [ARGMAX_AXIS] = {"axis", TFC_ATTR_INT, 0},
+};
+static const struct tfc_attr_def reduce_attrs[] = {
+    [REDUCE_AXES] = {"axes", TFC_ATTR_INTS, 0},
+    [REDUCE_KEEPDIMS] = {"keepdims", TFC_ATTR_INT, 0},
+};
 
-const struct tfc_op tfc_op_matmul = {"matmul", 2, TFC_K_MATMUL, 0, 0, matmul_attrs, 2, NULL, infer_matmul, &tfc_cl_matmul, tfc_grad_matmul};
-const struct tfc_op tfc_op_batch_matmul = {"batch_matmul", 2, TFC_K_BATCH_MATMUL, 0, 0, bmm_attrs, 2, NULL, infer_batch_matmul, &tfc_cl_matmul, tfc_grad_batch_matmul};
-const struct tfc_op tfc_op_softmax = {"softmax", 1, TFC_K_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax, tfc_grad_softmax};
-const struct tfc_op tfc_op_log_softmax = {"log_softmax", 1, TFC_K_LOG_SOFTMAX, 0, 0, axis_attrs, 1, NULL, infer_softmax, &tfc_cl_softmax, tfc_grad_log_softmax};
-const struct tfc_op tfc_op_softmax_cross_entropy = {"softmax_cross_entropy", 2, TFC_K_XENT, 0, 0, NULL, 0, NULL, infer_dense_xent, &tfc_cl_softmax, tfc_grad_xent};
-const struct tfc_op tfc_op_sparse_softmax_cross_entropy = {"sparse_softmax_cross_entropy", 2, TFC_K_SPARSE_XENT, 0, 0, NULL, 0, NULL, infer_sparse_xent, &tfc_cl_softmax, tfc_grad_sparse_xent};
-const struct tfc_op tfc_op_reduce_sum = {"reduce_sum", 1, TFC_K_REDUCE_SUM, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
-const struct tfc_op tfc_op_reduce_mean = {"reduce_mean", 1, TFC_K_REDUCE_MEAN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
-const struct tfc_op tfc_op_reduce_max = {"reduce_max", 1, TFC_K_REDUCE_MAX, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
-const struct tfc_op tfc_op_reduce_min = {"reduce_min", 1, TFC_K_REDUCE_MIN, 0, 0, reduce_attrs, 2, NULL, infer_reduce, &tfc_cl_reduce, tfc_grad_reduce};
-const struct tfc_op tfc_op_argmax = {"argmax", 1, TFC_K_ARGMAX, TFC_OP_NO_GRADIENT, 0, argmax_attrs, 1, NULL, infer_argmax, &tfc_cl_reduce};
+const struct tfc_op tfc_op_matmul = {
+    .name = "matmul", .n_inputs = 2, .kind = TFC_K_MATMUL,
+    .attrs = matmul_attrs, .n_attrs = TFC_ATTR_COUNT(matmul_attrs),
+    .infer = infer_matmul, .codelet = &tfc_cl_matmul, .grad = tfc_grad_matmul,
+};
+const struct tfc_op tfc_op_batch_matmul = {
+    .name = "batch_matmul", .n_inputs = 2, .kind = TFC_K_BATCH_MATMUL,
+    .attrs = bmm_attrs, .n_attrs = TFC_ATTR_COUNT(bmm_attrs),
+    .infer = infer_batch_matmul, .codelet = &tfc_cl_matmul, .grad = tfc_grad_batch_matmul,
+};
+const struct tfc_op tfc_op_softmax = {
+    .name = "softmax", .n_inputs = 1, .kind = TFC_K_SOFTMAX,
+    .attrs = softmax_attrs, .n_attrs = TFC_ATTR_COUNT(softmax_attrs),
+    .infer = infer_softmax, .codelet = &tfc_cl_softmax, .grad = tfc_grad_softmax,
+};
+const struct tfc_op tfc_op_log_softmax = {
+    .name = "log_softmax", .n_inputs = 1, .kind = TFC_K_LOG_SOFTMAX,
+    .attrs = softmax_attrs, .n_attrs = TFC_ATTR_COUNT(softmax_attrs),
+    .infer = infer_softmax, .codelet = &tfc_cl_softmax, .grad = tfc_grad_log_softmax,
+};
+const struct tfc_op tfc_op_softmax_cross_entropy = {
+    .name = "softmax_cross_entropy", .n_inputs = 2, .kind = TFC_K_XENT,
+    .infer = infer_dense_xent, .codelet = &tfc_cl_softmax, .grad = tfc_grad_xent,
+};
+const struct tfc_op tfc_op_sparse_softmax_cross_entropy = {
+    .name = "sparse_softmax_cross_entropy", .n_inputs = 2, .kind = TFC_K_SPARSE_XENT,
+    .infer = infer_sparse_xent, .codelet = &tfc_cl_softmax, .grad = tfc_grad_sparse_xent,
+};
+const struct tfc_op tfc_op_reduce_sum = {
+    .name = "reduce_sum", .n_inputs = 1, .kind = TFC_K_REDUCE_SUM,
+    .attrs = reduce_attrs, .n_attrs = TFC_ATTR_COUNT(reduce_attrs),
+    .infer = infer_reduce, .codelet = &tfc_cl_reduce, .grad = tfc_grad_reduce,
+};
+const struct tfc_op tfc_op_reduce_mean = {
+    .name = "reduce_mean", .n_inputs = 1, .kind = TFC_K_REDUCE_MEAN,
+    .attrs = reduce_attrs, .n_attrs = TFC_ATTR_COUNT(reduce_attrs),
+    .infer = infer_reduce, .codelet = &tfc_cl_reduce, .grad = tfc_grad_reduce,
+};
+const struct tfc_op tfc_op_reduce_max = {
+    .name = "reduce_max", .n_inputs = 1, .kind = TFC_K_REDUCE_MAX,
+    .attrs = reduce_attrs, .n_attrs = TFC_ATTR_COUNT(reduce_attrs),
+    .infer = infer_reduce, .codelet = &tfc_cl_reduce, .grad = tfc_grad_reduce,
+};
+const struct tfc_op tfc_op_reduce_min = {
+    .name = "reduce_min", .n_inputs = 1, .kind = TFC_K_REDUCE_MIN,
+    .attrs = reduce_attrs, .n_attrs = TFC_ATTR_COUNT(reduce_attrs),
+    .infer = infer_reduce, .codelet = &tfc_cl_reduce, .grad = tfc_grad_reduce,
+};
+const struct tfc_op tfc_op_argmax = {
+    .name = "argmax", .n_inputs = 1, .kind = TFC_K_ARGMAX, .flags = TFC_OP_NO_GRADIENT,
+    .attrs = argmax_attrs, .n_attrs = TFC_ATTR_COUNT(argmax_attrs),
+    .infer = infer_argmax, .codelet = &tfc_cl_reduce,
+};
 
+/* matmul and batch_matmul: their two flags share the slots MATMUL_TRANSPOSE_A and _B */
 static tfc_tensor *two_flags(tfc_graph *g, const struct tfc_op *op, tfc_tensor *a, tfc_tensor *b,
                              int f0, int f1)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
-    at[0].i = f0 != 0;
-    at[1].i = f1 != 0;
+    at[MATMUL_TRANSPOSE_A].i = f0 != 0;
+    at[MATMUL_TRANSPOSE_B].i = f1 != 0;
     tfc_tensor *in[2] = {a, b};
     return tfc_build(g, op, 2, in, at);
 }
@@ -209,17 +266,30 @@ tfc_tensor *tfc_batch_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int adj
     return two_flags(g, &tfc_op_batch_matmul, a, b, adj_a, adj_b);
 }
 
-static tfc_tensor *with_axis(tfc_graph *g, const struct tfc_op *op, tfc_tensor *x, int axis)
+/* softmax, log_softmax and argmax: one axis attribute each (SOFTMAX_AXIS, ARGMAX_AXIS) */
+static tfc_tensor *with_axis(tfc_graph *g, const struct tfc_op *op, int slot, tfc_tensor *x,
+                             int axis)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
-    at[0].i = axis;
+    at[slot].i = axis;
     return tfc_build(g, op, 1, &x, at);
 }
 
-tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_softmax, x, axis); }
-tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_log_softmax, x, axis); }
-tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis) { return with_axis(g, &tfc_op_argmax, x, axis); }
+tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_softmax, SOFTMAX_AXIS, x, axis);
+}
+
+tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_log_softmax, SOFTMAX_AXIS, x, axis);
+}
+
+tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis)
+{
+    return with_axis(g, &tfc_op_argmax, ARGMAX_AXIS, x, axis);
+}
 
 tfc_tensor *tfc_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits, tfc_tensor *labels)
 {
@@ -241,9 +311,9 @@ static tfc_tensor *reduce(tfc_graph *g, const struct tfc_op *op, tfc_tensor *x, 
     if (n_axes < 0 || n_axes > TFC_MAX_RANK || (n_axes && !axes))
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "%s: invalid axes (n_axes=%d)",
                               op->name, n_axes);
-    at[0].n = n_axes;
-    for (int i = 0; i < n_axes; i++) at[0].v[i] = axes[i];
-    at[1].i = keepdims != 0;
+    at[REDUCE_AXES].n = n_axes;
+    for (int i = 0; i < n_axes; i++) at[REDUCE_AXES].v[i] = axes[i];
+    at[REDUCE_KEEPDIMS].i = keepdims != 0;
     return tfc_build(g, op, 1, &x, at);
 }
 

@@ -1,13 +1,18 @@
 /* ops_optim.c: descriptors of the fused optimizer updates (one task per variable updates the
- * variable and its slots in place) and of the learning-rate schedule op. */
+ * variable and its slots in place) and of the learning-rate schedule op. Their attribute slots
+ * are named in codelets/op_attrs.h: the optimizer kernels read them. */
 #include "grad.h"
 
-/* Every apply op has the same attribute table; codelets/optimizer.c reads it by position. */
+/* Every apply op has the same attribute table. */
 static const struct tfc_attr_def apply_attrs[] = {
-    {"weight_decay", TFC_ATTR_FLOAT, 0}, {"decoupled", TFC_ATTR_INT, 0},
-    {"momentum", TFC_ATTR_FLOAT, 0},     {"nesterov", TFC_ATTR_INT, 0},
-    {"beta1", TFC_ATTR_FLOAT, 0.9},      {"beta2", TFC_ATTR_FLOAT, 0.999},
-    {"eps", TFC_ATTR_FLOAT, 1e-8},       {"centered", TFC_ATTR_INT, 0},
+    [APPLY_WEIGHT_DECAY] = {"weight_decay", TFC_ATTR_FLOAT, 0},
+    [APPLY_DECOUPLED] = {"decoupled", TFC_ATTR_INT, 0},
+    [APPLY_MOMENTUM] = {"momentum", TFC_ATTR_FLOAT, 0},
+    [APPLY_NESTEROV] = {"nesterov", TFC_ATTR_INT, 0},
+    [APPLY_BETA1] = {"beta1", TFC_ATTR_FLOAT, 0.9}, /* rmsprop: alpha */
+    [APPLY_BETA2] = {"beta2", TFC_ATTR_FLOAT, 0.999},
+    [APPLY_EPS] = {"eps", TFC_ATTR_FLOAT, 1e-8},
+    [APPLY_CENTERED] = {"centered", TFC_ATTR_INT, 0},
 };
 
 /* inputs: n_state variables (the variable, then its slots), grad, lr[, step] */
@@ -39,26 +44,60 @@ static tfc_status infer_two_slot(const struct tfc_infer *in) { return infer_appl
 static tfc_status infer_rmsprop(const struct tfc_infer *in) { return infer_apply(in, 4, 0); }
 static tfc_status infer_adam(const struct tfc_infer *in) { return infer_apply(in, 3, 1); }
 
-/* lr_schedule: attrs kind (0 step, 1 exponential, 2 cosine), base, gamma, period, floor */
+/* lr_schedule: attrs kind (LR_STEP_DECAY, LR_EXPONENTIAL, LR_COSINE), base, gamma, period,
+ * floor */
 static tfc_status infer_schedule(const struct tfc_infer *in)
 {
     if (tfc_shape_numel(&in->in[0].shape) != 1)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "the step must be a scalar");
-    if (in->attrs[3].f <= 0) return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "period must be > 0");
+    if (in->attrs[LR_SCHEDULE_PERIOD].f <= 0)
+        return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "period must be > 0");
     in->out[0].dtype = TFC_FLOAT32;
     in->out[0].shape.rank = 0;
     return TFC_OK;
 }
 
 static const struct tfc_attr_def schedule_attrs[] = {
-    {"kind", TFC_ATTR_INT, 0}, {"base", TFC_ATTR_FLOAT, 0.001}, {"gamma", TFC_ATTR_FLOAT, 0.1},
-    {"period", TFC_ATTR_FLOAT, 1}, {"floor", TFC_ATTR_FLOAT, 0}};
+    [LR_SCHEDULE_KIND] = {"kind", TFC_ATTR_INT, LR_STEP_DECAY},
+    [LR_SCHEDULE_BASE] = {"base", TFC_ATTR_FLOAT, 0.001},
+    [LR_SCHEDULE_GAMMA] = {"gamma", TFC_ATTR_FLOAT, 0.1},
+    [LR_SCHEDULE_PERIOD] = {"period", TFC_ATTR_FLOAT, 1},
+    [LR_SCHEDULE_FLOOR] = {"floor", TFC_ATTR_FLOAT, 0},
+};
 
-#define NG TFC_OP_NO_GRADIENT
-const struct tfc_op tfc_op_apply_sgd = {"apply_sgd", 3, TFC_K_APPLY_SGD, NG, TFC_VAR_UPDATE, apply_attrs, 8, NULL, infer_sgd, &tfc_cl_optimizer, NULL, 1};
-const struct tfc_op tfc_op_apply_momentum = {"apply_momentum", 4, TFC_K_APPLY_MOMENTUM, NG, TFC_VAR_UPDATE, apply_attrs, 8, NULL, infer_two_slot, &tfc_cl_optimizer, NULL, 2};
-const struct tfc_op tfc_op_apply_adagrad = {"apply_adagrad", 4, TFC_K_APPLY_ADAGRAD, NG, TFC_VAR_UPDATE, apply_attrs, 8, NULL, infer_two_slot, &tfc_cl_optimizer, NULL, 2};
-const struct tfc_op tfc_op_apply_rmsprop = {"apply_rmsprop", 6, TFC_K_APPLY_RMSPROP, NG, TFC_VAR_UPDATE, apply_attrs, 8, NULL, infer_rmsprop, &tfc_cl_optimizer, NULL, 4};
-const struct tfc_op tfc_op_apply_adam = {"apply_adam", 6, TFC_K_APPLY_ADAM, NG, TFC_VAR_UPDATE, apply_attrs, 8, NULL, infer_adam, &tfc_cl_optimizer, NULL, 3};
-const struct tfc_op tfc_op_lr_schedule = {"lr_schedule", 1, TFC_K_LR_SCHEDULE, NG, 0, schedule_attrs, 5, NULL, infer_schedule, &tfc_cl_optimizer};
-#undef NG
+/* n_state: the variable, then its slots, all updated in place (momentum and adagrad: one slot;
+ * adam: m and v; rmsprop: square_avg, momentum, grad_avg) */
+const struct tfc_op tfc_op_apply_sgd = {
+    .name = "apply_sgd", .n_inputs = 3, .kind = TFC_K_APPLY_SGD, .flags = TFC_OP_NO_GRADIENT,
+    .var_access = TFC_VAR_UPDATE, .attrs = apply_attrs, .n_attrs = TFC_ATTR_COUNT(apply_attrs),
+    .infer = infer_sgd, .codelet = &tfc_cl_optimizer, .n_state = 1,
+};
+const struct tfc_op tfc_op_apply_momentum = {
+    .name = "apply_momentum", .n_inputs = 4, .kind = TFC_K_APPLY_MOMENTUM,
+    .flags = TFC_OP_NO_GRADIENT, .var_access = TFC_VAR_UPDATE,
+    .attrs = apply_attrs, .n_attrs = TFC_ATTR_COUNT(apply_attrs),
+    .infer = infer_two_slot, .codelet = &tfc_cl_optimizer, .n_state = 2,
+};
+const struct tfc_op tfc_op_apply_adagrad = {
+    .name = "apply_adagrad", .n_inputs = 4, .kind = TFC_K_APPLY_ADAGRAD,
+    .flags = TFC_OP_NO_GRADIENT, .var_access = TFC_VAR_UPDATE,
+    .attrs = apply_attrs, .n_attrs = TFC_ATTR_COUNT(apply_attrs),
+    .infer = infer_two_slot, .codelet = &tfc_cl_optimizer, .n_state = 2,
+};
+const struct tfc_op tfc_op_apply_rmsprop = {
+    .name = "apply_rmsprop", .n_inputs = 6, .kind = TFC_K_APPLY_RMSPROP,
+    .flags = TFC_OP_NO_GRADIENT, .var_access = TFC_VAR_UPDATE,
+    .attrs = apply_attrs, .n_attrs = TFC_ATTR_COUNT(apply_attrs),
+    .infer = infer_rmsprop, .codelet = &tfc_cl_optimizer, .n_state = 4,
+};
+const struct tfc_op tfc_op_apply_adam = {
+    .name = "apply_adam", .n_inputs = 6, .kind = TFC_K_APPLY_ADAM,
+    .flags = TFC_OP_NO_GRADIENT, .var_access = TFC_VAR_UPDATE,
+    .attrs = apply_attrs, .n_attrs = TFC_ATTR_COUNT(apply_attrs),
+    .infer = infer_adam, .codelet = &tfc_cl_optimizer, .n_state = 3,
+};
+const struct tfc_op tfc_op_lr_schedule = {
+    .name = "lr_schedule", .n_inputs = 1, .kind = TFC_K_LR_SCHEDULE, .flags = TFC_OP_NO_GRADIENT,
+    .attrs = schedule_attrs, .n_attrs = TFC_ATTR_COUNT(schedule_attrs),
+    .infer = infer_schedule, .codelet = &tfc_cl_optimizer,
+};

@@ -4,13 +4,15 @@
 #include <string.h>
 #include "graph.h"
 
-/* sources: attrs dtype, shape; the output is what the attributes say */
+/* sources: attrs dtype, shape (slots SOURCE_DTYPE, SOURCE_SHAPE in codelets/op_attrs.h: the
+ * store reads them too); the output is what the attributes say */
 static tfc_status infer_source(const struct tfc_infer *in)
 {
-    const struct tfc_kattr *shape = &in->attrs[1];
-    if (!tfc_dtype_valid((int)in->attrs[0].i))
-        return tfc_fail(in->msg, TFC_ERR_DTYPE, "invalid dtype %lld", (long long)in->attrs[0].i);
-    in->out[0].dtype = (enum tfc_dtype)in->attrs[0].i;
+    const struct tfc_kattr *shape = &in->attrs[SOURCE_SHAPE];
+    int64_t dtype = in->attrs[SOURCE_DTYPE].i;
+    if (!tfc_dtype_valid((int)dtype))
+        return tfc_fail(in->msg, TFC_ERR_DTYPE, "invalid dtype %lld", (long long)dtype);
+    in->out[0].dtype = (enum tfc_dtype)dtype;
     in->out[0].shape.rank = shape->n;
     for (int i = 0; i < shape->n; i++) in->out[0].shape.dims[i] = shape->v[i];
     return TFC_OK;
@@ -41,15 +43,38 @@ static tfc_status infer_assign_arith(const struct tfc_infer *in)
     return infer_assign(in);
 }
 
-static const struct tfc_attr_def source_attrs[] = {{"dtype", TFC_ATTR_DTYPE, TFC_FLOAT32},
-                                                   {"shape", TFC_ATTR_INTS, 0}};
+static const struct tfc_attr_def source_attrs[] = {
+    [SOURCE_DTYPE] = {"dtype", TFC_ATTR_DTYPE, TFC_FLOAT32},
+    [SOURCE_SHAPE] = {"shape", TFC_ATTR_INTS, 0},
+};
 
-const struct tfc_op tfc_op_placeholder = {"placeholder", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
-const struct tfc_op tfc_op_constant = {"constant", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
-const struct tfc_op tfc_op_variable = {"variable", 0, 0, TFC_OP_SOURCE, 0, source_attrs, 2, NULL, infer_source, NULL};
-const struct tfc_op tfc_op_assign = {"assign", 2, TFC_K_ASSIGN, TFC_OP_NO_GRADIENT, TFC_VAR_WRITE, NULL, 0, NULL, infer_assign, &tfc_cl_assign, NULL, 1};
-const struct tfc_op tfc_op_assign_add = {"assign_add", 2, TFC_K_ASSIGN_ADD, TFC_OP_NO_GRADIENT, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign, NULL, 1};
-const struct tfc_op tfc_op_assign_sub = {"assign_sub", 2, TFC_K_ASSIGN_SUB, TFC_OP_NO_GRADIENT, TFC_VAR_UPDATE, NULL, 0, NULL, infer_assign_arith, &tfc_cl_assign, NULL, 1};
+const struct tfc_op tfc_op_placeholder = {
+    .name = "placeholder", .flags = TFC_OP_SOURCE,
+    .attrs = source_attrs, .n_attrs = TFC_ATTR_COUNT(source_attrs), .infer = infer_source,
+};
+const struct tfc_op tfc_op_constant = {
+    .name = "constant", .flags = TFC_OP_SOURCE,
+    .attrs = source_attrs, .n_attrs = TFC_ATTR_COUNT(source_attrs), .infer = infer_source,
+};
+const struct tfc_op tfc_op_variable = {
+    .name = "variable", .flags = TFC_OP_SOURCE,
+    .attrs = source_attrs, .n_attrs = TFC_ATTR_COUNT(source_attrs), .infer = infer_source,
+};
+/* input 0 is the variable (n_state 1): assign writes it whole, the others read it too */
+const struct tfc_op tfc_op_assign = {
+    .name = "assign", .n_inputs = 2, .kind = TFC_K_ASSIGN, .flags = TFC_OP_NO_GRADIENT,
+    .var_access = TFC_VAR_WRITE, .infer = infer_assign, .codelet = &tfc_cl_assign, .n_state = 1,
+};
+const struct tfc_op tfc_op_assign_add = {
+    .name = "assign_add", .n_inputs = 2, .kind = TFC_K_ASSIGN_ADD, .flags = TFC_OP_NO_GRADIENT,
+    .var_access = TFC_VAR_UPDATE, .infer = infer_assign_arith, .codelet = &tfc_cl_assign,
+    .n_state = 1,
+};
+const struct tfc_op tfc_op_assign_sub = {
+    .name = "assign_sub", .n_inputs = 2, .kind = TFC_K_ASSIGN_SUB, .flags = TFC_OP_NO_GRADIENT,
+    .var_access = TFC_VAR_UPDATE, .infer = infer_assign_arith, .codelet = &tfc_cl_assign,
+    .n_state = 1,
+};
 
 static struct tfc_node *source(tfc_graph *g, const struct tfc_op *op, const char *name,
                                enum tfc_dtype dtype, const tfc_shape *shape, int allow_unknown)
@@ -69,9 +94,9 @@ static struct tfc_node *source(tfc_graph *g, const struct tfc_op *op, const char
     }
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
-    at[0].i = dtype;
-    at[1].n = shape->rank;
-    for (int i = 0; i < shape->rank; i++) at[1].v[i] = shape->dims[i];
+    at[SOURCE_DTYPE].i = dtype;
+    at[SOURCE_SHAPE].n = shape->rank;
+    for (int i = 0; i < shape->rank; i++) at[SOURCE_SHAPE].v[i] = shape->dims[i];
     return tfc_node_build(g, op, name, 0, NULL, at);
 }
 

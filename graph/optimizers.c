@@ -116,14 +116,14 @@ static tfc_tensor *update(tfc_graph *g, const tfc_optimizer *o, tfc_tensor *var,
     if (op == &tfc_op_apply_adam) in[n++] = iterations;
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
-    at[0].f = o->weight_decay;
-    at[1].i = o->kind == TFC_OPT_ADAMW;
-    at[2].f = o->momentum;
-    at[3].i = o->nesterov != 0;
-    at[4].f = o->kind == TFC_OPT_RMSPROP ? o->alpha : o->beta1;
-    at[5].f = o->beta2;
-    at[6].f = o->eps;
-    at[7].i = o->centered != 0;
+    at[APPLY_WEIGHT_DECAY].f = o->weight_decay;
+    at[APPLY_DECOUPLED].i = o->kind == TFC_OPT_ADAMW;
+    at[APPLY_MOMENTUM].f = o->momentum;
+    at[APPLY_NESTEROV].i = o->nesterov != 0;
+    at[APPLY_BETA1].f = o->kind == TFC_OPT_RMSPROP ? o->alpha : o->beta1;
+    at[APPLY_BETA2].f = o->beta2;
+    at[APPLY_EPS].f = o->eps;
+    at[APPLY_CENTERED].i = o->centered != 0;
     return tfc_build(g, op, n, in, at);
 }
 
@@ -178,25 +178,25 @@ static tfc_tensor *schedule(tfc_graph *g, int kind, double base, tfc_tensor *ste
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_lr_schedule, at);
-    at[0].i = kind;
-    at[1].f = base;
-    at[2].f = kind == 2 ? 0 : x;
-    at[3].f = period;
-    at[4].f = kind == 2 ? x : 0;
+    at[LR_SCHEDULE_KIND].i = kind;
+    at[LR_SCHEDULE_BASE].f = base;
+    at[LR_SCHEDULE_GAMMA].f = kind == LR_COSINE ? 0 : x;
+    at[LR_SCHEDULE_PERIOD].f = period;
+    at[LR_SCHEDULE_FLOOR].f = kind == LR_COSINE ? x : 0;
     return tfc_build(g, &tfc_op_lr_schedule, 1, &step, at);
 }
 
 tfc_tensor *tfc_lr_step_decay(tfc_graph *g, double base, tfc_tensor *step, double period, double gamma)
 {
-    return schedule(g, 0, base, step, period, gamma);
+    return schedule(g, LR_STEP_DECAY, base, step, period, gamma);
 }
 
 tfc_tensor *tfc_lr_exponential(tfc_graph *g, double base, tfc_tensor *step, double period, double gamma)
 {
-    return schedule(g, 1, base, step, period, gamma);
+    return schedule(g, LR_EXPONENTIAL, base, step, period, gamma);
 }
 
 tfc_tensor *tfc_lr_cosine(tfc_graph *g, double base, tfc_tensor *step, double period, double floor)
 {
-    return schedule(g, 2, base, step, period, floor);
+    return schedule(g, LR_COSINE, base, step, period, floor);
 }

@@ -64,43 +64,38 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (g->status) return g->status;
     const struct tfc_op *op = tfc_op_lookup(rec->op);
-    if (!op) {
-        tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': unknown op '%s'", rec->name, rec->op);
-        return g->status;
-    }
+    if (!op)
+        return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': unknown op '%s'", rec->name,
+                               rec->op);
     struct tfc_kattr attrs[TFC_MAX_ATTRS];
     char msg[TFC_MSG_LEN];
-    if (tfc_attrs_parse(op, rec->attrs, attrs, msg)) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %s", rec->name, msg);
-        return g->status;
-    }
-    if (rec->n_inputs < 0 || rec->n_inputs > TFC_MAX_OPERANDS) {
-        tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %d inputs", rec->name, rec->n_inputs);
-        return g->status;
-    }
+    if (tfc_attrs_parse(op, rec->attrs, attrs, msg))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %s", rec->name, msg);
+    if (rec->n_inputs < 0 || rec->n_inputs > TFC_MAX_OPERANDS)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %d inputs", rec->name,
+                               rec->n_inputs);
     tfc_tensor *in[TFC_MAX_OPERANDS];
     for (int k = 0; k < rec->n_inputs; k++) {
         in[k] = tfc_graph_find(g, rec->inputs[k]);
-        if (!in[k]) {
-            tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': input '%s' does not exist", rec->name,
-                           rec->inputs[k]);
-            return g->status;
-        }
+        if (!in[k])
+            return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': input '%s' does not exist",
+                                   rec->name, rec->inputs[k]);
     }
     if (op == &tfc_op_constant) {
         tfc_tensor *t = tfc_constant(g, rec->name, rec->value);
-        if (t && (tfc_value_dtype(rec->value) != (enum tfc_dtype)attrs[0].i ||
-                  tfc_value_shape(rec->value).rank != attrs[1].n))
-            tfc_graph_fail(g, TFC_ERR_SHAPE, "constant '%s': the data does not match its attributes",
-                           rec->name);
+        if (t && (tfc_value_dtype(rec->value) != (enum tfc_dtype)attrs[SOURCE_DTYPE].i ||
+                  tfc_value_shape(rec->value).rank != attrs[SOURCE_SHAPE].n))
+            tfc_graph_error(g, TFC_ERR_SHAPE,
+                            "constant '%s': the data does not match its attributes", rec->name);
         return g->status;
     }
     if (op == &tfc_op_placeholder || op == &tfc_op_variable) {
-        tfc_shape s = tfc_shape_of(attrs[1].n, attrs[1].v);
+        enum tfc_dtype dtype = (enum tfc_dtype)attrs[SOURCE_DTYPE].i;
+        tfc_shape s = tfc_shape_of(attrs[SOURCE_SHAPE].n, attrs[SOURCE_SHAPE].v);
         if (op == &tfc_op_placeholder)
-            tfc_placeholder(g, rec->name, (enum tfc_dtype)attrs[0].i, s);
+            tfc_placeholder(g, rec->name, dtype, s);
         else
-            tfc_variable(g, rec->name, (enum tfc_dtype)attrs[0].i, s, rec->init);
+            tfc_variable(g, rec->name, dtype, s, rec->init);
         return g->status;
     }
     tfc_node_build(g, op, rec->name, rec->n_inputs, in, attrs);
@@ -114,11 +109,12 @@ tfc_status tfc_graph_import_ctrl(tfc_graph *g, const struct tfc_node_record *rec
     for (int k = 0; t && k < rec->n_ctrl && !g->status; k++) {
         tfc_tensor *dep = tfc_graph_find(g, rec->ctrl[k]);
         if (!dep)
-            tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': control input '%s' does not exist",
-                           rec->name, rec->ctrl[k]);
+            tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': control input '%s' does not exist",
+                            rec->name, rec->ctrl[k]);
         else
             tfc_tensor_add_control_input(t, dep);
     }
-    if (!t && !g->status) tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s' does not exist", rec->name);
+    if (!t && !g->status)
+        tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s' does not exist", rec->name);
     return g->status;
 }

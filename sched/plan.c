@@ -32,13 +32,20 @@ struct builder {
     char *msg;
 };
 
-static int fail(struct builder *b, tfc_status st, const char *fmt, const char *a, const char *c)
+tfc_status tfc_sched_fail(tfc_status *status, char *msg, tfc_status st, const char *fmt, ...)
 {
-    if (!b->status) {
-        b->status = st;
-        snprintf(b->msg, TFC_MSG_LEN, fmt, a, c);
-    }
-    return -1;
+    if (status && *status) return st; /* the first failure is the one reported */
+    va_list ap;
+    va_start(ap, fmt);
+    tfc_vfail(msg, st, fmt, ap);
+    va_end(ap);
+    if (status) *status = st;
+    return st;
+}
+
+static tfc_status no_memory(struct builder *b)
+{
+    return tfc_sched_fail(&b->status, b->msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan");
 }
 
 static int feed_of(const struct builder *b, const tfc_tensor *t)
@@ -62,7 +69,10 @@ static int add_slot(struct builder *b, enum slot_kind kind, const struct tfc_des
 {
     struct plan *p = b->p;
     struct slot *s = grow(p->slots, &b->cap_slots, p->n_slots + 1, sizeof *s);
-    if (!s) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    if (!s) {
+        no_memory(b);
+        return -1;
+    }
     p->slots = s;
     int64_t numel = tfc_shape_numel(&d->shape);
     s[p->n_slots] = (struct slot){numel == 0 ? SLOT_EMPTY : kind, *d, numel, ref};
@@ -72,7 +82,7 @@ static int add_slot(struct builder *b, enum slot_kind kind, const struct tfc_des
 static int push_int(struct builder *b, int **arr, int *n, int *cap, int v)
 {
     int *a = grow(*arr, cap, *n + 1, sizeof(int));
-    if (!a) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    if (!a) return no_memory(b);
     *arr = a;
     a[(*n)++] = v;
     return 0;
@@ -122,7 +132,7 @@ static void finish_args(struct tfc_kargs *a)
     a->flops = (double)o->numel;
     if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
         const struct tfc_kdesc *x = &a->d[0];
-        int64_t k = a->attrs[0].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
+        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
         a->flops = 2.0 * (double)o->numel * (double)k;
     }
 }
@@ -142,7 +152,7 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
     struct plan *p = b->p;
     struct step *steps = grow(p->steps, &b->cap_steps, p->n_steps + 1, sizeof *steps);
     if (!steps) {
-        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(b);
         return NULL;
     }
     p->steps = steps;
@@ -157,7 +167,7 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
     st->modes = malloc(sizeof *st->modes * (size_t)(n ? n : 1));
     if (!st->args || !st->buf_slot || !st->modes) {
         free(st->args); free(st->buf_slot); free(st->modes);
-        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(b);
         return NULL;
     }
     struct tfc_kargs *a = st->args;
@@ -195,13 +205,7 @@ static int place(struct builder *b, struct step *st, const struct tfc_node *n, u
 {
     char msg[TFC_MSG_LEN];
     tfc_status status = tfc_placement_resolve(st, n, hook, msg);
-    if (status) {
-        if (!b->status) {
-            b->status = status;
-            snprintf(b->msg, TFC_MSG_LEN, "%s", msg);
-        }
-        return -1;
-    }
+    if (status) return tfc_sched_fail(&b->status, b->msg, status, "%s", msg);
     if (st->soft_fallback) {
         b->p->n_soft_fallbacks++;
         if (b->last_warned != n->id) tfc_placement_warn(b->p, msg);
@@ -238,7 +242,7 @@ static int mark_needed(struct builder *b)
 {
     tfc_graph *g = b->g;
     int *stack = malloc(sizeof(int) * (size_t)(g->n_nodes + 1)), top = 0;
-    if (!stack) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+    if (!stack) return no_memory(b);
     for (int i = 0; i < b->n_fetches + b->n_targets; i++) {
         tfc_tensor *t = i < b->n_fetches ? b->fetches[i] : b->targets[i - b->n_fetches];
         if (i < b->n_fetches && feed_of(b, t) >= 0) continue; /* a fed fetch needs nothing */
@@ -331,15 +335,17 @@ static int topo_order(struct builder *b, int **order_out, int *n_out)
             }
         }
     }
-    if (ok && n < n_needed) {
+    if (ok && n < n_needed) { /* a node left over still waits for an input: a cycle */
         int culprit = -1;
         for (int id = 0; id < N && culprit < 0; id++)
             if (b->needed[id] && indeg[id]) culprit = id;
-        fail(b, TFC_ERR_CYCLE, "the graph has a cycle through node '%s' (%s)",
-             g->nodes[culprit]->name, g->nodes[culprit]->op->name);
+        if (TFC_CHECK(culprit >= 0, tfc_sched_fail, &b->status, b->msg) == TFC_OK)
+            tfc_sched_fail(&b->status, b->msg, TFC_ERR_CYCLE,
+                           "the graph has a cycle through node '%s' (%s)",
+                           g->nodes[culprit]->name, g->nodes[culprit]->op->name);
         ok = 0;
     } else if (!ok) {
-        fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(b);
     }
     free(indeg); free(start); free(heap); free(succ); free(fill);
     if (!ok) {
@@ -362,7 +368,8 @@ static int consumer_slot(struct builder *b, const tfc_tensor *t)
 static int lower_source(struct builder *b, struct tfc_node *n)
 {
     if (n->op == &tfc_op_placeholder)
-        return fail(b, TFC_ERR_MISSING_FEED, "placeholder '%s' is needed but not fed%s", n->name, "");
+        return tfc_sched_fail(&b->status, b->msg, TFC_ERR_MISSING_FEED,
+                              "placeholder '%s' is needed but not fed", n->name);
     int s = add_slot(b, SLOT_PERSIST, &n->outputs[0].desc, n->id);
     if (s < 0) return -1;
     b->out_slots[n->id][0] = s;
@@ -386,20 +393,17 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     struct tfc_infer inf = {n->n_inputs, in, n->attrs, n->n_outputs, out, msg};
     memset(out, 0, sizeof(struct tfc_desc) * (size_t)n->n_outputs);
     tfc_status st = n->op->infer(&inf);
-    if (st) {
-        b->status = st;
-        snprintf(b->msg, TFC_MSG_LEN, "node '%s' (%s) with the fed shapes: %s", n->name,
-                 n->op->name, msg);
-        return -1;
-    }
+    if (st)
+        return tfc_sched_fail(&b->status, b->msg, st, "node '%s' (%s) with the fed shapes: %s",
+                              n->name, n->op->name, msg);
     enum starpu_data_access_mode modes[TFC_MAX_OPERANDS];
     for (int i = 0; i < n->n_inputs; i++) /* bit 31 stands for every later input too */
         modes[i] = (n->op->shape_inputs >> (i < 31 ? i : 31)) & 1 ? STARPU_NONE : STARPU_R;
     for (int i = 0; i < n->op->n_state; i++) {
         if (b->p->slots[in_slots[i]].kind == SLOT_FEED)
-            return fail(b, TFC_ERR_INVALID_ARGUMENT,
-                        "variable '%s' is fed, but node '%s' updates it", n->inputs[i]->name,
-                        n->name);
+            return tfc_sched_fail(&b->status, b->msg, TFC_ERR_INVALID_ARGUMENT,
+                                  "variable '%s' is fed, but node '%s' updates it",
+                                  n->inputs[i]->name, n->name);
         modes[i] = i == 0 && n->op->var_access == TFC_VAR_WRITE ? STARPU_W : STARPU_RW;
     }
     for (int k = 0; k < n->n_outputs; k++) {
@@ -408,8 +412,9 @@ static int lower_node(struct builder *b, struct tfc_node *n)
             continue;
         }
         if (tfc_shape_numel(&out[k].shape) < 0)
-            return fail(b, TFC_ERR_SHAPE, "node '%s' (%s): output shape unknown after feeding",
-                        n->name, n->op->name);
+            return tfc_sched_fail(&b->status, b->msg, TFC_ERR_SHAPE,
+                                  "node '%s' (%s): output shape unknown after feeding", n->name,
+                                  n->op->name);
         if ((out_slot_ids[k] = add_slot(b, SLOT_TEMP, &out[k], n->id)) < 0) return -1;
     }
     int any = 0;
@@ -419,7 +424,7 @@ static int lower_node(struct builder *b, struct tfc_node *n)
         struct step *st = add_step(b, n->op->codelet, n->id, n->op->kind, n->attrs, n->n_inputs,
                                    in_slots, modes, n->n_outputs, out_slot_ids);
         int folded = st ? tfc_fold_last_step(b->p, b->g, b->opt) : 0; /* constant inputs */
-        if (folded < 0) return fail(b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        if (folded < 0) return no_memory(b);
         if (!st || (!folded && place(b, st, n, op_hook(b, st)))) return -1;
     }
     for (int k = 0; k < n->n_outputs; k++) {
@@ -564,7 +569,7 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
     b.out_slots = calloc((size_t)N + 1, sizeof(int *));
     if (!b.p || !b.needed || !b.var_seen || !b.out_slots ||
         copy_key(b.p, n_feeds, feeds, feed_values, n_fetches, fetches, n_targets, targets)) {
-        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(&b);
         goto done;
     }
     b.p->graph_version = g->version;
@@ -577,14 +582,14 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
     }
     if (mark_needed(&b) || topo_order(&b, &order, &n_order)) goto done;
     if (opt && opt->cse && !(b.cse = tfc_cse_create(g, b.needed))) {
-        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(&b);
         goto done;
     }
     for (int k = 0; k < n_order; k++) {
         struct tfc_node *n = g->nodes[order[k]];
         b.out_slots[n->id] = malloc(sizeof(int) * (size_t)n->n_outputs);
         if (!b.out_slots[n->id]) {
-            fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+            no_memory(&b);
             goto done;
         }
         int r = (n->op->flags & TFC_OP_SOURCE) ? lower_source(&b, n) : lower_node(&b, n);
@@ -596,13 +601,13 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         if (note_var_access(&b, b.p->fetch_slot[j], STARPU_R)) goto done;
     }
     if (tfc_fuse_steps(b.p, g, opt)) { /* after CSE and folding */
-        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(&b);
         goto done;
     }
     tfc_fold_register(b.p);
     /* tiling after fusion: it expects one matmul step per node */
     if (tfc_plan_priorities(b.p, opt) || tfc_plan_tile(b.p, opt))
-        fail(&b, TFC_ERR_OUT_OF_MEMORY, "no memory for the plan%s%s", "", "");
+        no_memory(&b);
     else
         tfc_plan_mark_sinks(b.p);
 done:

@@ -175,6 +175,11 @@ starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
  * tasks end) and frees children. */
 void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
                             starpu_data_handle_t *children);
+/* sched/'s error path: unless *status already holds a failure (the first one is the one
+ * reported; status may be NULL when nothing keeps one), records st in *status and the message
+ * in msg (TFC_MSG_LEN bytes); returns st. */
+tfc_status tfc_sched_fail(tfc_status *status, char *msg, tfc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* plan.c: footprint, flops and bytes of kernel arguments (again after tiling changes dims). */
 void tfc_plan_finish_args(struct tfc_kargs *a);
 

@@ -103,8 +103,9 @@ static struct mm_shape mm_shape_of(const struct step *st)
 {
     const struct tfc_kargs *a = st->args;
     const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = &a->d[2];
-    struct mm_shape s = {a->attrs[0].i != 0, a->attrs[1].i != 0, dc->dims[0], dc->dims[1], 0,
-                         st->buf_slot[da->buf], st->buf_slot[db->buf], st->buf_slot[dc->buf]};
+    struct mm_shape s = {a->attrs[MATMUL_TRANSPOSE_A].i != 0, a->attrs[MATMUL_TRANSPOSE_B].i != 0,
+                         dc->dims[0], dc->dims[1], 0, st->buf_slot[da->buf],
+                         st->buf_slot[db->buf], st->buf_slot[dc->buf]};
     s.k = s.ta ? da->dims[0] : da->dims[1];
     return s;
 }
@@ -291,7 +292,7 @@ static struct step *push_gemm(struct tiler *tl, const struct step *st, const int
     struct step *ts = push_tile(tl, st, 3);
     if (!ts) return NULL;
     const struct tfc_kargs *a = st->args;
-    int ta = a->attrs[0].i != 0, tb = a->attrs[1].i != 0;
+    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
     struct tfc_kargs *ka = ts->args; /* a copy of a */
     int64_t dims[3][2] = {{ta ? tk : tm, ta ? tm : tk}, {tb ? tn : tk, tb ? tk : tn}, {tm, tn}};
     for (int b = 0; b < 3; b++) {
@@ -383,7 +384,7 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
     ra->node = a->node;
     ra->n_in = 1;
     ra->n_out = 1;
-    ra->attrs[0].n = 1; /* axes {0}: the blocks */
+    ra->attrs[REDUCE_AXES].n = 1; /* axes {0}: the blocks */
     ra->d[0] = (struct tfc_kdesc){.dtype = dc->dtype, .rank = 2, .dims = {kc, m * n},
                                   .numel = kc * m * n, .buf = 0};
     ra->d[1] = *dc;
@@ -575,9 +576,10 @@ static int split_reduce(struct tiler *tl, int si, int q)
             struct tfc_kargs *ka = ts->args;
             int64_t tm = tile_rows(&grid, i), tn = tile_cols(&grid, j);
             ka->kind = partial_kind;
-            ka->attrs[0] = (struct tfc_kattr){0};  /* axes: 0, 1, or all (none listed) */
-            if (axes != 3) ka->attrs[0].n = 1, ka->attrs[0].v[0] = axes == 1 ? 0 : 1;
-            ka->attrs[2].i = 0;
+            struct tfc_kattr *ax = &ka->attrs[REDUCE_AXES]; /* 0, 1, or all (none listed) */
+            *ax = (struct tfc_kattr){0};
+            if (axes != 3) ax->n = 1, ax->v[0] = axes == 1 ? 0 : 1;
+            ka->attrs[REDUCE_MEAN_COUNT].i = 0;
             ka->d[0].dims[0] = tm, ka->d[0].dims[1] = tn;
             set_numel(&ka->d[0]);
             struct tfc_kdesc *o = &ka->d[ka->n_in];
@@ -598,9 +600,10 @@ static int split_reduce(struct tiler *tl, int si, int q)
     if (!fs) return -1;
     struct tfc_kargs *ka = fs->args;
     if (a->kind == TFC_K_SUM_TO) ka->kind = TFC_K_REDUCE_SUM;
-    ka->attrs[0] = (struct tfc_kattr){0};
-    if (axes != 3) ka->attrs[0].n = 1, ka->attrs[0].v[0] = 0;
-    ka->attrs[2].i = a->kind == TFC_K_REDUCE_MEAN ? a->d[0].numel / a->d[a->n_in].numel : 0;
+    ka->attrs[REDUCE_AXES] = (struct tfc_kattr){0};
+    if (axes != 3) ka->attrs[REDUCE_AXES].n = 1, ka->attrs[REDUCE_AXES].v[0] = 0;
+    ka->attrs[REDUCE_MEAN_COUNT].i =
+        a->kind == TFC_K_REDUCE_MEAN ? a->d[0].numel / a->d[a->n_in].numel : 0;
     ka->d[0].dims[0] = pr, ka->d[0].dims[1] = pc;
     set_numel(&ka->d[0]);
     fs->buf_slot[xb] = ps;
@@ -782,14 +785,13 @@ tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_siz
 {
     if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_tiling: session is NULL");
     if (!(min_flops >= 0) || tile_size < 0 || tile_size > 65536) {
-        char m[TFC_MSG_LEN];
-        snprintf(m, sizeof m,
-                 "set_tiling: min_flops must be >= 0 (0: off) and tile_size in [0, 65536] (0: "
-                 "auto); got %g and %d", min_flops, tile_size);
-        pthread_mutex_lock(&s->lock);
-        snprintf(s->msg, sizeof s->msg, "%s", m);
+        pthread_mutex_lock(&s->lock); /* s->msg: a run may be writing it too */
+        tfc_status st = tfc_sched_fail(NULL, s->msg, TFC_ERR_INVALID_ARGUMENT,
+                                       "set_tiling: min_flops must be >= 0 (0: off) and "
+                                       "tile_size in [0, 65536] (0: auto); got %g and %d",
+                                       min_flops, tile_size);
         pthread_mutex_unlock(&s->lock);
-        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "%s", m);
+        return st;
     }
     pthread_mutex_lock(&s->lock);
     s->opt.tile_min = min_flops;

@@ -16,6 +16,23 @@ tfc_status tfc_fail(char *buf, tfc_status status, const char *fmt, ...)
 /* The same for the thread-local message returned by tfc_errmsg(). */
 tfc_status tfc_fail_global(tfc_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* tfc_fail with a va_list, for the layers' own helpers (tfc_graph_error, tfc_sched_fail). */
+tfc_status tfc_vfail(char *buf, tfc_status status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+/* A broken invariant of the library's own (never caller input): the status and message
+ * arguments of a layer's error helper, naming the source file and line, as in
+ *     default: tfc_kernel_fail(a, TFC_INTERNAL("no layout kernel of this kind"));          */
+#define TFC_INTERNAL(what) \
+    TFC_ERR_INTERNAL, "%s:%d: internal error: %s", __FILE__, __LINE__, (what)
+
+/* Checks such an invariant where breaking it would otherwise crash or pass unnoticed: TFC_OK
+ * when cond holds; else reports TFC_INTERNAL(cond) through report, a layer's error helper
+ * given its leading arguments (tfc_fail, tfc_graph_error, tfc_sched_fail, tfc_kernel_fail),
+ * and is TFC_ERR_INTERNAL. A bug then fails the call that meets it, saying where:
+ *     if (TFC_CHECK(ax >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL;                */
+#define TFC_CHECK(cond, report, ...) \
+    ((cond) ? TFC_OK : ((void)report(__VA_ARGS__, TFC_INTERNAL(#cond)), TFC_ERR_INTERNAL))
 
 int tfc_dtype_valid(int dtype);
 int tfc_dtype_is_float(enum tfc_dtype dtype);

@@ -22,6 +22,7 @@ const char *tfc_status_string(tfc_status status)
     case TFC_ERR_CYCLE: return "cycle in graph";
     case TFC_ERR_OUT_OF_RANGE: return "out of range";
     case TFC_ERR_MISSING_FEED: return "missing feed";
+    case TFC_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
 }
@@ -31,7 +32,7 @@ const char *tfc_errmsg(void)
     return global_msg;
 }
 
-static tfc_status vfail(char *buf, tfc_status status, const char *fmt, va_list ap)
+tfc_status tfc_vfail(char *buf, tfc_status status, const char *fmt, va_list ap)
 {
     vsnprintf(buf, TFC_MSG_LEN, fmt, ap);
     return status;
@@ -41,7 +42,7 @@ tfc_status tfc_fail(char *buf, tfc_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfail(buf, status, fmt, ap);
+    tfc_vfail(buf, status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -50,7 +51,7 @@ tfc_status tfc_fail_global(tfc_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfail(global_msg, status, fmt, ap);
+    tfc_vfail(global_msg, status, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -59,6 +59,8 @@ typedef enum tfc_status {
     TFC_ERR_CYCLE,            /* the needed part of the graph has a cycle */
     TFC_ERR_OUT_OF_RANGE,     /* an index or label outside its range, found by a kernel */
     TFC_ERR_MISSING_FEED,     /* a placeholder the run needs was not fed */
+    TFC_ERR_INTERNAL,         /* a bug in the library: an invariant of its own does not hold
+                               * (the message names the source file and line) */
 } tfc_status;
 
 /* A short name for a status ("invalid argument", ...); never NULL. */

@@ -180,9 +180,10 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
     if (!op || tfc_attrs_parse(op, l->rec.attrs, attrs, why))
         return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
                         st->path, l->name, l->rec.attrs);
-    tfc_shape shape = tfc_shape_of(attrs[1].n, attrs[1].v);
-    if (!tfc_dtype_valid((int)attrs[0].i) || tfc_shape_numel(&shape) < 0 ||
-        tfc_value_alloc((enum tfc_dtype)attrs[0].i, &shape, &l->value))
+    const struct tfc_kattr *dtype = &attrs[SOURCE_DTYPE], *dims = &attrs[SOURCE_SHAPE];
+    tfc_shape shape = tfc_shape_of(dims->n, dims->v);
+    if (!tfc_dtype_valid((int)dtype->i) || tfc_shape_numel(&shape) < 0 ||
+        tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
         return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
                         st->path, l->name, l->rec.attrs);
     sqlite3_reset(dq);

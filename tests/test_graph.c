@@ -1,8 +1,10 @@
 /* test_graph.c: building graphs: names (generated, given, renamed, unique), attributes parsed
  * from the op's table, shape and dtype inference with an unknown leading dimension, sticky
- * build errors that name the node, lookup by name, control inputs. No StarPU needed. */
+ * build errors that name the node, internal errors that name the source line, lookup by name,
+ * control inputs. No StarPU needed. */
 #include <string.h>
 #include "testutil.h"
+#include "../graph/graph.h" /* tfc_graph_error, TFC_CHECK */
 
 static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
 
@@ -38,6 +40,44 @@ static void test_many_nodes_unique_names(void)
     CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
     CU_ASSERT_EQUAL(tfc_graph_num_nodes(g), 2001);
     CU_ASSERT_PTR_EQUAL(tfc_graph_find(g, tfc_tensor_name(t)), t);
+    tfc_graph_destroy(g);
+}
+
+/* Renaming when the name table is at its load limit: it grows before the node changes. */
+static void test_rename_at_table_growth(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *t[32];
+    t[0] = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    for (int i = 1; i < 32; i++) t[i] = tfc_neg(g, t[i - 1]); /* 32 names: a table of 64 */
+    for (int i = 0; i < 32; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "renamed_%d", i);
+        CU_ASSERT_EQUAL(tfc_tensor_set_name(t[i], name), TFC_OK);
+    }
+    for (int i = 0; i < 32; i++)
+        CU_ASSERT_PTR_EQUAL(tfc_graph_find(g, tfc_tensor_name(t[i])), t[i]);
+    CU_ASSERT_PTR_NULL(tfc_graph_find(g, "x"));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    tfc_graph_destroy(g);
+}
+
+/* A broken invariant is TFC_ERR_INTERNAL with the file and line, and like every graph error it
+ * stays the graph's first. */
+static void test_internal_errors(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    CU_ASSERT_EQUAL(TFC_CHECK(1 + 1 == 2, tfc_graph_error, g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    CU_ASSERT_EQUAL(TFC_CHECK(1 + 1 == 3, tfc_graph_error, g), TFC_ERR_INTERNAL);
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "test_graph.c:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "internal error: 1 + 1 == 3"));
+    CU_ASSERT_EQUAL(tfc_graph_error(g, TFC_ERR_SHAPE, "later"), TFC_ERR_SHAPE);
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_INTERNAL);
+    CU_ASSERT_STRING_EQUAL(tfc_status_string(TFC_ERR_INTERNAL), "internal error");
     tfc_graph_destroy(g);
 }
 
@@ -167,6 +207,8 @@ int main(void)
     TEST_SUITE("graph", NULL, NULL);
     TEST_ADD(test_names);
     TEST_ADD(test_many_nodes_unique_names);
+    TEST_ADD(test_rename_at_table_growth);
+    TEST_ADD(test_internal_errors);
     TEST_ADD(test_inference);
     TEST_ADD(test_generic_op_and_attributes);
     TEST_ADD(test_build_errors_name_the_node);

@@ -1033,7 +1033,7 @@ static void ld_on_device(const struct device *dv)
             a->n_in = 2;
             a->n_out = 1;
             a->flops = 2.0 * NY * NX * K;
-            a->attrs[0].i = ta, a->attrs[1].i = tb;
+            a->attrs[MATMUL_TRANSPOSE_A].i = ta, a->attrs[MATMUL_TRANSPOSE_B].i = tb;
             a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2,
                                          .dims = {ta ? K : NY, ta ? NY : K}, .numel = NY * K};
             a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 2,
@@ -1068,7 +1068,7 @@ static void ld_on_device(const struct device *dv)
             a->n_in = 1;
             a->n_out = 1;
             a->flops = NY * NX;
-            a->attrs[0].n = 1, a->attrs[0].v[0] = ax;
+            a->attrs[REDUCE_AXES].n = 1, a->attrs[REDUCE_AXES].v[0] = ax;
             a->d[0] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {NY, NX},
                                          .numel = NY * NX};
             a->d[1] = (struct tfc_kdesc){.dtype = dt, .rank = 2, .dims = {1, n_out},

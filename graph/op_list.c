@@ -1,7 +1,7 @@
 /* op_list.c: the op table. Adding an op means one line here, its descriptor in graph/ and its
  * kernel in the codelet of its family. Everything that walks ops (the generic builder, the
  * store, the op sweep test) walks this table. */
-#include "../graph/graph.h"
+#include "graph.h"
 
 extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, tfc_op_rsqrt,
     tfc_op_exp, tfc_op_log, tfc_op_relu, tfc_op_sigmoid, tfc_op_tanh, tfc_op_softplus,

@@ -1,0 +1,50 @@
+/* op_attrs.h: the names of the attribute slots that more than the op's own file reads: kernels,
+ * plan time (sched/), the store. A node's and a task's attrs[] are indexed like the op's
+ * attribute table (graph/ops_*.c builds each table in this order). Plain C enums with no
+ * includes, so codelets/ (C, CUDA, OpenCL hosts), sched/, graph/ and store/ all share them. */
+#ifndef TFC_OP_ATTRS_H
+#define TFC_OP_ATTRS_H
+
+/* placeholder, constant, variable (graph/ops_state.c) */
+enum { SOURCE_DTYPE, SOURCE_SHAPE };
+
+/* cast, fill and the other element-wise ops name their slots with the element-wise code
+ * (graph/ops_math.c and the element-wise codelet's headers). */
+
+/* matmul; batch_matmul keeps its adjoint flags in the same slots, so that one kernel reads
+ * both ops (graph/ops_nn.c) */
+enum { MATMUL_TRANSPOSE_A, MATMUL_TRANSPOSE_B };
+enum { BATCH_MATMUL_ADJ_A = MATMUL_TRANSPOSE_A, BATCH_MATMUL_ADJ_B = MATMUL_TRANSPOSE_B };
+
+/* softmax and log_softmax; argmax (graph/ops_nn.c) */
+enum { SOFTMAX_AXIS };
+enum { ARGMAX_AXIS };
+
+/* reduce_sum, reduce_mean, reduce_max, reduce_min (graph/ops_nn.c). REDUCE_MEAN_COUNT is no
+ * attribute of the ops (their nodes leave it 0): sched/tiling.c sets it on the last step of a
+ * tiled mean, which adds partial sums and divides by the whole reduction's element count. */
+enum { REDUCE_AXES, REDUCE_KEEPDIMS, REDUCE_MEAN_COUNT };
+
+/* transpose, concat, split, slice, one_hot (graph/ops_array.c); slice_grad takes the begin and
+ * size of the slice it undoes, in the same slots (graph/ops_grad.c) */
+enum { TRANSPOSE_PERM };
+enum { CONCAT_AXIS };
+enum { SPLIT_NUM, SPLIT_AXIS };
+enum { SLICE_BEGIN, SLICE_SIZE };
+enum { SLICE_GRAD_BEGIN = SLICE_BEGIN, SLICE_GRAD_SIZE = SLICE_SIZE };
+enum { ONE_HOT_DEPTH, ONE_HOT_DTYPE, ONE_HOT_ON, ONE_HOT_OFF };
+
+/* Every apply_* op (sgd, momentum, adagrad, rmsprop, adam) has this one table; rmsprop's
+ * smoothing constant alpha is APPLY_BETA1 (graph/ops_optim.c). */
+enum {
+    APPLY_WEIGHT_DECAY, APPLY_DECOUPLED, APPLY_MOMENTUM, APPLY_NESTEROV, APPLY_BETA1,
+    APPLY_BETA2, APPLY_EPS, APPLY_CENTERED
+};
+
+/* lr_schedule (graph/ops_optim.c), and the values of its LR_SCHEDULE_KIND */
+enum {
+    LR_SCHEDULE_KIND, LR_SCHEDULE_BASE, LR_SCHEDULE_GAMMA, LR_SCHEDULE_PERIOD, LR_SCHEDULE_FLOOR
+};
+enum { LR_STEP_DECAY, LR_EXPONENTIAL, LR_COSINE };
+
+#endif
