@@ -128,11 +128,9 @@ tfc_status tfc_grad_unary(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *d
 {
     tfc_tensor *dx = math_dx(g, n, dys[0]);
     if (!dx) dx = activation_dx(g, n, dys[0]);
-    if (!dx && g->status == TFC_OK) {
-        tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient", n->name,
-                       n->op->name);
-        return TFC_ERR_NOT_FOUND;
-    }
+    if (!dx && g->status == TFC_OK)
+        return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient",
+                               n->name, n->op->name);
     dxs[0] = dx;
     return g->status;
 }
@@ -161,9 +159,8 @@ tfc_status tfc_grad_binary(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
                                                      tfc_zeros_like(g, a))));
         break;
     default:
-        tfc_graph_fail(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient", n->name,
-                       n->op->name);
-        return TFC_ERR_NOT_FOUND;
+        return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient",
+                               n->name, n->op->name);
     }
     dxs[0] = to_shape_of(g, da, a);
     dxs[1] = to_shape_of(g, db, b);
