@@ -1,6 +1,6 @@
-/* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network with Adam on
- * Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch, then
- * prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
+/* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network (mlp_model.c) with
+ * Adam on Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch,
+ * then prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
  *
  *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--save MODEL.db]
  *             [--quiet]
