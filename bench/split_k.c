@@ -13,14 +13,30 @@
 #define BENCH_CBLAS
 #include "benchutil.h"
 
-static double node_run(tfc_session *s, tfc_tensor **ft, tfc_value **fv, tfc_tensor *c)
+enum { T_SPLIT, T_WHOLE, T_CBLAS2, T_CBLAS1, T_N };
+
+/* The four versions interleaved, the order rotating, reps times after a warm-up; the load
+ * average once warm, and the median seconds of each version into med. */
+static void time_versions(tfc_session *split, tfc_session *whole, struct bench_matmul *mm,
+                          const float *A, const float *B, float *R, int m, int k, int n,
+                          int reps, double load[3], double med[T_N])
 {
-    double t0 = bench_now();
-    if (tfc_session_run(s, 2, ft, fv, 0, NULL, NULL, 1, &c)) {
-        fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
-        exit(1);
+    double *t[T_N];
+    for (int v = 0; v < T_N; v++) t[v] = calloc((size_t)reps, sizeof(double));
+    for (int w = 0; w < 2; w++) bench_matmul_run(split, mm), bench_matmul_run(whole, mm);
+    bench_load_average(load);
+    for (int r = 0; r < reps; r++)
+        for (int q = 0; q < T_N; q++)
+            switch ((q + r) % T_N) {
+            case T_SPLIT: t[T_SPLIT][r] = bench_matmul_run(split, mm); break;
+            case T_WHOLE: t[T_WHOLE][r] = bench_matmul_run(whole, mm); break;
+            case T_CBLAS2: t[T_CBLAS2][r] = bench_cblas_sgemm(A, B, R, m, k, n, 2); break;
+            default: t[T_CBLAS1][r] = bench_cblas_sgemm(A, B, R, m, k, n, 1); break;
+            }
+    for (int v = 0; v < T_N; v++) {
+        med[v] = bench_median(t[v], reps);
+        free(t[v]);
     }
-    return bench_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -50,66 +66,24 @@ int main(int argc, char **argv)
         if (i < na) A[i] = v;
         else B[i - na] = v;
     }
-    tfc_graph *g;
-    tfc_graph_create(&g);
-    int64_t da[2] = {m, k}, db[2] = {k, n};
-    tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, tfc_shape_of(2, da));
-    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(2, db));
-    tfc_tensor *c = tfc_matmul(g, a, b, 0, 0);
-    tfc_value *av, *bv;
-    if (tfc_graph_status(g) || tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, da), A, &av) ||
-        tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, db), B, &bv)) {
-        fprintf(stderr, "setup: %s\n", tfc_errmsg());
-        return 1;
-    }
-    tfc_tensor *ft[2] = {a, b};
-    tfc_value *fv[2] = {av, bv};
+    struct bench_matmul mm;
+    bench_matmul_create(&mm, A, B, m, k, n);
     tfc_session *split, *whole;
-    if (tfc_session_create(ctx, g, &split) || tfc_session_create(ctx, g, &whole) ||
+    if (tfc_session_create(ctx, mm.g, &split) || tfc_session_create(ctx, mm.g, &whole) ||
         tfc_session_set_tiling(whole, 0, 0)) {
         fprintf(stderr, "session: %s\n", tfc_errmsg());
         return 1;
     }
     /* the split session keeps the library's own choice (environment or defaults) */
-    tfc_session_stats st0, st1;
-    tfc_session_get_stats(split, &st0);
-    tfc_value *out = NULL;
-    if (tfc_session_run(split, 2, ft, fv, 1, &c, &out, 0, NULL)) {
-        fprintf(stderr, "run: %s\n", tfc_session_errmsg(split));
-        return 1;
-    }
-    tfc_session_get_stats(split, &st1);
-    int tasks = (int)(st1.tasks - st0.tasks);
-    bench_cblas_sgemm(A, B, R, m, k, n, 2);
-    double err = 0;
-    const float *O = tfc_value_cdata(out);
-    for (size_t i = 0; i < nc; i++) err = fmax(err, fabs(O[i] - R[i]) / (1 + fabs(R[i])));
-    tfc_value_destroy(out);
-
-    double *t_split = calloc((size_t)reps, 8), *t_whole = calloc((size_t)reps, 8);
-    double *t_c2 = calloc((size_t)reps, 8), *t_c1 = calloc((size_t)reps, 8);
-    for (int w = 0; w < 2; w++) node_run(split, ft, fv, c), node_run(whole, ft, fv, c);
-    double load = -1;
-    FILE *la = fopen("/proc/loadavg", "r");
-    if (la) {
-        if (fscanf(la, "%lf", &load) != 1) load = -1;
-        fclose(la);
-    }
-    for (int r = 0; r < reps; r++) /* interleaved, the order rotating */
-        for (int q = 0; q < 4; q++)
-            switch ((q + r) % 4) {
-            case 0: t_split[r] = node_run(split, ft, fv, c); break;
-            case 1: t_whole[r] = node_run(whole, ft, fv, c); break;
-            case 2: t_c2[r] = bench_cblas_sgemm(A, B, R, m, k, n, 2); break;
-            default: t_c1[r] = bench_cblas_sgemm(A, B, R, m, k, n, 1); break;
-            }
-    double ms = bench_median(t_split, reps), mw = bench_median(t_whole, reps);
-    double m2 = bench_median(t_c2, reps), m1 = bench_median(t_c1, reps);
+    double err, load[3], med[T_N];
+    int tasks = bench_matmul_check(split, &mm, A, B, R, m, k, n, &err);
+    time_versions(split, whole, &mm, A, B, R, m, k, n, reps, load, med);
+    double ms = med[T_SPLIT], mw = med[T_WHOLE], m2 = med[T_CBLAS2], m1 = med[T_CBLAS1];
     double gf = 2.0 * m * (double)k * n * 1e-9;
     printf("matmul %dx%dx%d float32, %u StarPU workers (%u CPU), STARPU_SCHED=%s, %d tasks "
            "(chunks of k and their sum), %d repeats, load average %.2f, max rel error %.2g\n",
            m, k, n, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
-           getenv("STARPU_SCHED") ? getenv("STARPU_SCHED") : "(default)", tasks, reps, load,
+           getenv("STARPU_SCHED") ? getenv("STARPU_SCHED") : "(default)", tasks, reps, load[0],
            err);
     printf("  tfc node, split along k %8.2f ms  %6.1f GFLOP/s\n", ms * 1e3, gf / ms);
     printf("  tfc node, one task      %8.2f ms  %6.1f GFLOP/s\n", mw * 1e3, gf / mw);
@@ -118,12 +92,10 @@ int main(int argc, char **argv)
     printf("split_k m=%d k=%d n=%d workers=%u tasks=%d split_ms=%.3f whole_ms=%.3f "
            "cblas2_ms=%.3f cblas1_ms=%.3f vs_whole=%.3f vs_cblas2=%.3f load1=%.2f\n",
            m, k, n, starpu_worker_get_count(), tasks, ms * 1e3, mw * 1e3, m2 * 1e3, m1 * 1e3,
-           mw / ms, m2 / ms, load);
-    free(t_split), free(t_whole), free(t_c2), free(t_c1);
+           mw / ms, m2 / ms, load[0]);
     tfc_session_destroy(split);
     tfc_session_destroy(whole);
-    tfc_value_destroy(av), tfc_value_destroy(bv);
-    tfc_graph_destroy(g);
+    bench_matmul_destroy(&mm);
     free(A), free(B), free(R);
     tfc_ctx_destroy(ctx);
     return 0;

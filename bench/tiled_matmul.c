@@ -86,16 +86,6 @@ static void bare_teardown(struct bare *x)
 
 /* ---- tfc ---------------------------------------------------------------------------------- */
 
-static double node_run(tfc_session *s, tfc_tensor **ft, tfc_value **fv, tfc_tensor *c)
-{
-    double t0 = bench_now();
-    if (tfc_session_run(s, 2, ft, fv, 0, NULL, NULL, 1, &c)) {
-        fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
-        exit(1);
-    }
-    return bench_now() - t0;
-}
-
 static tfc_session *session(tfc_ctx *ctx, tfc_graph *g, double min_flops, int tile)
 {
     tfc_session *s;
@@ -104,6 +94,75 @@ static tfc_session *session(tfc_ctx *ctx, tfc_graph *g, double min_flops, int ti
         exit(1);
     }
     return s;
+}
+
+/* Pseudo-random A and B in [-1, 1) (one LCG, alternating), in StarPU memory for the bare
+ * version; C for its result and R for cblas's. */
+static void make_operands(int n, float **A, float **B, float **C, float **R)
+{
+    size_t nn = (size_t)n * (size_t)n;
+    if (starpu_malloc((void **)A, nn * 4) || starpu_malloc((void **)B, nn * 4) ||
+        starpu_malloc((void **)C, nn * 4) || !(*R = malloc(nn * 4))) {
+        fprintf(stderr, "no memory\n");
+        exit(1);
+    }
+    uint32_t seed = 1;
+    for (size_t i = 0; i < nn; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        (*A)[i] = ((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+        seed = seed * 1664525u + 1013904223u;
+        (*B)[i] = ((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+enum { T_TFC, T_BARE, T_CBLAS2, T_CBLAS1, T_WHOLE, T_N };
+
+/* The five versions interleaved, the order rotating, reps times after a warm-up (perfmodels,
+ * caches, PoCL/OpenBLAS threads); the load average once warm, and the median seconds of each
+ * version into med. */
+static void time_versions(tfc_session *tiled, tfc_session *whole, struct bench_matmul *mm,
+                          struct bare *bare, const float *A, const float *B, float *R, int n,
+                          int reps, double load[3], double med[T_N])
+{
+    double *t[T_N];
+    for (int v = 0; v < T_N; v++) t[v] = calloc((size_t)reps, sizeof(double));
+    for (int w = 0; w < 2; w++) {
+        bench_matmul_run(tiled, mm);
+        bare_run(bare);
+    }
+    bench_load_average(load);
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < T_N; k++) {
+            switch ((k + r) % T_N) {
+            case T_TFC: t[T_TFC][r] = bench_matmul_run(tiled, mm); break;
+            case T_BARE: t[T_BARE][r] = bare_run(bare); break;
+            case T_CBLAS2: t[T_CBLAS2][r] = bench_cblas_sgemm(A, B, R, n, n, n, 2); break;
+            case T_CBLAS1: t[T_CBLAS1][r] = bench_cblas_sgemm(A, B, R, n, n, n, 1); break;
+            default: t[T_WHOLE][r] = bench_matmul_run(whole, mm); break;
+            }
+        }
+    for (int v = 0; v < T_N; v++) {
+        med[v] = bench_median(t[v], reps);
+        free(t[v]);
+    }
+}
+
+/* Other tile edges than the chosen one: the measured rule behind TFC_TILE_SIZE=auto. */
+static void sweep_edges(tfc_ctx *ctx, struct bench_matmul *mm, int n, int reps)
+{
+    static const int edges[] = {256, 384, 512, 768, 1024};
+    printf("  tile edge sweep (tfc, median of %d):", reps);
+    for (int e = 0; e < 5; e++) {
+        if (edges[e] >= n) continue;
+        tfc_session *s = session(ctx, mm->g, 1, edges[e]);
+        bench_matmul_run(s, mm);
+        double *t = calloc((size_t)reps, 8);
+        for (int r = 0; r < reps; r++) t[r] = bench_matmul_run(s, mm);
+        printf(" %d: %.2f ms;", edges[e], bench_median(t, reps) * 1e3);
+        free(t);
+        tfc_session_destroy(s);
+    }
+    printf("\n");
 }
 
 int main(int argc, char **argv)
@@ -118,92 +177,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", tfc_errmsg());
         return 1;
     }
-    size_t nn = (size_t)n * (size_t)n;
     float *A, *B, *C, *R;
-    if (starpu_malloc((void **)&A, nn * 4) || starpu_malloc((void **)&B, nn * 4) ||
-        starpu_malloc((void **)&C, nn * 4) || !(R = malloc(nn * 4))) {
-        fprintf(stderr, "no memory\n");
-        return 1;
-    }
-    uint32_t seed = 1;
-    for (size_t i = 0; i < nn; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        A[i] = ((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-        seed = seed * 1664525u + 1013904223u;
-        B[i] = ((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-    tfc_graph *g;
-    tfc_graph_create(&g);
-    int64_t dims[2] = {n, n};
-    tfc_tensor *a = tfc_placeholder(g, "a", TFC_FLOAT32, tfc_shape_of(2, dims));
-    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(2, dims));
-    tfc_tensor *c = tfc_matmul(g, a, b, 0, 0);
-    tfc_value *av, *bv;
-    if (tfc_graph_status(g) || tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, dims), A, &av) ||
-        tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, dims), B, &bv)) {
-        fprintf(stderr, "setup: %s\n", tfc_errmsg());
-        return 1;
-    }
-    tfc_tensor *ft[2] = {a, b};
-    tfc_value *fv[2] = {av, bv};
+    make_operands(n, &A, &B, &C, &R);
+    struct bench_matmul mm;
+    bench_matmul_create(&mm, A, B, n, n, n);
 
     /* the tiled session with the library's own choice (environment or defaults) */
     tfc_session *tiled;
-    if (tfc_session_create(ctx, g, &tiled)) {
+    if (tfc_session_create(ctx, mm.g, &tiled)) {
         fprintf(stderr, "session: %s\n", tfc_errmsg());
         return 1;
     }
-    tfc_session *whole = session(ctx, g, 0, 0);
-    tfc_session_stats st0, st1;
-    tfc_session_get_stats(tiled, &st0);
-    tfc_value *out = NULL;
-    if (tfc_session_run(tiled, 2, ft, fv, 1, &c, &out, 0, NULL)) {
-        fprintf(stderr, "run: %s\n", tfc_session_errmsg(tiled));
-        return 1;
-    }
-    tfc_session_get_stats(tiled, &st1);
-    int tiles = (int)(st1.tasks - st0.tasks), grid = (int)lround(sqrt(tiles));
+    tfc_session *whole = session(ctx, mm.g, 0, 0);
+    double err;
+    int tiles = bench_matmul_check(tiled, &mm, A, B, R, n, n, n, &err);
+    int grid = (int)lround(sqrt(tiles));
     if (grid * grid != tiles) {
         fprintf(stderr, "unexpected tile count %d (not a square grid)\n", tiles);
         return 1;
     }
     int tile = (n + grid - 1) / grid;
-    /* check the result against one cblas call */
-    bench_cblas_sgemm(A, B, R, n, n, n, 2);
-    double err = 0;
-    const float *O = tfc_value_cdata(out);
-    for (size_t i = 0; i < nn; i++) err = fmax(err, fabs(O[i] - R[i]) / (1 + fabs(R[i])));
-    tfc_value_destroy(out);
     struct bare bare;
     bare_setup(&bare, A, B, C, n, grid);
-
-    double *t_tfc = calloc((size_t)reps, sizeof(double)), *t_bare = calloc((size_t)reps, 8);
-    double *t_c2 = calloc((size_t)reps, 8), *t_c1 = calloc((size_t)reps, 8);
-    double *t_whole = calloc((size_t)reps, 8);
-    for (int w = 0; w < 2; w++) { /* warm-up (perfmodels, caches, PoCL/OpenBLAS threads) */
-        node_run(tiled, ft, fv, c);
-        bare_run(&bare);
-    }
-    double load0[3] = {0, 0, 0};
-    FILE *la = fopen("/proc/loadavg", "r");
-    if (la) {
-        if (fscanf(la, "%lf %lf %lf", &load0[0], &load0[1], &load0[2]) != 3) load0[0] = -1;
-        fclose(la);
-    }
-    for (int r = 0; r < reps; r++) { /* interleaved, the order rotating */
-        for (int k = 0; k < 5; k++) {
-            switch ((k + r) % 5) {
-            case 0: t_tfc[r] = node_run(tiled, ft, fv, c); break;
-            case 1: t_bare[r] = bare_run(&bare); break;
-            case 2: t_c2[r] = bench_cblas_sgemm(A, B, R, n, n, n, 2); break;
-            case 3: t_c1[r] = bench_cblas_sgemm(A, B, R, n, n, n, 1); break;
-            default: t_whole[r] = node_run(whole, ft, fv, c); break;
-            }
-        }
-    }
-    double m_tfc = bench_median(t_tfc, reps), m_bare = bench_median(t_bare, reps);
-    double m_c2 = bench_median(t_c2, reps), m_c1 = bench_median(t_c1, reps), m_whole = bench_median(t_whole, reps);
-    double gf = 2.0 * n * (double)n * n * 1e-9;
+    double load0[3], med[T_N];
+    time_versions(tiled, whole, &mm, &bare, A, B, R, n, reps, load0, med);
+    double m_tfc = med[T_TFC], m_bare = med[T_BARE], m_c2 = med[T_CBLAS2], m_c1 = med[T_CBLAS1];
+    double m_whole = med[T_WHOLE], gf = 2.0 * n * (double)n * n * 1e-9;
     printf("matmul %dx%dx%d float32, %u StarPU workers (%u CPU), STARPU_SCHED=%s, tiles %d x %d "
            "of %d, %d repeats, load average %.2f %.2f %.2f, max rel error %.2g\n",
            n, n, n, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
@@ -217,21 +216,7 @@ int main(int argc, char **argv)
     printf("  tfc reaches %.3f of 2-thread cblas, %.3f of bare StarPU tiled (speed ratios)\n",
            m_c2 / m_tfc, m_bare / m_tfc);
     bare_teardown(&bare);
-
-    /* other tile edges: the measured rule behind TFC_TILE_SIZE=auto */
-    static const int edges[] = {256, 384, 512, 768, 1024};
-    printf("  tile edge sweep (tfc, median of %d):", reps);
-    for (int e = 0; e < 5; e++) {
-        if (edges[e] >= n) continue;
-        tfc_session *s = session(ctx, g, 1, edges[e]);
-        node_run(s, ft, fv, c);
-        double *t = calloc((size_t)reps, 8);
-        for (int r = 0; r < reps; r++) t[r] = node_run(s, ft, fv, c);
-        printf(" %d: %.2f ms;", edges[e], bench_median(t, reps) * 1e3);
-        free(t);
-        tfc_session_destroy(s);
-    }
-    printf("\n");
+    sweep_edges(ctx, &mm, n, reps);
     printf("tiled_matmul n=%d workers=%u cpu_workers=%u tile=%d tfc_ms=%.3f bare_ms=%.3f "
            "cblas2_ms=%.3f cblas1_ms=%.3f untiled_ms=%.3f vs_cblas2=%.3f vs_bare=%.3f "
            "load1=%.2f\n",
@@ -240,14 +225,11 @@ int main(int argc, char **argv)
            load0[0]);
     tfc_session_destroy(tiled);
     tfc_session_destroy(whole);
-    tfc_value_destroy(av);
-    tfc_value_destroy(bv);
-    tfc_graph_destroy(g);
+    bench_matmul_destroy(&mm);
     starpu_free(A);
     starpu_free(B);
     starpu_free(C);
     free(R);
-    free(t_tfc), free(t_bare), free(t_c2), free(t_c1), free(t_whole);
     tfc_ctx_destroy(ctx);
     return 0;
 }

@@ -1,6 +1,6 @@
-/* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network with Adam on
- * Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch, then
- * prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
+/* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network (mlp_model.c) with
+ * Adam on Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch,
+ * then prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
  *
  *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--save MODEL.db]
  *             [--quiet]
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <tfc-starpu/tfc.h>
+#include "mlp_model.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
@@ -68,36 +69,6 @@ static int parse(int argc, char **argv, struct options *o)
     return 0;
 }
 
-/* Images [n,28,28] uint8 -> [n,784] float32 in [0,1]; labels [n] uint8. */
-static int load(const char *dir, const char *split, tfc_value **images, tfc_value **labels)
-{
-    char path[1024];
-    tfc_value *raw;
-    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, split);
-    if (tfc_idx_read(path, &raw)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
-    int64_t n = tfc_value_shape(raw).dims[0];
-    tfc_status st = tfc_value_normalize_u8(raw, 1.0f / 255.0f, 0.0f, images);
-    tfc_value_destroy(raw);
-    if (!st) st = tfc_value_reshape(*images, tfc_shape_of(2, (int64_t[]){n, 784}));
-    if (st) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
-    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, split);
-    if (tfc_idx_read(path, labels)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), -1;
-    return 0;
-}
-
-static tfc_tensor *dense(tfc_graph *g, const char *name, tfc_tensor *x, int64_t in, int64_t out,
-                         uint64_t seed, int relu)
-{
-    char w[64], b[64];
-    snprintf(w, sizeof w, "%s/kernel", name);
-    snprintf(b, sizeof b, "%s/bias", name);
-    tfc_tensor *kernel = tfc_variable(g, w, TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){in, out}),
-                                      tfc_init_glorot_uniform(seed));
-    tfc_tensor *bias = tfc_variable(g, b, TFC_FLOAT32, tfc_shape_of(1, &out), tfc_init_zeros());
-    tfc_tensor *y = tfc_bias_add(g, tfc_matmul(g, x, kernel, 0, 0), bias);
-    return relu ? tfc_relu(g, y) : y;
-}
-
 /* The graph and its signatures into a new store (the tfc tool reads them). */
 static int save_model(const char *path, tfc_graph *g, tfc_store **out)
 {
@@ -131,119 +102,148 @@ static void progress(int epoch, int epochs, int64_t step, int64_t steps, double 
     fflush(stderr);
 }
 
+/* The flagship's graph: the network of mlp_model.c, then the metrics, the predictions, and
+ * Adam with the learning rate decayed along a cosine over the run, to 2% of its start. */
+struct flagship {
+    struct mlp_model m;
+    tfc_tensor *hits;      /* correct predictions in a batch */
+    tfc_tensor *train;
+    int64_t steps;         /* per epoch */
+};
+
+static void build(tfc_graph *g, const struct options *o, int64_t n_train, struct flagship *f)
+{
+    struct mlp_model *m = &f->m;
+    mlp_model_build(g, TFC_UINT8, m);
+    tfc_tensor *correct = tfc_cast(
+        g, tfc_equal(g, tfc_cast(g, tfc_argmax(g, m->logits, 1), TFC_INT32), m->labels_i32),
+        TFC_FLOAT32);
+    f->hits = tfc_reduce_sum(g, correct, 0, NULL, 0);
+    tfc_tensor *accuracy = tfc_reduce_mean(g, correct, 0, NULL, 0);
+    tfc_tensor *probs = tfc_softmax(g, m->logits, -1);
+    f->steps = (n_train + o->batch - 1) / o->batch;
+    tfc_tensor *global_step = tfc_global_step(g);
+    tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, o->lr);
+    adam.lr_tensor = tfc_lr_cosine(g, o->lr, global_step, (double)(f->steps * o->epochs),
+                                   0.02 * o->lr);
+    f->train = tfc_minimize(g, m->loss, MLP_N_VARS, m->vars, &adam, global_step);
+    /* the names the store's signatures use */
+    tfc_tensor_set_name(m->loss, "loss");
+    tfc_tensor_set_name(accuracy, "accuracy");
+    tfc_tensor_set_name(probs, "probabilities");
+    tfc_tensor_set_name(f->train, "train");
+}
+
+/* o->epochs epochs over the shuffled training set, with the progress bar and a summary line
+ * per epoch; each step's loss goes to the store when there is one. */
+static int train(const struct options *o, const struct flagship *f, tfc_session *s,
+                 tfc_store *store, tfc_value *const *sources)
+{
+    tfc_batcher *batches;
+    if (tfc_batcher_create(2, sources, o->batch, o->seed, TFC_BATCHER_SHUFFLE, &batches))
+        return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
+    tfc_tensor *feeds[2] = {f->m.images, f->m.labels}, *loss = f->m.loss;
+    int64_t steps = f->steps, n_train = tfc_value_shape(sources[0]).dims[0];
+    double t_start = now();
+    for (int epoch = 1; epoch <= o->epochs; epoch++) {
+        double t0 = now(), loss_sum = 0;
+        for (int64_t step = 1; step <= steps; step++) {
+            tfc_value *batch[2], *lv;
+            if (tfc_batcher_next(batches, batch, NULL))
+                return fprintf(stderr, "mnist_mlp: %s\n", tfc_batcher_errmsg(batches)), 1;
+            if (tfc_session_run(s, 2, feeds, batch, 1, &loss, &lv, 1, &f->train))
+                return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
+            loss_sum += tfc_value_get(lv, 0);
+            if (store)
+                tfc_store_log_metric(store, (epoch - 1) * steps + step, "loss",
+                                     tfc_value_get(lv, 0));
+            tfc_value_destroy(lv);
+            if (!o->quiet && (step % 20 == 0 || step == steps)) {
+                double dt = now() - t0, rate = (double)(step * o->batch) / dt;
+                double left = dt / (double)step * (double)(steps - step);
+                progress(epoch, o->epochs, step, steps, loss_sum / (double)step, rate, left);
+            }
+        }
+        if (!o->quiet) fprintf(stderr, "\n");
+        printf("epoch %d: mean loss %.4f, %.1f s, %.0f examples/s\n", epoch,
+               loss_sum / (double)steps, now() - t0, (double)n_train / (now() - t0));
+    }
+    double train_s = now() - t_start, waited = tfc_batcher_wait_seconds(batches);
+    tfc_batcher_destroy(batches);
+    printf("trained %d epochs in %.1f s (%.1f%% of it waiting for input)\n", o->epochs, train_s,
+           100.0 * waited / train_s);
+    return 0;
+}
+
+/* The test images classified right, counted in batches of 1000; -1 after an error. */
+static double evaluate(const struct flagship *f, tfc_session *s, tfc_value *const *sources)
+{
+    tfc_batcher *eval;
+    tfc_tensor *feeds[2] = {f->m.images, f->m.labels}, *hits = f->hits;
+    double hit_count = 0;
+    tfc_batcher_create(2, sources, 1000, 0, 0, &eval);
+    for (int64_t i = 0; i < tfc_batcher_steps_per_epoch(eval); i++) {
+        tfc_value *batch[2], *hv;
+        tfc_batcher_next(eval, batch, NULL);
+        if (tfc_session_run(s, 2, feeds, batch, 1, &hits, &hv, 0, NULL))
+            return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), -1;
+        hit_count += tfc_value_get(hv, 0);
+        tfc_value_destroy(hv);
+    }
+    tfc_batcher_destroy(eval);
+    return hit_count;
+}
+
+/* The test accuracy and a final checkpoint (with the input position of the end) into the
+ * store, which is closed. */
+static int finish_store(const struct options *o, const struct flagship *f, tfc_session *s,
+                        tfc_store *store, double accuracy)
+{
+    tfc_input_position pos = {o->seed, o->epochs, 0};
+    tfc_store_log_metric(store, f->steps * o->epochs, "test_accuracy", accuracy);
+    if (tfc_store_checkpoint(store, s, f->steps * o->epochs, &pos) || tfc_store_flush(store))
+        return fprintf(stderr, "mnist_mlp: %s\n", tfc_store_errmsg(store)), 1;
+    tfc_store_close(store);
+    printf("saved the model to %s\n", o->save);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 2 : rc;
-    tfc_value *train_x, *train_y, *test_x, *test_y;
-    if (load(o.data, "train", &train_x, &train_y) || load(o.data, "t10k", &test_x, &test_y))
-        return 1;
+    tfc_value *data[4]; /* train images, labels, test images, labels */
+    if (mlp_load_fashion_mnist(o.data, "train", &data[0], &data[1]) ||
+        mlp_load_fashion_mnist(o.data, "t10k", &data[2], &data[3]))
+        return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
 
     tfc_ctx *ctx;
     if (tfc_ctx_create(&ctx)) return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_graph_set_seed(g, o.seed);
-    tfc_tensor *x = tfc_placeholder(g, "images", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 784}));
-    tfc_tensor *y = tfc_placeholder(g, "labels", TFC_UINT8, tfc_shape_of(1, (int64_t[]){-1}));
-    tfc_tensor *h1 = dense(g, "dense1", x, 784, 256, 1, 1);
-    tfc_tensor *h2 = dense(g, "dense2", h1, 256, 128, 2, 1);
-    tfc_tensor *logits = dense(g, "logits", h2, 128, 10, 3, 0);
-    tfc_tensor *labels = tfc_cast(g, y, TFC_INT32);
-    tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, labels), 0,
-                                       NULL, 0);
-    tfc_tensor *correct = tfc_cast(
-        g, tfc_equal(g, tfc_cast(g, tfc_argmax(g, logits, 1), TFC_INT32), labels), TFC_FLOAT32);
-    tfc_tensor *hits = tfc_reduce_sum(g, correct, 0, NULL, 0);
-    tfc_tensor *accuracy = tfc_reduce_mean(g, correct, 0, NULL, 0);
-    tfc_tensor *probs = tfc_softmax(g, logits, -1);
-    tfc_tensor *vars[6];
-    const char *names[6] = {"dense1/kernel", "dense1/bias", "dense2/kernel", "dense2/bias",
-                            "logits/kernel", "logits/bias"};
-    for (int i = 0; i < 6; i++) vars[i] = tfc_graph_find(g, names[i]);
-    /* Adam with the learning rate decayed along a cosine over the run, to 2% of its start */
-    int64_t n_train = tfc_value_shape(train_x).dims[0];
-    int64_t steps = (n_train + o.batch - 1) / o.batch;
-    tfc_tensor *global_step = tfc_global_step(g);
-    tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, o.lr);
-    adam.lr_tensor = tfc_lr_cosine(g, o.lr, global_step, (double)(steps * o.epochs), 0.02 * o.lr);
-    tfc_tensor *train = tfc_minimize(g, loss, 6, vars, &adam, global_step);
-    tfc_tensor_set_name(loss, "loss");
-    tfc_tensor_set_name(accuracy, "accuracy");
-    tfc_tensor_set_name(probs, "probabilities");
-    tfc_tensor_set_name(train, "train");
+    struct flagship f;
+    build(g, &o, tfc_value_shape(data[0]).dims[0], &f);
     tfc_session *s;
     if (tfc_graph_status(g) || tfc_session_create(ctx, g, &s) || tfc_session_init_variables(s)) {
-        fprintf(stderr, "mnist_mlp: %s\n", tfc_graph_status(g) ? tfc_graph_errmsg(g) : tfc_errmsg());
+        fprintf(stderr, "mnist_mlp: %s\n",
+                tfc_graph_status(g) ? tfc_graph_errmsg(g) : tfc_errmsg());
         return 1;
     }
-
     tfc_store *store = NULL;
     if (o.save && save_model(o.save, g, &store)) return 1;
-
-    tfc_batcher *batches;
-    tfc_value *sources[2] = {train_x, train_y};
-    if (tfc_batcher_create(2, sources, o.batch, o.seed, TFC_BATCHER_SHUFFLE, &batches))
-        return fprintf(stderr, "mnist_mlp: %s\n", tfc_errmsg()), 1;
-    tfc_tensor *feeds[2] = {x, y};
-    double t_start = now();
-    for (int epoch = 1; epoch <= o.epochs; epoch++) {
-        double t0 = now(), loss_sum = 0;
-        for (int64_t step = 1; step <= steps; step++) {
-            tfc_value *batch[2], *lv;
-            if (tfc_batcher_next(batches, batch, NULL))
-                return fprintf(stderr, "mnist_mlp: %s\n", tfc_batcher_errmsg(batches)), 1;
-            if (tfc_session_run(s, 2, feeds, batch, 1, &loss, &lv, 1, &train))
-                return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
-            loss_sum += tfc_value_get(lv, 0);
-            if (store) tfc_store_log_metric(store, (epoch - 1) * steps + step, "loss", tfc_value_get(lv, 0));
-            tfc_value_destroy(lv);
-            if (!o.quiet && (step % 20 == 0 || step == steps)) {
-                double dt = now() - t0, rate = (double)(step * o.batch) / dt;
-                double left = dt / (double)step * (double)(steps - step);
-                progress(epoch, o.epochs, step, steps, loss_sum / (double)step, rate, left);
-            }
-        }
-        if (!o.quiet) fprintf(stderr, "\n");
-        printf("epoch %d: mean loss %.4f, %.1f s, %.0f examples/s\n", epoch,
-               loss_sum / (double)steps, now() - t0, (double)n_train / (now() - t0));
-    }
-    double train_s = now() - t_start, waited = tfc_batcher_wait_seconds(batches);
-    tfc_batcher_destroy(batches);
-
-    /* test accuracy, in batches of 1000 */
-    tfc_batcher *eval;
-    tfc_value *test_sources[2] = {test_x, test_y};
-    double hit_count = 0;
-    int64_t n_test = tfc_value_shape(test_x).dims[0];
-    tfc_batcher_create(2, test_sources, 1000, 0, 0, &eval);
-    for (int64_t i = 0; i < tfc_batcher_steps_per_epoch(eval); i++) {
-        tfc_value *batch[2], *hv;
-        tfc_batcher_next(eval, batch, NULL);
-        if (tfc_session_run(s, 2, feeds, batch, 1, &hits, &hv, 0, NULL))
-            return fprintf(stderr, "mnist_mlp: %s\n", tfc_session_errmsg(s)), 1;
-        hit_count += tfc_value_get(hv, 0);
-        tfc_value_destroy(hv);
-    }
-    tfc_batcher_destroy(eval);
-    printf("trained %d epochs in %.1f s (%.1f%% of it waiting for input)\n", o.epochs, train_s,
-           100.0 * waited / train_s);
+    if (train(&o, &f, s, store, &data[0])) return 1;
+    double hit_count = evaluate(&f, s, &data[2]);
+    if (hit_count < 0) return 1;
+    int64_t n_test = tfc_value_shape(data[2]).dims[0];
     printf("test accuracy %.2f%%\n", 100.0 * hit_count / (double)n_test);
     printf("test_accuracy=%.4f\n", hit_count / (double)n_test);
-    if (store) {
-        tfc_input_position pos = {o.seed, o.epochs, 0};
-        tfc_store_log_metric(store, steps * o.epochs, "test_accuracy", hit_count / (double)n_test);
-        if (tfc_store_checkpoint(store, s, steps * o.epochs, &pos) || tfc_store_flush(store))
-            return fprintf(stderr, "mnist_mlp: %s\n", tfc_store_errmsg(store)), 1;
-        tfc_store_close(store);
-        printf("saved the model to %s\n", o.save);
-    }
+    if (store && finish_store(&o, &f, s, store, hit_count / (double)n_test)) return 1;
 
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
     tfc_ctx_destroy(ctx);
-    tfc_value *all[4] = {train_x, train_y, test_x, test_y};
-    for (int i = 0; i < 4; i++) tfc_value_destroy(all[i]);
+    for (int i = 0; i < 4; i++) tfc_value_destroy(data[i]);
     return 0;
 }

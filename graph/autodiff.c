@@ -119,12 +119,10 @@ static tfc_status call_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
     return n->op->grad(g, n, dys, dxs);
 }
 
-tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
-                         tfc_tensor *const *grad_ys, int n_xs, tfc_tensor *const *xs,
-                         tfc_tensor **dxs)
+/* The ys and xs: non-NULL float tensors of g. Fails the graph otherwise. */
+static tfc_status check_args(tfc_graph *g, int n_ys, tfc_tensor *const *ys, int n_xs,
+                             tfc_tensor *const *xs, tfc_tensor **dxs)
 {
-    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
-    if (g->status) return g->status;
     if (n_ys < 1 || n_xs < 1 || !ys || !xs || !dxs)
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "gradients: needs ys, xs and dxs");
     for (int i = 0; i < n_ys + n_xs; i++) {
@@ -138,15 +136,30 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
                                    "gradients: '%s' is %s; only float tensors have gradients",
                                    t->name, tfc_dtype_name(t->desc.dtype));
     }
-    int N = g->n_nodes; /* nodes added below are gradient nodes, not visited */
-    char *from_x = calloc((size_t)N, 1), *to_y = calloc((size_t)N, 1);
-    struct contribs **acc = calloc((size_t)N, sizeof *acc);
+    return TFC_OK;
+}
+
+/* One backward pass over the graph's first N nodes. */
+struct backward {
+    tfc_graph *g;
+    int N;                 /* nodes added after the pass began are gradient nodes, not visited */
+    char *from_x, *to_y;   /* per node: it depends on an x; a y depends on it */
+    struct contribs **acc; /* per node a y depends on, per output */
+};
+
+/* Marks the nodes between the xs and the ys, and gives those the ys depend on their
+ * contribution lists. TFC_ERR_OUT_OF_MEMORY (the graph failed) or TFC_OK. */
+static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const *ys, int n_xs,
+                                tfc_tensor *const *xs)
+{
+    tfc_graph *g = b->g;
+    int N = b->N;
+    b->from_x = calloc((size_t)N, 1);
+    b->to_y = calloc((size_t)N, 1);
+    b->acc = calloc((size_t)N, sizeof *b->acc);
     int *stack = malloc(sizeof(int) * (size_t)(N + 1));
-    tfc_status st = TFC_OK;
-    if (!from_x || !to_y || !acc || !stack) {
-        st = tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
-        goto done;
-    }
+    char *from_x = b->from_x, *to_y = b->to_y;
+    if (!from_x || !to_y || !b->acc || !stack) goto oom;
     /* nodes that depend on an x (creation order is topological for data edges) */
     for (int id = 0; id < N; id++) {
         struct tfc_node *n = g->nodes[id];
@@ -174,69 +187,96 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
         }
     }
     for (int id = 0; id < N; id++)
-        if (to_y[id]) {
-            acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **acc);
-            if (!acc[id]) {
-                st = tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
-                goto done;
-            }
+        if (to_y[id] && !(b->acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **b->acc)))
+            goto oom;
+    free(stack);
+    return TFC_OK;
+oom:
+    free(stack);
+    return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
+}
+
+static void backward_free(struct backward *b)
+{
+    for (int id = 0; b->acc && id < b->N; id++) {
+        if (!b->acc[id]) continue;
+        for (int k = 0; k < b->g->nodes[id]->n_outputs; k++) free(b->acc[id][k].t);
+        free(b->acc[id]);
+    }
+    free(b->acc);
+    free(b->from_x);
+    free(b->to_y);
+}
+
+/* Sends the gradients reaching node id's outputs through its op's gradient (or a user's),
+ * adding what reaches its float inputs to their contributions. -1 on failure: the graph's
+ * status says why, else there was no memory. */
+static int backprop_node(struct backward *b, int id)
+{
+    tfc_graph *g = b->g;
+    struct tfc_node *n = g->nodes[id];
+    if (!b->to_y[id] || !b->from_x[id]) return 0;
+    tfc_tensor *dys[TFC_MAX_OPERANDS], *dx[TFC_MAX_OPERANDS];
+    int any = 0;
+    for (int k = 0; k < n->n_outputs; k++) {
+        dys[k] = sum_contribs(g, &b->acc[id][k]);
+        any |= dys[k] != NULL;
+    }
+    if (!any) return 0;
+    if (n->op->flags & TFC_OP_NO_GRADIENT) return 0;
+    if (!n->op->grad && !n->user_grad) {
+        tfc_gradient_fn fn;
+        void *user;
+        if (!registered(n->op, &fn, &user)) {
+            tfc_graph_error(g, TFC_ERR_NOT_FOUND,
+                            "gradients: op '%s' (node '%s') has no gradient, and it lies on "
+                            "the path from the xs to the ys",
+                            n->op->name, n->name);
+            return -1;
         }
-    for (int i = 0; i < n_ys; i++) {
+    }
+    memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
+    if (call_grad(g, n, dys, dx) || g->status) return -1;
+    for (int i = 0; i < n->n_inputs; i++) {
+        tfc_tensor *t = n->inputs[i];
+        if (!dx[i] || !tfc_dtype_is_float(t->desc.dtype) || !b->acc[t->node->id]) continue;
+        if (add_contrib(&b->acc[t->node->id][t->index], dx[i])) return -1;
+    }
+    return 0;
+}
+
+tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
+                         tfc_tensor *const *grad_ys, int n_xs, tfc_tensor *const *xs,
+                         tfc_tensor **dxs)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
+    if (g->status) return g->status;
+    if (check_args(g, n_ys, ys, n_xs, xs, dxs)) return g->status;
+    struct backward b = {.g = g, .N = g->n_nodes};
+    tfc_status st = backward_init(&b, n_ys, ys, n_xs, xs);
+    if (st) {
+        backward_free(&b);
+        return st;
+    }
+    int failed = 0;
+    for (int i = 0; i < n_ys && !failed; i++) {
         tfc_tensor *dy = grad_ys && grad_ys[i] ? grad_ys[i] : tfc_ones_like(g, ys[i]);
-        if (!dy || add_contrib(&acc[ys[i]->node->id][ys[i]->index], dy)) goto fail;
+        failed = !dy || add_contrib(&b.acc[ys[i]->node->id][ys[i]->index], dy);
     }
-    for (int id = N - 1; id >= 0; id--) {
-        struct tfc_node *n = g->nodes[id];
-        if (!to_y[id] || !from_x[id]) continue;
-        tfc_tensor *dys[TFC_MAX_OPERANDS], *dx[TFC_MAX_OPERANDS];
-        int any = 0;
-        for (int k = 0; k < n->n_outputs; k++) {
-            dys[k] = sum_contribs(g, &acc[id][k]);
-            any |= dys[k] != NULL;
-        }
-        if (!any) continue;
-        if (n->op->flags & TFC_OP_NO_GRADIENT) continue;
-        if (!n->op->grad && !n->user_grad) {
-            tfc_gradient_fn fn;
-            void *user;
-            if (!registered(n->op, &fn, &user)) {
-                tfc_graph_error(g, TFC_ERR_NOT_FOUND,
-                                "gradients: op '%s' (node '%s') has no gradient, and it lies on "
-                                "the path from the xs to the ys",
-                                n->op->name, n->name);
-                goto fail;
-            }
-        }
-        memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
-        if (call_grad(g, n, dys, dx) || g->status) goto fail;
-        for (int i = 0; i < n->n_inputs; i++) {
-            tfc_tensor *t = n->inputs[i];
-            if (!dx[i] || !tfc_dtype_is_float(t->desc.dtype) || !acc[t->node->id]) continue;
-            if (add_contrib(&acc[t->node->id][t->index], dx[i])) goto fail;
-        }
-    }
-    for (int j = 0; j < n_xs; j++) {
+    for (int id = b.N - 1; id >= 0 && !failed; id--) failed = backprop_node(&b, id);
+    for (int j = 0; j < n_xs && !failed; j++) {
         tfc_tensor *x = xs[j];
-        tfc_tensor *d = acc[x->node->id] ? sum_contribs(g, &acc[x->node->id][x->index]) : NULL;
+        struct contribs *c = b.acc[x->node->id];
+        tfc_tensor *d = c ? sum_contribs(g, &c[x->index]) : NULL;
         if (!d) /* no path: zeros, without needing x's value when its shape is known */
             d = tfc_shape_numel(&x->desc.shape) >= 0 ? tfc_fill(g, x->desc.shape, x->desc.dtype, 0)
                                                      : tfc_zeros_like(g, x);
         dxs[j] = d;
     }
-    if (g->status) goto fail;
-    goto done;
-fail:
-    st = g->status ? g->status : TFC_ERR_OUT_OF_MEMORY;
-    for (int j = 0; j < n_xs; j++) dxs[j] = NULL;
-done:
-    for (int id = 0; acc && id < N; id++) {
-        if (!acc[id]) continue;
-        for (int k = 0; k < g->nodes[id]->n_outputs; k++) free(acc[id][k].t);
-        free(acc[id]);
+    if (failed || g->status) {
+        st = g->status ? g->status : TFC_ERR_OUT_OF_MEMORY;
+        for (int j = 0; j < n_xs; j++) dxs[j] = NULL;
     }
-    free(acc);
-    free(from_x);
-    free(to_y);
-    free(stack);
+    backward_free(&b);
     return st;
 }

@@ -318,11 +318,9 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
     return task;
 }
 
-/* Everything from here to the unlock happens under the session lock. */
-static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *const *feeds,
-                                char *msg)
+/* Every variable the plan reads must be initialized, and every one it uses has its handle. */
+static tfc_status check_variables(tfc_session *s, const struct plan *p, char *msg)
 {
-    struct plan *p = run->plan;
     for (int i = 0; i < p->n_var_checks; i++) {
         struct tfc_node *v = s->g->nodes[p->var_checks[i]];
         if (v->id >= s->n_pers || !s->pers[v->id].initialized)
@@ -336,6 +334,15 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
             tfc_persist_get(s, s->g->nodes[p->slots[i].ref], &pe))
             return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "%s", s->msg);
     }
+    return TFC_OK;
+}
+
+/* The run's instance of the plan, its bookkeeping arrays, the fetched values, and the feeds
+ * registered with StarPU. */
+static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *const *feeds,
+                              char *msg)
+{
+    struct plan *p = run->plan;
     run->inst = take_instance(p);
     run->feed_handles = calloc((size_t)p->n_feeds + 1, sizeof *run->feed_handles);
     run->fetch_values = calloc((size_t)p->n_fetches + 1, sizeof *run->fetch_values);
@@ -358,41 +365,42 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
                                         (uintptr_t)tfc_value_data(feeds[i]),
                                         (uint32_t)p->slots[i].numel,
                                         tfc_dtype_size(p->slots[i].desc.dtype));
-    int n_acquire = 0;
-    for (int i = 0; i < p->n_fetches; i++) {
-        enum slot_kind k = p->slots[p->fetch_slot[i]].kind;
-        n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
-    }
-    if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
-    int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
-    run->pending = n_wait + n_acquire;
-    p->running++;
-    run->submitted = 1;
+    return TFC_OK;
+}
+
+/* Submits the plan's tasks in order. When StarPU refuses one, nothing more is submitted (later
+ * tasks would read what it never wrote) and the completions the run waits for drop by the
+ * unsent ones and the n_acquire fetch copies. */
+static tfc_status submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
+{
+    struct plan *p = run->plan;
     for (int i = 0; i < p->n_steps; i++) {
         struct starpu_task *task = tile_before(run, i) ? NULL : make_task(run, i);
         int ret = task ? starpu_task_submit(task) : -ENOMEM;
-        if (!ret) tile_after(run, i);
-        if (ret) {
-            if (task) discard_task(task);
-            tile_abort(run);
-            /* later tasks would read what this one never wrote: submit nothing more */
-            int unsent = 0;
-            for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
-            __atomic_sub_fetch(&run->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
-            struct tfc_node *n = s->g->nodes[p->steps[i].node];
-            return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
-                            "node '%s' (%s): %s", n->name, n->op->name,
-                            ret == -ENODEV ? "no worker can run its task (check the placement "
-                                             "and STARPU_NCPU/NCUDA/NOPENCL)"
-                                           : "StarPU refused the task");
+        if (!ret) {
+            tile_after(run, i);
+            continue;
         }
+        if (task) discard_task(task);
+        tile_abort(run);
+        int unsent = 0;
+        for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
+        __atomic_sub_fetch(&run->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
+        struct tfc_node *n = s->g->nodes[p->steps[i].node];
+        return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
+                        "node '%s' (%s): %s", n->name, n->op->name,
+                        ret == -ENODEV ? "no worker can run its task (check the placement "
+                                         "and STARPU_NCPU/NCUDA/NOPENCL)"
+                                       : "StarPU refused the task");
     }
-    s->stats.tasks += (uint64_t)p->n_steps;
-    s->stats.soft_fallbacks += (uint64_t)p->n_soft_fallbacks;
-    if (p->warning)
-        snprintf(s->warning, sizeof s->warning, "%s", p->warning);
-    else
-        s->warning[0] = 0;
+    return TFC_OK;
+}
+
+/* The fetches: fed and folded values are copied now; the others are copied out by an
+ * asynchronous acquire once their producer has run. */
+static void queue_fetches(struct tfc_run *run, tfc_value *const *feeds)
+{
+    struct plan *p = run->plan;
     for (int i = 0; i < p->n_fetches; i++) {
         const struct slot *sl = &p->slots[p->fetch_slot[i]];
         tfc_value *v = run->fetch_values[i];
@@ -407,6 +415,34 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
             starpu_data_acquire_cb(f->h, STARPU_R, fetch_done, f);
         }
     }
+}
+
+/* Everything from here to the unlock happens under the session lock. */
+static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *const *feeds,
+                                char *msg)
+{
+    struct plan *p = run->plan;
+    tfc_status st = check_variables(s, p, msg);
+    if (!st) st = prepare_run(s, run, feeds, msg);
+    if (st) return st;
+    int n_acquire = 0;
+    for (int i = 0; i < p->n_fetches; i++) {
+        enum slot_kind k = p->slots[p->fetch_slot[i]].kind;
+        n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
+    }
+    if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
+    int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
+    run->pending = n_wait + n_acquire;
+    p->running++;
+    run->submitted = 1;
+    if ((st = submit_tasks(s, run, n_acquire, msg))) return st;
+    s->stats.tasks += (uint64_t)p->n_steps;
+    s->stats.soft_fallbacks += (uint64_t)p->n_soft_fallbacks;
+    if (p->warning)
+        snprintf(s->warning, sizeof s->warning, "%s", p->warning);
+    else
+        s->warning[0] = 0;
+    queue_fetches(run, feeds);
     for (int i = 0; i < p->n_var_writes; i++) s->pers[p->var_writes[i]].initialized = 1;
     return TFC_OK;
 }

@@ -121,6 +121,116 @@ static int64_t read_elements(gzFile gz, const struct idx_type *t, tfc_value *v)
     return done;
 }
 
+/* What the header says, and what follows from it. */
+struct idx_header {
+    const struct idx_type *t;
+    tfc_shape shape;
+    size_t len;            /* bytes of the header */
+    int compressed;        /* gzip (known once zlib has read something) */
+    uint64_t numel, bytes; /* elements, and their bytes in the file */
+    char text[160];        /* the shape, for messages */
+};
+
+/* Reads and checks the magic (type code, rank) and the dims. */
+static tfc_status read_header(gzFile gz, const char *path, struct idx_header *h)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    unsigned char head[4 + 4 * TFC_MAX_RANK];
+    int64_t got = read_full(gz, head, 4);
+    if (got < 0) return tfc_fail_global(bad, "idx '%s': corrupt gzip data: %s", path, zmsg(gz));
+    if (got < 4)
+        return tfc_fail_global(bad, "idx '%s': truncated header: %lld of the 4 magic bytes",
+                               path, (long long)got);
+    h->compressed = !gzdirect(gz);
+    uint32_t magic = be32(head);
+    if (head[0] || head[1])
+        return tfc_fail_global(bad, "idx '%s': wrong magic 0x%08x (an idx file starts with two "
+                               "zero bytes, a type code and a rank, e.g. 0x00000803)", path,
+                               magic);
+    h->t = NULL;
+    for (size_t i = 0; i < sizeof idx_types / sizeof idx_types[0]; i++)
+        if (idx_types[i].code == head[2]) h->t = &idx_types[i];
+    if (!h->t)
+        return tfc_fail_global(bad, "idx '%s': unsupported element type 0x%02x in magic 0x%08x "
+                               "(supported: 0x08 0x09 0x0B 0x0C 0x0D 0x0E)", path, head[2],
+                               magic);
+    int rank = head[3];
+    if (rank < 1 || rank > TFC_MAX_RANK)
+        return tfc_fail_global(bad, "idx '%s': rank %d in magic 0x%08x is outside [1, %d]", path,
+                               rank, magic, TFC_MAX_RANK);
+    h->len = 4 + 4 * (size_t)rank;
+    got = read_full(gz, head + 4, h->len - 4);
+    if (got < 0) return tfc_fail_global(bad, "idx '%s': corrupt gzip data: %s", path, zmsg(gz));
+    if ((size_t)got < h->len - 4)
+        return tfc_fail_global(bad, "idx '%s': truncated header: %lld of the %zu bytes of %d "
+                               "dims", path, (long long)got, h->len - 4, rank);
+    h->shape = (tfc_shape){.rank = rank};
+    for (int i = 0; i < rank; i++) h->shape.dims[i] = be32(head + 4 + 4 * i);
+    return TFC_OK;
+}
+
+/* Checks the size the dims give against overflow and against what a file of file_size bytes
+ * can hold, before anything is allocated. */
+static tfc_status check_size(const char *path, uint64_t file_size, struct idx_header *h)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    int overflow = 0;
+    h->numel = 1;
+    for (int i = 0; i < h->shape.rank; i++)
+        overflow |= __builtin_mul_overflow(h->numel, (uint64_t)h->shape.dims[i], &h->numel);
+    overflow |= __builtin_mul_overflow(h->numel, (uint64_t)h->t->size, &h->bytes);
+    overflow |= h->numel > (uint64_t)INT64_MAX || h->bytes > SIZE_MAX / 4; /* widened to int32 */
+    tfc_shape_str(&h->shape, h->text, sizeof h->text);
+    if (overflow)
+        return tfc_fail_global(bad, "idx '%s': dims %s of %s are too large (the size "
+                               "overflows)", path, h->text, h->t->name);
+    /* What the file can hold: exact for a plain file, deflate's largest expansion for gzip. */
+    uint64_t avail;
+    if (!h->compressed)
+        avail = file_size > h->len ? file_size - h->len : 0;
+    else if (__builtin_mul_overflow(file_size, DEFLATE_MAX_RATIO, &avail))
+        avail = UINT64_MAX;
+    if (h->bytes <= avail) return TFC_OK;
+    if (!h->compressed)
+        return tfc_fail_global(bad, "idx '%s': truncated data: the header says %s %s (%llu "
+                               "bytes) but the file holds %llu bytes after the header", path,
+                               h->text, h->t->name, (unsigned long long)h->bytes,
+                               (unsigned long long)avail);
+    return tfc_fail_global(bad, "idx '%s': the header says %s %s (%llu bytes), more than a gzip "
+                           "file of %lld bytes can hold", path, h->text, h->t->name,
+                           (unsigned long long)h->bytes, (long long)file_size);
+}
+
+/* Reads the elements into v, then checks that the file ends there. */
+static tfc_status read_body(gzFile gz, const char *path, const struct idx_header *h,
+                            tfc_value *v)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    int64_t n = read_elements(gz, h->t, v);
+    if (n < 0)
+        return tfc_fail_global(bad, "idx '%s': corrupt or truncated gzip data: %s", path,
+                               zmsg(gz));
+    if ((uint64_t)n < h->numel)
+        return tfc_fail_global(bad, "idx '%s': truncated data: the header says %s %s (%llu "
+                               "elements) but the file holds %lld%s", path, h->text, h->t->name,
+                               (unsigned long long)h->numel, (long long)n,
+                               cut_short(gz) ? " (the gzip stream is cut short)" : "");
+    /* Reading past the end also checks the gzip trailer (CRC and length). */
+    unsigned char extra;
+    int64_t got = read_full(gz, &extra, 1);
+    if (got < 0)
+        return tfc_fail_global(bad, "idx '%s': corrupt gzip data after the elements: %s", path,
+                               zmsg(gz));
+    if (got == 0 && cut_short(gz))
+        return tfc_fail_global(bad, "idx '%s': the gzip stream is cut short after the elements "
+                               "(no trailer)", path);
+    if (got > 0)
+        return tfc_fail_global(bad, "idx '%s': wrong size: trailing data after the %llu "
+                               "elements of %s %s", path, (unsigned long long)h->numel, h->text,
+                               h->t->name);
+    return TFC_OK;
+}
+
 tfc_status tfc_idx_read(const char *path, tfc_value **out)
 {
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "idx: out is NULL");
@@ -144,128 +254,19 @@ tfc_status tfc_idx_read(const char *path, tfc_value **out)
                                errno ? strerror(errno) : "zlib has no memory");
     gzbuffer(gz, 1u << 17);
 
-    tfc_status rc = TFC_ERR_INVALID_ARGUMENT;
+    struct idx_header h;
     tfc_value *v = NULL;
-    unsigned char head[4 + 4 * TFC_MAX_RANK];
-    int64_t got = read_full(gz, head, 4);
-    if (got < 0) {
-        tfc_fail_global(rc, "idx '%s': corrupt gzip data: %s", path, zmsg(gz));
-        goto done;
+    tfc_status rc = read_header(gz, path, &h);
+    if (!rc) rc = check_size(path, (uint64_t)st.st_size, &h);
+    if (!rc && (rc = tfc_value_create(h.t->dtype, h.shape, &v)))
+        tfc_fail_global(rc, "idx '%s': no memory for %s %s (%llu bytes)", path, h.text,
+                        tfc_dtype_name(h.t->dtype),
+                        (unsigned long long)(h.numel * tfc_dtype_size(h.t->dtype)));
+    if (!rc) rc = read_body(gz, path, &h, v);
+    if (!rc) {
+        *out = v;
+        v = NULL;
     }
-    if (got < 4) {
-        tfc_fail_global(rc, "idx '%s': truncated header: %lld of the 4 magic bytes", path,
-                        (long long)got);
-        goto done;
-    }
-    int compressed = !gzdirect(gz);
-    uint32_t magic = be32(head);
-    if (head[0] || head[1]) {
-        tfc_fail_global(rc, "idx '%s': wrong magic 0x%08x (an idx file starts with two zero "
-                        "bytes, a type code and a rank, e.g. 0x00000803)", path, magic);
-        goto done;
-    }
-    const struct idx_type *t = NULL;
-    for (size_t i = 0; i < sizeof idx_types / sizeof idx_types[0]; i++)
-        if (idx_types[i].code == head[2]) t = &idx_types[i];
-    if (!t) {
-        tfc_fail_global(rc, "idx '%s': unsupported element type 0x%02x in magic 0x%08x "
-                        "(supported: 0x08 0x09 0x0B 0x0C 0x0D 0x0E)", path, head[2], magic);
-        goto done;
-    }
-    int rank = head[3];
-    if (rank < 1 || rank > TFC_MAX_RANK) {
-        tfc_fail_global(rc, "idx '%s': rank %d in magic 0x%08x is outside [1, %d]", path, rank,
-                        magic, TFC_MAX_RANK);
-        goto done;
-    }
-    size_t head_len = 4 + 4 * (size_t)rank;
-    got = read_full(gz, head + 4, head_len - 4);
-    if (got < 0) {
-        tfc_fail_global(rc, "idx '%s': corrupt gzip data: %s", path, zmsg(gz));
-        goto done;
-    }
-    if ((size_t)got < head_len - 4) {
-        tfc_fail_global(rc, "idx '%s': truncated header: %lld of the %zu bytes of %d dims", path,
-                        (long long)got, head_len - 4, rank);
-        goto done;
-    }
-
-    tfc_shape shape = {.rank = rank};
-    uint64_t numel = 1, bytes;
-    int overflow = 0;
-    for (int i = 0; i < rank; i++) {
-        shape.dims[i] = be32(head + 4 + 4 * i);
-        overflow |= __builtin_mul_overflow(numel, (uint64_t)shape.dims[i], &numel);
-    }
-    overflow |= __builtin_mul_overflow(numel, (uint64_t)t->size, &bytes);
-    overflow |= numel > (uint64_t)INT64_MAX || bytes > SIZE_MAX / 4; /* widened to int32 */
-    char sbuf[160];
-    tfc_shape_str(&shape, sbuf, sizeof sbuf);
-    if (overflow) {
-        tfc_fail_global(rc, "idx '%s': dims %s of %s are too large (the size overflows)", path,
-                        sbuf, t->name);
-        goto done;
-    }
-    /* What the file can hold, known before allocating: exact for a plain file, deflate's
-     * largest expansion for gzip. */
-    uint64_t avail;
-    if (!compressed)
-        avail = (uint64_t)st.st_size > head_len ? (uint64_t)st.st_size - head_len : 0;
-    else if (__builtin_mul_overflow((uint64_t)st.st_size, DEFLATE_MAX_RATIO, &avail))
-        avail = UINT64_MAX;
-    if (bytes > avail) {
-        if (!compressed)
-            tfc_fail_global(rc, "idx '%s': truncated data: the header says %s %s (%llu bytes) "
-                            "but the file holds %llu bytes after the header", path, sbuf,
-                            t->name, (unsigned long long)bytes, (unsigned long long)avail);
-        else
-            tfc_fail_global(rc, "idx '%s': the header says %s %s (%llu bytes), more than a gzip "
-                            "file of %lld bytes can hold", path, sbuf, t->name,
-                            (unsigned long long)bytes, (long long)st.st_size);
-        goto done;
-    }
-
-    rc = tfc_value_create(t->dtype, shape, &v);
-    if (rc) {
-        tfc_fail_global(rc, "idx '%s': no memory for %s %s (%llu bytes)", path, sbuf,
-                        tfc_dtype_name(t->dtype),
-                        (unsigned long long)(numel * tfc_dtype_size(t->dtype)));
-        goto done;
-    }
-    rc = TFC_ERR_INVALID_ARGUMENT;
-    int64_t n = read_elements(gz, t, v);
-    if (n < 0) {
-        tfc_fail_global(rc, "idx '%s': corrupt or truncated gzip data: %s", path, zmsg(gz));
-        goto done;
-    }
-    if ((uint64_t)n < numel) {
-        tfc_fail_global(rc, "idx '%s': truncated data: the header says %s %s (%llu elements) "
-                        "but the file holds %lld%s", path, sbuf, t->name,
-                        (unsigned long long)numel, (long long)n,
-                        cut_short(gz) ? " (the gzip stream is cut short)" : "");
-        goto done;
-    }
-    /* Reading past the end also checks the gzip trailer (CRC and length). */
-    unsigned char extra;
-    got = read_full(gz, &extra, 1);
-    if (got < 0) {
-        tfc_fail_global(rc, "idx '%s': corrupt gzip data after the elements: %s", path, zmsg(gz));
-        goto done;
-    }
-    if (got == 0 && cut_short(gz)) {
-        tfc_fail_global(rc, "idx '%s': the gzip stream is cut short after the elements (no "
-                        "trailer)", path);
-        goto done;
-    }
-    if (got > 0) {
-        tfc_fail_global(rc, "idx '%s': wrong size: trailing data after the %llu elements of %s %s",
-                        path, (unsigned long long)numel, sbuf, t->name);
-        goto done;
-    }
-    rc = TFC_OK;
-    *out = v;
-    v = NULL;
-done:
     tfc_value_destroy(v);
     gzclose(gz);
     return rc;

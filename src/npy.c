@@ -198,6 +198,128 @@ static void swap_bytes(void *data, size_t count, size_t size)
 }
 #endif
 
+/* What the file's preamble and header say. */
+struct npy_file {
+    uint64_t data_off;     /* where the data start */
+    struct header h;
+    enum tfc_dtype dtype;
+    uint64_t numel, bytes;
+    char text[200];        /* the shape, for messages */
+};
+
+/* The magic, the version and the header length; the header must fit in the file. */
+static tfc_status read_preamble(FILE *f, const char *path, uint64_t file_size, uint64_t *hlen,
+                                struct npy_file *n)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    unsigned char pre[12];
+    size_t got = fread(pre, 1, 8, f);
+    if (memcmp(pre, npy_magic, got < 6 ? got : 6) != 0)
+        return tfc_fail_global(bad, "npy '%s': wrong magic: not a .npy file (it must start with "
+                               "\\x93NUMPY)", path);
+    if (got < 8)
+        return tfc_fail_global(bad, "npy '%s': truncated header: %zu of the 8 bytes of magic "
+                               "and version", path, got);
+    int major = pre[6], minor = pre[7];
+    size_t len_bytes = major == 1 ? 2 : major == 2 || major == 3 ? 4 : 0;
+    if (!len_bytes)
+        return tfc_fail_global(bad, "npy '%s': unsupported format version %d.%d (supported: "
+                               "1.0, 2.0, 3.0)", path, major, minor);
+    if (fread(pre + 8, 1, len_bytes, f) != len_bytes)
+        return tfc_fail_global(bad, "npy '%s': truncated header: the header length is missing",
+                               path);
+    *hlen = pre[8] | (uint64_t)pre[9] << 8;
+    if (len_bytes == 4) *hlen |= (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
+    n->data_off = 8 + len_bytes + *hlen;
+    if (n->data_off > file_size)
+        return tfc_fail_global(bad, "npy '%s': truncated header: it says %llu bytes but the file "
+                               "has %lld", path, (unsigned long long)*hlen, (long long)file_size);
+    return TFC_OK;
+}
+
+/* Reads and parses the header dict of hlen bytes: C order and a dtype we hold. */
+static tfc_status read_dict(FILE *f, const char *path, uint64_t hlen, struct npy_file *n)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    char *text = malloc(hlen + 1);
+    if (!text)
+        return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "npy '%s': no memory for the header", path);
+    tfc_status rc = TFC_OK;
+    char why[TFC_MSG_LEN / 2];
+    if (fread(text, 1, hlen, f) != hlen) {
+        rc = tfc_fail_global(bad, "npy '%s': cannot read the header: %s", path,
+                             ferror(f) ? strerror(errno) : "early end of file");
+    } else {
+        text[hlen] = '\0';
+        if (parse_header(text, hlen, &n->h, why))
+            rc = tfc_fail_global(bad, "npy '%s': bad header: %s", path, why);
+    }
+    free(text);
+    if (rc) return rc;
+    if (n->h.fortran)
+        return tfc_fail_global(bad, "npy '%s': fortran_order True is not supported (only C "
+                               "order; save np.ascontiguousarray(a))", path);
+    const char *descr = n->h.descr;
+    int dtype = -1;
+    for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
+        if (strcmp(descr, npy_types[i].descr) == 0) dtype = (int)npy_types[i].dtype;
+    if (dtype < 0 && (strcmp(descr, "<u1") == 0 || strcmp(descr, ">u1") == 0))
+        dtype = TFC_UINT8; /* one byte: the order mark means nothing */
+    if (dtype < 0)
+        return tfc_fail_global(bad, "npy '%s': unsupported dtype '%s'%s (supported: <f4 <f8 <i4 "
+                               "<i8 |u1 |b1)", path, descr, descr[0] == '>' ? ", big-endian" : "");
+    n->dtype = (enum tfc_dtype)dtype;
+    return TFC_OK;
+}
+
+/* The data's size from the shape, checked against overflow and against the file's bytes
+ * after the header (which must match it exactly). */
+static tfc_status check_size(const char *path, uint64_t file_size, struct npy_file *n)
+{
+    const tfc_status bad = TFC_ERR_INVALID_ARGUMENT;
+    const tfc_shape *s = &n->h.shape;
+    const char *descr = n->h.descr;
+    tfc_shape_str(s, n->text, sizeof n->text);
+    int overflow = 0;
+    n->numel = 1;
+    for (int i = 0; i < s->rank; i++)
+        overflow |= __builtin_mul_overflow(n->numel, (uint64_t)s->dims[i], &n->numel);
+    overflow |= __builtin_mul_overflow(n->numel, (uint64_t)tfc_dtype_size(n->dtype), &n->bytes);
+    if (overflow || n->numel > (uint64_t)INT64_MAX || n->bytes > SIZE_MAX)
+        return tfc_fail_global(bad, "npy '%s': shape %s of '%s' is too large (the size "
+                               "overflows)", path, n->text, descr);
+    uint64_t avail = file_size - n->data_off;
+    if (n->bytes > avail)
+        return tfc_fail_global(bad, "npy '%s': truncated data: the header says %s '%s' (%llu "
+                               "bytes) but the file holds %llu", path, n->text, descr,
+                               (unsigned long long)n->bytes, (unsigned long long)avail);
+    if (n->bytes < avail)
+        return tfc_fail_global(bad, "npy '%s': wrong size: %llu bytes of data for %s '%s', "
+                               "which takes %llu", path, (unsigned long long)avail, n->text,
+                               descr, (unsigned long long)n->bytes);
+    return TFC_OK;
+}
+
+/* Reads the data into a new value *v. */
+static tfc_status read_data(FILE *f, const char *path, const struct npy_file *n, tfc_value **v)
+{
+    tfc_status rc = tfc_value_create(n->dtype, n->h.shape, v);
+    if (rc)
+        return tfc_fail_global(rc, "npy '%s': no memory for %s '%s' (%llu bytes)", path, n->text,
+                               n->h.descr, (unsigned long long)n->bytes);
+    if (n->bytes && fread(tfc_value_data(*v), 1, n->bytes, f) != n->bytes)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "npy '%s': cannot read the data: %s",
+                               path, ferror(f) ? strerror(errno) : "early end of file");
+    if (n->dtype == TFC_BOOL) {
+        unsigned char *p = tfc_value_data(*v);
+        for (uint64_t i = 0; i < n->numel; i++) p[i] = p[i] != 0;
+    }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    swap_bytes(tfc_value_data(*v), n->numel, tfc_dtype_size(n->dtype));
+#endif
+    return TFC_OK;
+}
+
 tfc_status tfc_npy_read(const char *path, tfc_value **out)
 {
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "npy: out is NULL");
@@ -215,122 +337,18 @@ tfc_status tfc_npy_read(const char *path, tfc_value **out)
     FILE *f = fopen(path, "rb");
     if (!f) return tfc_fail_global(bad, "npy '%s': cannot open: %s", path, strerror(errno));
 
-    tfc_status rc = bad;
+    struct npy_file n;
+    uint64_t hlen = 0;
     tfc_value *v = NULL;
-    char *text = NULL;
-    unsigned char pre[12];
-    size_t got = fread(pre, 1, 8, f);
-    if (memcmp(pre, npy_magic, got < 6 ? got : 6) != 0) {
-        tfc_fail_global(rc, "npy '%s': wrong magic: not a .npy file (it must start with "
-                        "\\x93NUMPY)", path);
-        goto done;
+    tfc_status rc = read_preamble(f, path, (uint64_t)st.st_size, &hlen, &n);
+    if (!rc) rc = read_dict(f, path, hlen, &n);
+    if (!rc) rc = check_size(path, (uint64_t)st.st_size, &n);
+    if (!rc) rc = read_data(f, path, &n, &v);
+    if (!rc) {
+        *out = v;
+        v = NULL;
     }
-    if (got < 8) {
-        tfc_fail_global(rc, "npy '%s': truncated header: %zu of the 8 bytes of magic and "
-                        "version", path, got);
-        goto done;
-    }
-    int major = pre[6], minor = pre[7];
-    size_t len_bytes = major == 1 ? 2 : major == 2 || major == 3 ? 4 : 0;
-    if (!len_bytes) {
-        tfc_fail_global(rc, "npy '%s': unsupported format version %d.%d (supported: 1.0, 2.0, "
-                        "3.0)", path, major, minor);
-        goto done;
-    }
-    if (fread(pre + 8, 1, len_bytes, f) != len_bytes) {
-        tfc_fail_global(rc, "npy '%s': truncated header: the header length is missing", path);
-        goto done;
-    }
-    uint64_t hlen = pre[8] | (uint64_t)pre[9] << 8;
-    if (len_bytes == 4) hlen |= (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
-    uint64_t data_off = 8 + len_bytes + hlen;
-    if (data_off > (uint64_t)st.st_size) {
-        tfc_fail_global(rc, "npy '%s': truncated header: it says %llu bytes but the file has "
-                        "%lld", path, (unsigned long long)hlen, (long long)st.st_size);
-        goto done;
-    }
-    text = malloc(hlen + 1);
-    if (!text) {
-        rc = tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "npy '%s': no memory for the header", path);
-        goto done;
-    }
-    if (fread(text, 1, hlen, f) != hlen) {
-        tfc_fail_global(rc, "npy '%s': cannot read the header: %s", path,
-                        ferror(f) ? strerror(errno) : "early end of file");
-        goto done;
-    }
-    text[hlen] = '\0';
-
-    struct header h;
-    char why[TFC_MSG_LEN / 2];
-    if (parse_header(text, hlen, &h, why)) {
-        tfc_fail_global(rc, "npy '%s': bad header: %s", path, why);
-        goto done;
-    }
-    if (h.fortran) {
-        tfc_fail_global(rc, "npy '%s': fortran_order True is not supported (only C order; save "
-                        "np.ascontiguousarray(a))", path);
-        goto done;
-    }
-    int dtype = -1;
-    for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
-        if (strcmp(h.descr, npy_types[i].descr) == 0) dtype = (int)npy_types[i].dtype;
-    if (dtype < 0 && (strcmp(h.descr, "<u1") == 0 || strcmp(h.descr, ">u1") == 0))
-        dtype = TFC_UINT8; /* one byte: the order mark means nothing */
-    if (dtype < 0) {
-        tfc_fail_global(rc, "npy '%s': unsupported dtype '%s'%s (supported: <f4 <f8 <i4 <i8 |u1 "
-                        "|b1)", path, h.descr, h.descr[0] == '>' ? ", big-endian" : "");
-        goto done;
-    }
-    char sbuf[200];
-    tfc_shape_str(&h.shape, sbuf, sizeof sbuf);
-    uint64_t numel = 1, bytes;
-    int overflow = 0;
-    for (int i = 0; i < h.shape.rank; i++)
-        overflow |= __builtin_mul_overflow(numel, (uint64_t)h.shape.dims[i], &numel);
-    overflow |= __builtin_mul_overflow(numel, (uint64_t)tfc_dtype_size(dtype), &bytes);
-    if (overflow || numel > (uint64_t)INT64_MAX || bytes > SIZE_MAX) {
-        tfc_fail_global(rc, "npy '%s': shape %s of '%s' is too large (the size overflows)", path,
-                        sbuf, h.descr);
-        goto done;
-    }
-    uint64_t avail = (uint64_t)st.st_size - data_off;
-    if (bytes != avail) {
-        if (bytes > avail)
-            tfc_fail_global(rc, "npy '%s': truncated data: the header says %s '%s' (%llu bytes) "
-                            "but the file holds %llu", path, sbuf, h.descr,
-                            (unsigned long long)bytes, (unsigned long long)avail);
-        else
-            tfc_fail_global(rc, "npy '%s': wrong size: %llu bytes of data for %s '%s', which "
-                            "takes %llu", path, (unsigned long long)avail, sbuf, h.descr,
-                            (unsigned long long)bytes);
-        goto done;
-    }
-    rc = tfc_value_create((enum tfc_dtype)dtype, h.shape, &v);
-    if (rc) {
-        tfc_fail_global(rc, "npy '%s': no memory for %s '%s' (%llu bytes)", path, sbuf, h.descr,
-                        (unsigned long long)bytes);
-        goto done;
-    }
-    rc = bad;
-    if (bytes && fread(tfc_value_data(v), 1, bytes, f) != bytes) {
-        tfc_fail_global(rc, "npy '%s': cannot read the data: %s", path,
-                        ferror(f) ? strerror(errno) : "early end of file");
-        goto done;
-    }
-    if (dtype == TFC_BOOL) {
-        unsigned char *p = tfc_value_data(v);
-        for (uint64_t i = 0; i < numel; i++) p[i] = p[i] != 0;
-    }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    swap_bytes(tfc_value_data(v), numel, tfc_dtype_size(dtype));
-#endif
-    rc = TFC_OK;
-    *out = v;
-    v = NULL;
-done:
     tfc_value_destroy(v);
-    free(text);
     fclose(f);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* tfc.h: the public API of libtfc-starpu, a TensorFlow-style dataflow runtime on StarPU.
  *
- * Build first, compute later (a complete program):
+ * Build first, compute later (the body of a main function; tests/test_snippets.sh compiles and
+ * runs it):
  *
  *   tfc_ctx *ctx;      tfc_ctx_create(&ctx);                 // starts (or joins) StarPU
  *   tfc_graph *g;      tfc_graph_create(&g);
@@ -12,16 +13,19 @@
  *   if (tfc_graph_status(g)) puts(tfc_graph_errmsg(g));      // build errors are sticky
  *   tfc_session *s;    tfc_session_create(ctx, g, &s);
  *   tfc_session_init_variables(s);
+ *   float data[4][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {1, 0, 1}};
  *   tfc_value *xv;     tfc_value_from_data(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){4, 3}), data, &xv);
  *   tfc_value *yv;
  *   tfc_session_run(s, 1, &x, &xv, 1, &y, &yv, 0, NULL);    // y is a [4,2] float32 value
  *   const float *p = tfc_value_data(yv);
+ *   printf("row 0: %.3f %.3f\n", p[0], p[1]);                 // two probabilities, sum 1
  *   tfc_value_destroy(yv); tfc_value_destroy(xv);
  *   tfc_session_destroy(s); tfc_graph_destroy(g); tfc_ctx_destroy(ctx);
  *
  * Conventions: every fallible call returns a tfc_status (TFC_OK is 0) and gives results through
  * trailing out-parameters; the message of the last failure is kept on the object it concerns
- * (tfc_ctx_errmsg, tfc_graph_errmsg, tfc_session_errmsg, tfc_errmsg for calls without one).
+ * (tfc_graph_errmsg, tfc_session_errmsg, tfc_store_errmsg, tfc_batcher_errmsg; tfc_errmsg for
+ * calls without one, tfc_ctx_create included).
  * Graph builders return tfc_tensor pointers owned by the graph, and NULL after an error, which
  * stays on the graph until tfc_graph_clear_error. Whoever creates a handle destroys it;
  * destroying NULL does nothing. Returned strings are borrowed until the next call on the object.
@@ -173,7 +177,8 @@ TFC_API enum tfc_dtype tfc_tensor_dtype(const tfc_tensor *t);
 TFC_API tfc_shape tfc_tensor_shape(const tfc_tensor *t);
 TFC_API const char *tfc_tensor_name(const tfc_tensor *t);
 TFC_API const char *tfc_tensor_op(const tfc_tensor *t); /* the op of the producing node */
-/* Renames the producing node (names are unique in a graph; generated ones are "op_N"). */
+/* Renames the producing node (names are unique in a graph; a generated one is the op's name,
+ * or "op_N" when that is taken). */
 TFC_API tfc_status tfc_tensor_set_name(tfc_tensor *t, const char *name);
 /* Makes the node producing t run after the node producing dep, when both run. */
 TFC_API tfc_status tfc_tensor_add_control_input(tfc_tensor *t, tfc_tensor *dep);
@@ -245,7 +250,7 @@ TFC_API tfc_tensor *tfc_logical_or(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
 TFC_API tfc_tensor *tfc_select(tfc_graph *g, tfc_tensor *cond, tfc_tensor *a, tfc_tensor *b);
 /* value + bias along the last axis (bias has rank 1). */
 TFC_API tfc_tensor *tfc_bias_add(tfc_graph *g, tfc_tensor *value, tfc_tensor *bias);
-/* The sum of n tensors of one shape and dtype (n >= 1, any n). */
+/* The sum of n tensors of one shape and dtype (1 <= n <= 64). */
 TFC_API tfc_tensor *tfc_add_n(tfc_graph *g, int n, tfc_tensor *const *inputs);
 
 /* Element-wise unary ops. */
@@ -486,8 +491,8 @@ TFC_API tfc_status tfc_session_run_async(tfc_session *s, int n_feeds,
  * destroys the run. Returns the run's status; its message is on the session. */
 TFC_API tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values);
 
-/* Initializes every variable of the graph from its initializer (or only those not yet
- * initialized, when only_uninitialized is set). */
+/* Initializes every variable of the graph from its initializer (those already initialized
+ * are reset to it too). */
 TFC_API tfc_status tfc_session_init_variables(tfc_session *s);
 TFC_API tfc_status tfc_session_init_variable(tfc_session *s, tfc_tensor *var);
 TFC_API int tfc_session_variable_initialized(tfc_session *s, tfc_tensor *var);
@@ -519,20 +524,22 @@ TFC_API const char *tfc_session_last_warning(const tfc_session *s);
 /* Bound on cached plans (LRU; default 32). */
 TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
 
-/* Tiling: a 2-D float32/float64 matmul node of at least `min_flops` (2*m*n*k) runs as one
- * task per tile of its output (tile edge `tile_size` elements; the last row and column of
- * tiles may be smaller), so several workers share it. Its operands are partitioned with
- * StarPU's asynchronous partitioning around the tile tasks, each of which reads strided 2-D
- * views (StarPU matrix interfaces); BLAS stays single-threaded inside each task. A node whose
- * output would be a single tile stays whole. The environment sets the session's values at
- * tfc_session_create: TFC_TILE_MIN (flops, a decimal integer; 0 or "off": no tiling; default
- * 268435456 = 2*512^3) and TFC_TILE_SIZE ("auto", the default: the largest of 1024, 512, 256
- * giving at least 4 output tiles per StarPU worker, else 256, and no tiling with a single
- * worker; or an edge from 1 to 65536). Any other value fails tfc_session_create with TFC_ERR_INVALID_ARGUMENT. The call
- * below replaces both (min_flops 0: off; tile_size 0: auto) and rebuilds cached plans; a
- * negative or NaN min_flops or a tile_size outside [0, 65536] is TFC_ERR_INVALID_ARGUMENT.
- * Tiles show up as separate tasks in tfc_session_stats.tasks and in the task records, each
- * with the node's name. */
+/* Tiling: a 2-D float32/float64 matmul node of at least `min_flops` (2*m*n*k) runs as one task
+ * per tile of its output (tile edge `tile_size` elements; the last row and column of tiles may
+ * be smaller), so several workers share it. Its operands are partitioned with StarPU's
+ * asynchronous partitioning around the tile tasks, each of which reads strided 2-D views
+ * (StarPU matrix interfaces); BLAS stays single-threaded inside each task. A node whose output
+ * would be a single tile is split along its inner dimension instead, when that gives more than
+ * one chunk: one task per chunk of k (tile_size long; auto: 2 chunks per worker, at least 256)
+ * writing partial products, and one task adding them. The environment sets the session's
+ * values at tfc_session_create: TFC_TILE_MIN (flops, a decimal integer; 0 or "off": no tiling;
+ * default 268435456 = 2*512^3) and TFC_TILE_SIZE ("auto", the default: the largest of 1024,
+ * 512, 256 giving at least 4 output tiles per StarPU worker, else 256, and no tiling with a
+ * single worker; or an edge from 1 to 65536). Any other value fails tfc_session_create with
+ * TFC_ERR_INVALID_ARGUMENT. The call below replaces both (min_flops 0: off; tile_size 0: auto)
+ * and rebuilds cached plans; a negative or NaN min_flops or a tile_size outside [0, 65536] is
+ * TFC_ERR_INVALID_ARGUMENT. Tiles show up as separate tasks in tfc_session_stats.tasks and in
+ * the task records, each with the node's name. */
 TFC_API tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_size);
 
 /* Per-task records of the runs that follow (StarPU's profiling information): on/off. */
@@ -605,15 +612,16 @@ TFC_API tfc_status tfc_session_write_trace(tfc_session *s, const char *path);
  * TFC_PASS_CSE merges a node into an earlier one with the same op, attributes, inputs and
  * placement hint (never nodes that update variables, have control inputs, or read a variable
  * the same run updates); TFC_PASS_CONST_FOLD evaluates once, with the CPU kernels, every node
- * whose inputs are all constants (not under a placement hint) and keeps the result for the
- * plan's runs; TFC_PASS_FUSION turns each chain or tree of element-wise ops of one float dtype
- * and output shape (up to 8 distinct inputs, which may broadcast; same placement hint) into
- * one task running a fused kernel on the CPU, CUDA or OpenCL, so intermediates never reach
- * memory; an intermediate that is fetched or read by another op stays an output of the task.
- * Results equal those without the passes within float rounding. All are on by default; the
- * environment variables TFC_CSE, TFC_CONST_FOLD and TFC_FUSION (read at tfc_session_create)
- * turn one off with 0 (on with 1); any other value fails session creation with
- * TFC_ERR_INVALID_ARGUMENT. The test hooks that pin every op task drop folding and fusion. */
+ * whose inputs are all constants (not under a hard placement hint; a soft one folds) and keeps
+ * the result for the plan's runs; TFC_PASS_FUSION turns each chain or tree of element-wise ops
+ * of one float dtype and output shape (up to 8 distinct inputs, which may broadcast; same
+ * placement hint) into one task running a fused kernel on the CPU, CUDA or OpenCL, so
+ * intermediates never reach memory; an intermediate that is fetched or read by another op
+ * stays an output of the task. Results equal those without the passes within float rounding.
+ * All are on by default; the environment variables TFC_CSE, TFC_CONST_FOLD and TFC_FUSION
+ * (read at tfc_session_create) turn one off with 0 (on with 1); any other value fails session
+ * creation with TFC_ERR_INVALID_ARGUMENT. The test hooks that pin every op task drop folding
+ * and fusion. */
 enum tfc_pass {
     TFC_PASS_CSE = 1 << 0,
     TFC_PASS_CONST_FOLD = 1 << 1,
@@ -729,8 +737,7 @@ TFC_API const char *tfc_batcher_errmsg(const tfc_batcher *b);
 
 /* ---- Model store (SQLite) ---------------------------------------------------------------- */
 
-/* One
- * SQLite file per model holds the graph, named signatures, checkpoints of every variable
+/* One SQLite file per model holds the graph, named signatures, checkpoints of every variable
  * (optimizer slots and the global step included) with the input pipeline's position, and run
  * metrics. It is transactional, survives kill -9, and can be queried with the sqlite3 shell.
  */
@@ -780,7 +787,7 @@ TFC_API tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out);
 
 /* Named signatures: "train" (feeds, loss, metrics, train_op) and "predict" (feeds, outputs),
  * by tensor names ("node" or "node:k"). Setting one replaces the signature of that name; when a
- * graph is stored every name must be one of its nodes (TFC_ERR_NOT_FOUND otherwise). */
+ * graph is stored every name must be one of its tensors (TFC_ERR_NOT_FOUND otherwise). */
 typedef struct tfc_signature {
     int n_feeds;
     const char **feeds;

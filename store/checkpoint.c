@@ -373,168 +373,211 @@ static struct stored_var *stored_find(struct stored_var *sv, int n, const char *
     return NULL;
 }
 
+/* One restore's state, shared by its steps: what to restore (targets), what the checkpoint
+ * holds (stored), and the graph variables it lacks. */
+struct restore {
+    tfc_store *st;
+    const tfc_restore_options *opt;
+    tfc_graph *g;
+    tfc_tensor **all;      /* the graph's variables */
+    struct target *t;
+    int n_t;
+    tfc_checkpoint_info c;
+    struct stored_var *sv;
+    int n_sv;
+    const char **missing;  /* node names, borrowed from the graph */
+    int n_missing;
+};
+
+/* The variables to restore, and the stored name each takes. */
+static tfc_status restore_targets(struct restore *r)
+{
+    const tfc_restore_options *opt = r->opt;
+    int n_all = graph_variables(r->g, &r->all);
+    r->n_t = opt->n_names ? opt->n_names : n_all;
+    r->t = n_all >= 0 ? calloc((size_t)r->n_t + 1, sizeof *r->t) : NULL;
+    if (!r->t) return tfc_fail(r->st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
+    for (int i = 0; i < r->n_t; i++) {
+        struct target *t = &r->t[i];
+        if (!opt->n_names) {
+            t->var = r->all[i];
+            t->src = r->all[i]->node->name;
+            continue;
+        }
+        const char *name = opt->names[i];
+        t->var = name ? graph_variable(r->g, name) : NULL;
+        t->src = opt->from && opt->from[i] ? opt->from[i] : name;
+        if (!t->var)
+            return tfc_fail(r->st->msg, TFC_ERR_NOT_FOUND,
+                            "restore: '%s' is not a variable of the session's graph",
+                            name ? name : "(null)");
+    }
+    return TFC_OK;
+}
+
+/* Matches every target with its stored variable and checks dtype and shape; lists the targets
+ * the checkpoint lacks, which fail the restore unless allow_missing. */
+static tfc_status restore_check(struct restore *r)
+{
+    for (int i = 0; i < r->n_t; i++) {
+        struct tfc_tensor *v = r->t[i].var;
+        const char *src = r->t[i].src;
+        struct stored_var *x = stored_find(r->sv, r->n_sv, src);
+        if (!x) {
+            r->missing[r->n_missing++] = v->node->name;
+            continue;
+        }
+        char a[128], b[128];
+        const char *via = strcmp(src, v->node->name) ? " (from stored '" : "";
+        if (x->dtype != (int)v->desc.dtype || !x->shape_ok ||
+            !tfc_shape_equal(&x->shape, &v->desc.shape)) {
+            tfc_store_shape_text(&v->desc.shape, a, sizeof a);
+            if (x->shape_ok) tfc_store_shape_text(&x->shape, b, sizeof b);
+            return tfc_fail(r->st->msg, TFC_ERR_SHAPE,
+                            "restore: variable '%s'%s%s%s is %s %s in the graph but %s %s in "
+                            "the checkpoint of step %lld (nothing was restored)",
+                            v->node->name, via, *via ? src : "", *via ? "')" : "",
+                            tfc_dtype_name(v->desc.dtype), a,
+                            x->dtype >= 0 ? tfc_dtype_name((enum tfc_dtype)x->dtype) : "?",
+                            x->shape_ok ? b : "?", (long long)r->c.step);
+        }
+        r->t[i].sv = x;
+        x->used = 1;
+    }
+    if (r->n_missing && !r->opt->allow_missing) {
+        char list[TFC_MSG_LEN / 2];
+        join_names(list, sizeof list, r->n_missing, r->missing);
+        return tfc_fail(r->st->msg, TFC_ERR_NOT_FOUND,
+                        "restore: the checkpoint of step %lld lacks %d variable%s of the graph: "
+                        "%s (nothing was restored; allow_missing keeps their values)",
+                        (long long)r->c.step, r->n_missing, r->n_missing > 1 ? "s" : "", list);
+    }
+    return TFC_OK;
+}
+
+/* Reads every matched variable into a new value (chunk CRCs checked) through cq, the chunk
+ * query; *rc receives an SQLite failure, the status anything else. */
+static tfc_status restore_read(struct restore *r, sqlite3_stmt *cq, int *rc)
+{
+    tfc_store *st = r->st;
+    char why[TFC_MSG_LEN] = "";
+    for (int i = 0; i < r->n_t; i++) {
+        struct target *t = &r->t[i];
+        if (!t->sv) continue;
+        const struct tfc_desc *d = &t->var->desc;
+        if (tfc_value_alloc(d->dtype, &d->shape, &t->value))
+            return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore '%s': no memory",
+                            t->var->node->name);
+        size_t nbytes = tfc_value_nbytes(t->value);
+        if ((int64_t)nbytes != t->sv->nbytes)
+            return tfc_fail(st->msg, TFC_ERR_STORE,
+                            "store '%s': variable '%s' of the checkpoint of step %lld: "
+                            "%lld bytes recorded for %zu (corrupted; nothing was restored)",
+                            st->path, t->src, (long long)r->c.step, (long long)t->sv->nbytes,
+                            nbytes);
+        sqlite3_reset(cq);
+        sqlite3_bind_int64(cq, 1, t->sv->id);
+        *rc = tfc_store_get_chunks(cq, tfc_value_data(t->value), nbytes,
+                                   tfc_dtype_size(d->dtype), why, sizeof why);
+        if (*rc == -1) {
+            *rc = SQLITE_OK;
+            return tfc_fail(st->msg, TFC_ERR_STORE,
+                            "store '%s': variable '%s' of the checkpoint of step %lld: %s "
+                            "(nothing was restored)", st->path, t->src, (long long)r->c.step, why);
+        }
+        if (*rc != SQLITE_OK) break;
+    }
+    return TFC_OK;
+}
+
+/* In one read transaction (retention may delete checkpoints meanwhile): finds the checkpoint,
+ * checks every target against it and reads every byte, before anything is written. Called
+ * with db_mu held. */
+static tfc_status restore_load(struct restore *r)
+{
+    tfc_store *st = r->st;
+    tfc_status status = TFC_OK;
+    int rc = tfc_store_exec(st->db, "BEGIN");
+    if (rc == SQLITE_OK) rc = find_checkpoint(st->db, r->opt->step, &r->c);
+    if (rc == SQLITE_NOTFOUND) {
+        rc = SQLITE_OK;
+        status = r->opt->step < 0
+                     ? tfc_fail(st->msg, TFC_ERR_NOT_FOUND, "store '%s' has no checkpoint",
+                                st->path)
+                     : tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                                "store '%s' has no checkpoint of step %lld", st->path,
+                                (long long)r->opt->step);
+    }
+    if (rc == SQLITE_OK && !status) rc = read_stored(st->db, r->c.id, &r->sv, &r->n_sv);
+    r->missing = calloc((size_t)r->n_t + 1, sizeof *r->missing);
+    if (!r->missing && !status)
+        status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
+    if (rc == SQLITE_OK && !status) status = restore_check(r);
+    sqlite3_stmt *cq = NULL;
+    if (rc == SQLITE_OK && !status)
+        rc = sqlite3_prepare_v2(st->db, "SELECT seq, crc32, data FROM variable_chunks "
+                                        "WHERE variable = ? ORDER BY seq", -1, &cq, NULL);
+    if (rc == SQLITE_OK && !status) status = restore_read(r, cq, &rc);
+    if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "restoring a checkpoint "
+                                       "(nothing was restored)");
+    sqlite3_finalize(cq);
+    if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
+    return status;
+}
+
+/* The checkpoint's step and input position, the missing names, and the stored variables that
+ * no graph variable has the name of and the name map does not use. */
+static tfc_status restore_fill_report(struct restore *r, tfc_restore_report *report)
+{
+    tfc_status status = TFC_OK;
+    report->step = r->c.step;
+    report->position = r->c.position;
+    report->missing = calloc((size_t)r->n_missing + 1, sizeof *report->missing);
+    report->extra = calloc((size_t)r->n_sv + 1, sizeof *report->extra);
+    if (!report->missing || !report->extra)
+        status = tfc_fail(r->st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory for the report");
+    for (int i = 0; i < r->n_missing && !status; i++)
+        if ((report->missing[report->n_missing] = strdup(r->missing[i]))) report->n_missing++;
+    for (int i = 0; i < r->n_sv && !status; i++)
+        if (!r->sv[i].used && !graph_variable(r->g, r->sv[i].name) &&
+            (report->extra[report->n_extra] = strdup(r->sv[i].name)))
+            report->n_extra++;
+    if (status) tfc_restore_report_clear(report);
+    return status;
+}
+
+static void restore_free(struct restore *r)
+{
+    for (int i = 0; r->t && i < r->n_t; i++) tfc_value_destroy(r->t[i].value);
+    for (int i = 0; i < r->n_sv; i++) free(r->sv[i].name);
+    free(r->sv);
+    free(r->missing);
+    free(r->t);
+    free(r->all);
+}
+
 tfc_status tfc_store_restore(tfc_store *st, tfc_session *s, const tfc_restore_options *opt,
                              tfc_restore_report *report)
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "restore: store is NULL");
     if (report) memset(report, 0, sizeof *report);
-    tfc_graph *g;
-    tfc_status status = session_graph(st, s, "restore", &g);
+    static const tfc_restore_options def = {-1, 0, NULL, NULL, 0};
+    struct restore r = {.st = st, .opt = opt ? opt : &def};
+    tfc_status status = session_graph(st, s, "restore", &r.g);
     if (status) return status;
-    tfc_restore_options def = {-1, 0, NULL, NULL, 0};
-    if (!opt) opt = &def;
-    if (opt->n_names < 0 || (opt->n_names && !opt->names))
+    if (r.opt->n_names < 0 || (r.opt->n_names && !r.opt->names))
         return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "restore: bad name list");
-
-    /* the variables to restore, and the stored name each takes */
-    tfc_tensor **all = NULL;
-    int n_all = graph_variables(g, &all);
-    int n_t = opt->n_names ? opt->n_names : n_all;
-    struct target *t = n_all >= 0 ? calloc((size_t)n_t + 1, sizeof *t) : NULL;
-    if (!t) {
-        free(all);
-        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
+    status = restore_targets(&r);
+    if (!status) {
+        tfc_store_drain(st); /* "latest" includes the checkpoints taken so far */
+        pthread_mutex_lock(&st->db_mu);
+        status = restore_load(&r);
+        pthread_mutex_unlock(&st->db_mu);
     }
-    for (int i = 0; i < n_t && !status; i++) {
-        if (opt->n_names) {
-            const char *name = opt->names[i];
-            t[i].var = name ? graph_variable(g, name) : NULL;
-            t[i].src = opt->from && opt->from[i] ? opt->from[i] : name;
-            if (!t[i].var)
-                status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
-                                  "restore: '%s' is not a variable of the session's graph",
-                                  name ? name : "(null)");
-        } else {
-            t[i].var = all[i];
-            t[i].src = all[i]->node->name;
-        }
-    }
-    if (status) {
-        free(t);
-        free(all);
-        return status;
-    }
-
-    tfc_store_drain(st); /* "latest" includes the checkpoints taken so far */
-    struct stored_var *sv = NULL;
-    int n_sv = 0;
-    tfc_checkpoint_info c;
-    char why[TFC_MSG_LEN] = "";
-    pthread_mutex_lock(&st->db_mu);
-    int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot: retention may delete meanwhile */
-    if (rc == SQLITE_OK) rc = find_checkpoint(st->db, opt->step, &c);
-    if (rc == SQLITE_NOTFOUND) {
-        rc = SQLITE_OK;
-        status = opt->step < 0
-                     ? tfc_fail(st->msg, TFC_ERR_NOT_FOUND, "store '%s' has no checkpoint",
-                                st->path)
-                     : tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
-                                "store '%s' has no checkpoint of step %lld", st->path,
-                                (long long)opt->step);
-    }
-    if (rc == SQLITE_OK && !status) rc = read_stored(st->db, c.id, &sv, &n_sv);
-
-    /* check everything before changing anything */
-    const char **missing = calloc((size_t)n_t + 1, sizeof *missing);
-    int n_missing = 0;
-    if (!missing && !status)
-        status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory");
-    for (int i = 0; i < n_t && rc == SQLITE_OK && !status; i++) {
-        struct tfc_tensor *v = t[i].var;
-        struct stored_var *x = stored_find(sv, n_sv, t[i].src);
-        if (!x) {
-            missing[n_missing++] = v->node->name;
-            continue;
-        }
-        char a[128], b[128];
-        const char *via = strcmp(t[i].src, v->node->name) ? " (from stored '" : "";
-        if (x->dtype != (int)v->desc.dtype || !x->shape_ok ||
-            !tfc_shape_equal(&x->shape, &v->desc.shape)) {
-            tfc_store_shape_text(&v->desc.shape, a, sizeof a);
-            if (x->shape_ok) tfc_store_shape_text(&x->shape, b, sizeof b);
-            status = tfc_fail(st->msg, TFC_ERR_SHAPE,
-                              "restore: variable '%s'%s%s%s is %s %s in the graph but %s %s in "
-                              "the checkpoint of step %lld (nothing was restored)",
-                              v->node->name, via, *via ? t[i].src : "", *via ? "')" : "",
-                              tfc_dtype_name(v->desc.dtype), a,
-                              x->dtype >= 0 ? tfc_dtype_name((enum tfc_dtype)x->dtype) : "?",
-                              x->shape_ok ? b : "?", (long long)c.step);
-            break;
-        }
-        t[i].sv = x;
-        x->used = 1;
-    }
-    if (rc == SQLITE_OK && !status && n_missing && !opt->allow_missing) {
-        char list[TFC_MSG_LEN / 2];
-        join_names(list, sizeof list, n_missing, missing);
-        status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
-                          "restore: the checkpoint of step %lld lacks %d variable%s of the graph: "
-                          "%s (nothing was restored; allow_missing keeps their values)",
-                          (long long)c.step, n_missing, n_missing > 1 ? "s" : "", list);
-    }
-    /* read every byte (chunk CRCs checked) before writing any variable */
-    sqlite3_stmt *cq = NULL;
-    if (rc == SQLITE_OK && !status)
-        rc = sqlite3_prepare_v2(st->db, "SELECT seq, crc32, data FROM variable_chunks "
-                                        "WHERE variable = ? ORDER BY seq", -1, &cq, NULL);
-    for (int i = 0; i < n_t && rc == SQLITE_OK && !status; i++) {
-        if (!t[i].sv) continue;
-        const struct tfc_desc *d = &t[i].var->desc;
-        if (tfc_value_alloc(d->dtype, &d->shape, &t[i].value)) {
-            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore '%s': no memory",
-                              t[i].var->node->name);
-            break;
-        }
-        size_t nbytes = tfc_value_nbytes(t[i].value);
-        if ((int64_t)nbytes != t[i].sv->nbytes) {
-            status = tfc_fail(st->msg, TFC_ERR_STORE,
-                              "store '%s': variable '%s' of the checkpoint of step %lld: "
-                              "%lld bytes recorded for %zu (corrupted; nothing was restored)",
-                              st->path,
-                              t[i].src, (long long)c.step, (long long)t[i].sv->nbytes, nbytes);
-            break;
-        }
-        sqlite3_reset(cq);
-        sqlite3_bind_int64(cq, 1, t[i].sv->id);
-        rc = tfc_store_get_chunks(cq, tfc_value_data(t[i].value), nbytes,
-                                  tfc_dtype_size(d->dtype), why, sizeof why);
-        if (rc == -1) {
-            rc = SQLITE_OK;
-            status = tfc_fail(st->msg, TFC_ERR_STORE,
-                              "store '%s': variable '%s' of the checkpoint of step %lld: %s "
-                              "(nothing was restored)", st->path, t[i].src, (long long)c.step, why);
-        }
-    }
-    if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "restoring a checkpoint "
-                                       "(nothing was restored)");
-    sqlite3_finalize(cq);
-    if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
-    pthread_mutex_unlock(&st->db_mu);
-
-    for (int i = 0; i < n_t && !status; i++)
-        if (t[i].value && tfc_session_write_variable(s, t[i].var, t[i].value))
+    for (int i = 0; i < r.n_t && !status; i++)
+        if (r.t[i].value && tfc_session_write_variable(s, r.t[i].var, r.t[i].value))
             status = tfc_fail(st->msg, TFC_ERR_RUNTIME, "restore: %s", tfc_session_errmsg(s));
-
-    if (!status && report) {
-        report->step = c.step;
-        report->position = c.position;
-        report->missing = calloc((size_t)n_missing + 1, sizeof *report->missing);
-        report->extra = calloc((size_t)n_sv + 1, sizeof *report->extra);
-        if (!report->missing || !report->extra)
-            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "restore: no memory for the report");
-        for (int i = 0; i < n_missing && !status; i++)
-            if ((report->missing[report->n_missing] = strdup(missing[i]))) report->n_missing++;
-        for (int i = 0; i < n_sv && !status; i++)
-            if (!sv[i].used && !graph_variable(g, sv[i].name) &&
-                (report->extra[report->n_extra] = strdup(sv[i].name)))
-                report->n_extra++;
-        if (status) tfc_restore_report_clear(report);
-    }
-    for (int i = 0; i < n_t; i++) tfc_value_destroy(t[i].value);
-    for (int i = 0; i < n_sv; i++) free(sv[i].name);
-    free(sv);
-    free(missing);
-    free(t);
-    free(all);
+    if (!status && report) status = restore_fill_report(&r, report);
+    restore_free(&r);
     return status;
 }

@@ -198,6 +198,89 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
     return TFC_OK;
 }
 
+/* The graph row: a new graph with the stored seed; TFC_ERR_NOT_FOUND when none is stored. *rc
+ * receives an SQLite failure. */
+static tfc_status load_graph_row(tfc_store *st, sqlite3_stmt **gq, tfc_graph **g, int *rc)
+{
+    *rc = sqlite3_prepare_v2(st->db, "SELECT seed, n_nodes FROM graph WHERE id = 1", -1, gq,
+                             NULL);
+    if (*rc != SQLITE_OK) return TFC_OK;
+    *rc = sqlite3_step(*gq);
+    if (*rc == SQLITE_DONE) {
+        *rc = SQLITE_OK;
+        return tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
+                        "store '%s' holds no graph (tfc_store_save_graph stores one)", st->path);
+    }
+    if (*rc != SQLITE_ROW) return TFC_OK;
+    *rc = SQLITE_OK;
+    if (tfc_graph_create(g))
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: %s", tfc_errmsg());
+    tfc_graph_set_seed(*g, (uint64_t)sqlite3_column_int64(*gq, 0));
+    return TFC_OK;
+}
+
+/* The node at the current row of q[0] (the nodes query) into x: its name, op, attributes,
+ * initializer, inputs and control inputs (q[1], q[2]), and a constant's data (q[3]). */
+static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded *x, int *rc)
+{
+    memset(x, 0, sizeof *x);
+    int id = sqlite3_column_int(q[0], 0);
+    const char *name = (const char *)sqlite3_column_text(q[0], 1);
+    const char *opn = (const char *)sqlite3_column_text(q[0], 2);
+    const char *attrs = (const char *)sqlite3_column_text(q[0], 3);
+    x->name = strdup(name ? name : "");
+    x->op = strdup(opn ? opn : "");
+    if (!x->name || !x->op)
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+    snprintf(x->rec.attrs, sizeof x->rec.attrs, "%s", attrs ? attrs : "");
+    x->rec.name = x->name;
+    x->rec.op = x->op;
+    if (sqlite3_column_type(q[0], 4) != SQLITE_NULL) {
+        int kind = init_parse((const char *)sqlite3_column_text(q[0], 4));
+        if (kind < 0)
+            return tfc_fail(st->msg, TFC_ERR_STORE,
+                            "store '%s': variable '%s': unknown initializer '%s'", st->path,
+                            x->name, (const char *)sqlite3_column_text(q[0], 4));
+        x->rec.init = (tfc_init){(tfc_init_kind)kind, sqlite3_column_double(q[0], 5),
+                                 sqlite3_column_double(q[0], 6),
+                                 (uint64_t)sqlite3_column_int64(q[0], 7)};
+    }
+    *rc = read_names(q[1], id, &x->in, &x->rec.n_inputs);
+    if (*rc == SQLITE_OK) *rc = read_names(q[2], id, &x->ctrl, &x->rec.n_ctrl);
+    if (*rc) return TFC_OK;
+    x->rec.inputs = (const char **)x->in;
+    x->rec.ctrl = (const char **)x->ctrl;
+    if (!strcmp(x->op, "constant")) {
+        tfc_status status = load_constant(st, q[3], id, x, rc);
+        if (status || *rc) return status;
+        x->rec.value = x->value;
+    }
+    return TFC_OK;
+}
+
+/* Every node, in id order, into g as it is read; *l keeps the records (n of them) for the
+ * control edges, which are added once every node exists. An import failure is left on g. */
+static tfc_status load_nodes(tfc_store *st, sqlite3_stmt *const *q, tfc_graph *g,
+                             struct loaded **l, int *n, int *rc)
+{
+    int cap = 0;
+    tfc_status status = TFC_OK;
+    while ((*rc = sqlite3_step(q[0])) == SQLITE_ROW) {
+        *rc = SQLITE_OK;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 64;
+            struct loaded *m = realloc(*l, (size_t)cap * sizeof *m);
+            if (!m) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+            *l = m;
+        }
+        struct loaded *x = &(*l)[(*n)++];
+        status = load_node(st, q, x, rc);
+        if (status || *rc || tfc_graph_import_node(g, &x->rec)) break;
+    }
+    if (*rc == SQLITE_DONE) *rc = SQLITE_OK;
+    return status;
+}
+
 tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "load_graph: store is NULL");
@@ -211,82 +294,15 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
     };
     sqlite3_stmt *q[4] = {NULL}, *gq = NULL;
     struct loaded *l = NULL;
-    int n = 0, cap = 0;
+    int n = 0;
     tfc_graph *g = NULL;
     tfc_status status = TFC_OK;
     pthread_mutex_lock(&st->db_mu);
     int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot */
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(st->db, "SELECT seed, n_nodes FROM graph WHERE id = 1", -1, &gq,
-                                NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(gq);
-        if (rc == SQLITE_DONE) {
-            rc = SQLITE_OK;
-            status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND,
-                              "store '%s' holds no graph (tfc_store_save_graph stores one)",
-                              st->path);
-        } else if (rc == SQLITE_ROW) {
-            rc = SQLITE_OK;
-            if (tfc_graph_create(&g))
-                status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: %s", tfc_errmsg());
-            else
-                tfc_graph_set_seed(g, (uint64_t)sqlite3_column_int64(gq, 0));
-        }
-    }
+    if (rc == SQLITE_OK) status = load_graph_row(st, &gq, &g, &rc);
     for (int i = 0; i < 4 && rc == SQLITE_OK && !status; i++)
         rc = sqlite3_prepare_v2(st->db, sql[i], -1, &q[i], NULL);
-    while (rc == SQLITE_OK && !status && (rc = sqlite3_step(q[0])) == SQLITE_ROW) {
-        rc = SQLITE_OK;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            struct loaded *m = realloc(l, (size_t)cap * sizeof *m);
-            if (!m) {
-                status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
-                break;
-            }
-            l = m;
-        }
-        struct loaded *x = &l[n++];
-        memset(x, 0, sizeof *x);
-        int id = sqlite3_column_int(q[0], 0);
-        const char *name = (const char *)sqlite3_column_text(q[0], 1);
-        const char *opn = (const char *)sqlite3_column_text(q[0], 2);
-        const char *attrs = (const char *)sqlite3_column_text(q[0], 3);
-        x->name = strdup(name ? name : "");
-        x->op = strdup(opn ? opn : "");
-        if (!x->name || !x->op) {
-            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
-            break;
-        }
-        snprintf(x->rec.attrs, sizeof x->rec.attrs, "%s", attrs ? attrs : "");
-        x->rec.name = x->name;
-        x->rec.op = x->op;
-        if (sqlite3_column_type(q[0], 4) != SQLITE_NULL) {
-            int kind = init_parse((const char *)sqlite3_column_text(q[0], 4));
-            if (kind < 0) {
-                status = tfc_fail(st->msg, TFC_ERR_STORE,
-                                  "store '%s': variable '%s': unknown initializer '%s'", st->path,
-                                  x->name, (const char *)sqlite3_column_text(q[0], 4));
-                break;
-            }
-            x->rec.init = (tfc_init){(tfc_init_kind)kind, sqlite3_column_double(q[0], 5),
-                                     sqlite3_column_double(q[0], 6),
-                                     (uint64_t)sqlite3_column_int64(q[0], 7)};
-        }
-        rc = read_names(q[1], id, &x->in, &x->rec.n_inputs);
-        if (rc == SQLITE_OK) rc = read_names(q[2], id, &x->ctrl, &x->rec.n_ctrl);
-        if (rc) break;
-        x->rec.inputs = (const char **)x->in;
-        x->rec.ctrl = (const char **)x->ctrl;
-        if (!strcmp(x->op, "constant")) {
-            status = load_constant(st, q[3], id, x, &rc);
-            if (status || rc) break;
-            x->rec.value = x->value;
-        }
-        if (tfc_graph_import_node(g, &x->rec)) break;
-    }
-    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    if (rc == SQLITE_OK && !status) status = load_nodes(st, q, g, &l, &n, &rc);
     for (int i = 0; i < n && rc == SQLITE_OK && !status && !tfc_graph_status(g); i++)
         tfc_graph_import_ctrl(g, &l[i].rec);
     if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "loading the graph");

@@ -56,24 +56,83 @@ static int parse_int(const char *cmd, const char *opt, const char *v, int64_t mi
     return 0;
 }
 
+/* The command-line options, for every command; each command allows a subset. */
+static const struct option_def {
+    const char *name;
+    unsigned flag;
+    int has_value;
+} options[] = {
+    {"--data", OPT_DATA, 1},       {"--epochs", OPT_EPOCHS, 1},
+    {"--batch", OPT_BATCH, 1},     {"--checkpoint-every", OPT_CKPT, 1},
+    {"--keep", OPT_KEEP, 1},       {"--seed", OPT_SEED, 1},
+    {"--out", OPT_OUTDIR, 1},      {"-o", OPT_OUTFILE, 1},
+    {"--output", OPT_OUTFILE, 1},  {"--metric", OPT_METRIC, 1},
+    {"--quiet", OPT_QUIET, 0},     {"-q", OPT_QUIET, 0},
+    {"--rows", OPT_ROWS, 1},
+};
+
+/* The allowed option named by the first len characters of a; NULL when there is none. */
+static const struct option_def *find_option(const char *a, size_t len, unsigned allowed)
+{
+    for (size_t t = 0; t < sizeof options / sizeof options[0]; t++)
+        if (strlen(options[t].name) == len && !strncmp(options[t].name, a, len) &&
+            (allowed & options[t].flag))
+            return &options[t];
+    return NULL;
+}
+
+/* --data NAME=FILE into o. */
+static int add_data(const char *cmd, const char *v, struct tool_opts *o)
+{
+    const char *sep = strchr(v, '=');
+    if (!sep || sep == v || !sep[1])
+        return usage_error(cmd, "--data needs NAME=FILE, not '%s'", v);
+    if (o->n_data == TOOL_MAX_DATA) return usage_error(cmd, "too many --data (%s)", v);
+    if ((size_t)(sep - v) >= sizeof o->data[0].name)
+        return usage_error(cmd, "--data: feed name too long in '%s'", v);
+    memcpy(o->data[o->n_data].name, v, (size_t)(sep - v));
+    o->data[o->n_data].name[sep - v] = 0;
+    o->data[o->n_data++].path = sep + 1;
+    return 0;
+}
+
+/* Option od with value v (NULL for a flag) into o; TOOL_USAGE after a message. */
+static int set_option(const char *cmd, const struct option_def *od, const char *v,
+                      struct tool_opts *o)
+{
+    int64_t x;
+    switch (od->flag) {
+    case OPT_DATA: return add_data(cmd, v, o);
+    case OPT_EPOCHS: return parse_int(cmd, "--epochs", v, 1, &o->epochs) ? TOOL_USAGE : 0;
+    case OPT_BATCH: return parse_int(cmd, "--batch", v, 1, &o->batch) ? TOOL_USAGE : 0;
+    case OPT_CKPT:
+        return parse_int(cmd, "--checkpoint-every", v, 0, &o->checkpoint_every) ? TOOL_USAGE : 0;
+    case OPT_KEEP: return parse_int(cmd, "--keep", v, 0, &o->keep) ? TOOL_USAGE : 0;
+    case OPT_ROWS: return parse_int(cmd, "--rows", v, 0, &o->rows) ? TOOL_USAGE : 0;
+    case OPT_SEED:
+        if (parse_int(cmd, "--seed", v, 0, &x)) return TOOL_USAGE;
+        o->seed = (uint64_t)x;
+        o->have_seed = 1;
+        return 0;
+    case OPT_OUTDIR:
+    case OPT_OUTFILE:
+        if (!*v) return usage_error(cmd, "option %s needs a non-empty value", od->name);
+        o->out = v;
+        return 0;
+    case OPT_METRIC:
+        if (o->n_metrics == TOOL_MAX_METRICS) return usage_error(cmd, "too many --metric (%s)", v);
+        o->metrics[o->n_metrics++] = v;
+        return 0;
+    case OPT_QUIET: o->quiet = 1; return 0;
+    }
+    return 0;
+}
+
 int tool_parse(int argc, char **argv, unsigned allowed, const char *usage, struct tool_opts *o)
 {
     const char *cmd = argv[0];
     *o = (struct tool_opts){.cmd = cmd, .epochs = -1, .batch = -1, .checkpoint_every = -1,
                             .keep = -1, .rows = -1};
-    static const struct {
-        const char *name;
-        unsigned flag;
-        int has_value;
-    } table[] = {
-        {"--data", OPT_DATA, 1},       {"--epochs", OPT_EPOCHS, 1},
-        {"--batch", OPT_BATCH, 1},     {"--checkpoint-every", OPT_CKPT, 1},
-        {"--keep", OPT_KEEP, 1},       {"--seed", OPT_SEED, 1},
-        {"--out", OPT_OUTDIR, 1},      {"-o", OPT_OUTFILE, 1},
-        {"--output", OPT_OUTFILE, 1},  {"--metric", OPT_METRIC, 1},
-        {"--quiet", OPT_QUIET, 0},     {"-q", OPT_QUIET, 0},
-        {"--rows", OPT_ROWS, 1},
-    };
     int options_done = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -92,70 +151,18 @@ int tool_parse(int argc, char **argv, unsigned allowed, const char *usage, struc
         }
         /* --name=value or --name value */
         const char *eq = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        int k = -1;
-        for (size_t t = 0; t < sizeof table / sizeof table[0]; t++)
-            if (strlen(table[t].name) == len && !strncmp(table[t].name, a, len) &&
-                (allowed & table[t].flag)) {
-                k = (int)t;
-                break;
-            }
-        if (k < 0) return usage_error(cmd, "unknown option '%s'", a);
+        const struct option_def *od = find_option(a, eq ? (size_t)(eq - a) : strlen(a), allowed);
+        if (!od) return usage_error(cmd, "unknown option '%s'", a);
         const char *v = NULL;
-        if (table[k].has_value) {
+        if (od->has_value) {
             if (eq) v = eq + 1;
             else if (i + 1 < argc) v = argv[++i];
-            else return usage_error(cmd, "option %s needs a value", table[k].name);
+            else return usage_error(cmd, "option %s needs a value", od->name);
         } else if (eq) {
-            return usage_error(cmd, "option %s takes no value", table[k].name);
+            return usage_error(cmd, "option %s takes no value", od->name);
         }
-        int64_t x;
-        switch (table[k].flag) {
-        case OPT_DATA: {
-            const char *sep = strchr(v, '=');
-            if (!sep || sep == v || !sep[1])
-                return usage_error(cmd, "--data needs NAME=FILE, not '%s'", v);
-            if (o->n_data == TOOL_MAX_DATA) return usage_error(cmd, "too many --data (%s)", v);
-            if ((size_t)(sep - v) >= sizeof o->data[0].name)
-                return usage_error(cmd, "--data: feed name too long in '%s'", v);
-            memcpy(o->data[o->n_data].name, v, (size_t)(sep - v));
-            o->data[o->n_data].name[sep - v] = 0;
-            o->data[o->n_data++].path = sep + 1;
-            break;
-        }
-        case OPT_EPOCHS:
-            if (parse_int(cmd, "--epochs", v, 1, &o->epochs)) return TOOL_USAGE;
-            break;
-        case OPT_BATCH:
-            if (parse_int(cmd, "--batch", v, 1, &o->batch)) return TOOL_USAGE;
-            break;
-        case OPT_CKPT:
-            if (parse_int(cmd, "--checkpoint-every", v, 0, &o->checkpoint_every)) return TOOL_USAGE;
-            break;
-        case OPT_KEEP:
-            if (parse_int(cmd, "--keep", v, 0, &o->keep)) return TOOL_USAGE;
-            break;
-        case OPT_ROWS:
-            if (parse_int(cmd, "--rows", v, 0, &o->rows)) return TOOL_USAGE;
-            break;
-        case OPT_SEED:
-            if (parse_int(cmd, "--seed", v, 0, &x)) return TOOL_USAGE;
-            o->seed = (uint64_t)x;
-            o->have_seed = 1;
-            break;
-        case OPT_OUTDIR:
-        case OPT_OUTFILE:
-            if (!*v) return usage_error(cmd, "option %s needs a non-empty value", table[k].name);
-            o->out = v;
-            break;
-        case OPT_METRIC:
-            if (o->n_metrics == TOOL_MAX_METRICS) return usage_error(cmd, "too many --metric (%s)", v);
-            o->metrics[o->n_metrics++] = v;
-            break;
-        case OPT_QUIET:
-            o->quiet = 1;
-            break;
-        }
+        int rc = set_option(cmd, od, v, o);
+        if (rc) return rc;
     }
     if (!o->model) return usage_error(cmd, "%s", "missing MODEL argument");
     return 0;

@@ -57,22 +57,9 @@ static void print_list(const char *label, int n, const char *const *names)
     printf("%s\n", n ? "" : "(none)");
 }
 
-int cmd_info(int argc, char **argv)
+/* The node count and the nodes by op, most frequent first, wrapped at 92 columns. */
+static void print_ops(int n, const struct tool_node *nodes)
 {
-    struct tool_opts o;
-    int rc = tool_parse(argc, argv, 0, info_usage, &o);
-    if (rc) return rc;
-    struct tool_model m;
-    if (tool_model_open("info", o.model, 0, 0, &m)) return TOOL_FAIL;
-    int n = 0;
-    struct tool_node *nodes = NULL;
-    if (tool_nodes(m.graph, &n, &nodes)) {
-        tool_model_close(&m);
-        return tool_error("info", "cannot list the graph's nodes: %s", tfc_errmsg());
-    }
-
-    /* graph and ops */
-    printf("model %s\n", o.model);
     printf("graph: %d nodes\n", n);
     struct op_count *ops = calloc((size_t)n + 1, sizeof *ops);
     int n_ops = 0;
@@ -92,16 +79,19 @@ int cmd_info(int argc, char **argv)
     }
     printf("\n");
     free(ops);
+}
 
-    /* parameters */
+/* Elements of the parameters, and apart from them the optimizer slots and counters. */
+static void print_parameters(tfc_graph *g, int n, const struct tool_node *nodes)
+{
     int64_t params = 0, slot_elems = 0;
     int n_params = 0, n_slots = 0, n_counters = 0;
     for (int i = 0; i < n; i++) {
         if (strcmp(nodes[i].op, "variable")) continue;
-        tfc_tensor *t = tfc_graph_find(m.graph, nodes[i].name);
+        tfc_tensor *t = tfc_graph_find(g, nodes[i].name);
         tfc_shape s = tfc_tensor_shape(t);
         int64_t numel = tfc_shape_numel(&s);
-        switch (tool_var_role(m.graph, nodes[i].name)) {
+        switch (tool_var_role(g, nodes[i].name)) {
         case VAR_PARAM: params += numel, n_params++; break;
         case VAR_SLOT: slot_elems += numel, n_slots++; break;
         case VAR_COUNTER: n_counters++; break;
@@ -109,20 +99,24 @@ int cmd_info(int argc, char **argv)
     }
     printf("parameters: %lld in %d variables (not counted: %lld in %d optimizer slots, "
            "%d counters)\n", (long long)params, n_params, (long long)slot_elems, n_slots, n_counters);
+}
 
-    /* signatures */
+/* The "train" and "predict" signatures; returns the train one (NULL when absent) for the
+ * metrics, owned by the caller. */
+static tfc_signature *print_signatures(tfc_store *store)
+{
     printf("signatures:\n");
     static const char *const sig_names[] = {"train", "predict"};
     tfc_signature *train_sig = NULL;
     for (int k = 0; k < 2; k++) {
         tfc_signature *sig = NULL;
-        tfc_status st = tfc_store_get_signature(m.store, sig_names[k], &sig);
+        tfc_status st = tfc_store_get_signature(store, sig_names[k], &sig);
         if (st == TFC_ERR_NOT_FOUND) {
             printf("  %s: (none)\n", sig_names[k]);
             continue;
         }
         if (st) {
-            printf("  %s: unreadable: %s\n", sig_names[k], tfc_store_errmsg(m.store));
+            printf("  %s: unreadable: %s\n", sig_names[k], tfc_store_errmsg(store));
             continue;
         }
         printf("  %s:\n", sig_names[k]);
@@ -134,41 +128,49 @@ int cmd_info(int argc, char **argv)
         if (k == 0) train_sig = sig;
         else tfc_signature_free(sig);
     }
+    return train_sig;
+}
 
-    /* variables */
+static void print_variables(tfc_graph *g, int n, const struct tool_node *nodes)
+{
     printf("variables:\n");
     for (int i = 0; i < n; i++) {
         if (strcmp(nodes[i].op, "variable")) continue;
-        tfc_tensor *t = tfc_graph_find(m.graph, nodes[i].name);
+        tfc_tensor *t = tfc_graph_find(g, nodes[i].name);
         tfc_shape s = tfc_tensor_shape(t);
         char buf[160];
-        enum tool_var_role role = tool_var_role(m.graph, nodes[i].name);
+        enum tool_var_role role = tool_var_role(g, nodes[i].name);
         printf("  %-32s %-8s %s%s\n", nodes[i].name, tfc_dtype_name(tfc_tensor_dtype(t)),
                shape_text(&s, buf, sizeof buf),
                role == VAR_SLOT ? "  (slot)" : role == VAR_COUNTER ? "  (counter)" : "");
     }
+}
 
-    /* checkpoints */
+static void print_checkpoints(tfc_store *store)
+{
     int n_ckpt = 0;
     tfc_checkpoint_info *ck = NULL;
-    if (tfc_store_list_checkpoints(m.store, &n_ckpt, &ck)) {
-        printf("checkpoints: unreadable: %s\n", tfc_store_errmsg(m.store));
-    } else {
-        printf("checkpoints: %d\n", n_ckpt);
-        for (int i = 0; i < n_ckpt; i++) {
-            char when[64], size[32];
-            time_t t = (time_t)ck[i].time;
-            struct tm tm;
-            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
-            printf("  step %-8lld %s  %9s  %d variables  input epoch %lld batch %lld\n",
-                   (long long)ck[i].step, when, bytes_text(ck[i].bytes, size, sizeof size),
-                   ck[i].n_variables, (long long)ck[i].position.epoch,
-                   (long long)ck[i].position.step);
-        }
-        free(ck);
+    if (tfc_store_list_checkpoints(store, &n_ckpt, &ck)) {
+        printf("checkpoints: unreadable: %s\n", tfc_store_errmsg(store));
+        return;
     }
+    printf("checkpoints: %d\n", n_ckpt);
+    for (int i = 0; i < n_ckpt; i++) {
+        char when[64], size[32];
+        time_t t = (time_t)ck[i].time;
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
+        printf("  step %-8lld %s  %9s  %d variables  input epoch %lld batch %lld\n",
+               (long long)ck[i].step, when, bytes_text(ck[i].bytes, size, sizeof size),
+               ck[i].n_variables, (long long)ck[i].position.epoch,
+               (long long)ck[i].position.step);
+    }
+    free(ck);
+}
 
-    /* metrics */
+/* The latest value of each metric worth showing (see tool_metric_candidates). */
+static void print_metrics(tfc_store *store, const tfc_signature *train_sig)
+{
     const char *names[TOOL_MAX_METRICS];
     int n_names = tool_metric_candidates(train_sig, 0, NULL, names, TOOL_MAX_METRICS);
     int shown = 0;
@@ -176,7 +178,7 @@ int cmd_info(int argc, char **argv)
         int count = 0;
         int64_t *steps = NULL;
         double *values = NULL;
-        if (!tfc_store_read_metric(m.store, names[i], &count, &steps, &values) && count > 0) {
+        if (!tfc_store_read_metric(store, names[i], &count, &steps, &values) && count > 0) {
             if (!shown++) printf("metrics (latest):\n");
             printf("  %-24s %-12.6g at step %lld (%d values)\n", names[i], values[count - 1],
                    (long long)steps[count - 1], count);
@@ -185,7 +187,28 @@ int cmd_info(int argc, char **argv)
         free(values);
     }
     if (!shown) printf("metrics: none\n");
+}
 
+int cmd_info(int argc, char **argv)
+{
+    struct tool_opts o;
+    int rc = tool_parse(argc, argv, 0, info_usage, &o);
+    if (rc) return rc;
+    struct tool_model m;
+    if (tool_model_open("info", o.model, 0, 0, &m)) return TOOL_FAIL;
+    int n = 0;
+    struct tool_node *nodes = NULL;
+    if (tool_nodes(m.graph, &n, &nodes)) {
+        tool_model_close(&m);
+        return tool_error("info", "cannot list the graph's nodes: %s", tfc_errmsg());
+    }
+    printf("model %s\n", o.model);
+    print_ops(n, nodes);
+    print_parameters(m.graph, n, nodes);
+    tfc_signature *train_sig = print_signatures(m.store);
+    print_variables(m.graph, n, nodes);
+    print_checkpoints(m.store);
+    print_metrics(m.store, train_sig);
     tfc_signature_free(train_sig);
     tool_nodes_free(n, nodes);
     tool_model_close(&m);

@@ -92,6 +92,116 @@ static void print_output(const struct gathered *g, const tfc_value *v, int64_t m
         printf("  ... (%lld rows)\n", (long long)(g->batched ? total : rows));
 }
 
+/* What `tfc run` holds. */
+struct predictor {
+    struct tool_model m;
+    tfc_signature *sig;
+    struct tool_feeds feeds;
+    tfc_restore_report report;
+    tfc_batcher *b;
+    int n;                /* outputs */
+    struct gathered *outs;
+    tfc_value **vals;     /* one batch's fetches */
+    tfc_tensor **tensors;
+};
+
+/* The "predict" signature's outputs, found in the graph. */
+static int find_outputs(struct predictor *p, const char *model)
+{
+    if (p->sig->n_outputs == 0)
+        return tool_error("run", "%s: the 'predict' signature has no outputs", model);
+    p->n = p->sig->n_outputs;
+    p->outs = calloc((size_t)p->n, sizeof *p->outs);
+    p->vals = calloc((size_t)p->n, sizeof *p->vals);
+    p->tensors = calloc((size_t)p->n, sizeof *p->tensors);
+    if (!p->outs || !p->vals || !p->tensors) return tool_error("run", "out of memory");
+    for (int k = 0; k < p->n; k++) {
+        const char *name = p->sig->outputs[k];
+        p->outs[k].name = name;
+        if (!(p->tensors[k] = p->outs[k].tensor = tfc_graph_find(p->m.graph, name)))
+            return tool_error("run", "the 'predict' signature's output '%s' is not in the graph",
+                              name);
+    }
+    return TOOL_OK;
+}
+
+/* Runs the outputs over the data in batches, gathering them; without --out, only until the
+ * rows to print are there. */
+static int run_batches(struct predictor *p, const struct tool_opts *o, int64_t batch)
+{
+    if (tfc_batcher_create(p->feeds.n, p->feeds.values, batch, 0, 0, &p->b))
+        return tool_error("run", "%s", tfc_errmsg());
+    for (int64_t i = 0, steps = tfc_batcher_steps_per_epoch(p->b); i < steps; i++) {
+        tfc_value *bv[TOOL_MAX_DATA];
+        if (tfc_batcher_next(p->b, bv, NULL))
+            return tool_error("run", "%s", tfc_batcher_errmsg(p->b));
+        if (tfc_session_run(p->m.session, p->feeds.n, p->feeds.tensors, bv, p->n, p->tensors,
+                            p->vals, 0, NULL))
+            return tool_error("run", "%s", tfc_session_errmsg(p->m.session));
+        int64_t rows = tfc_value_shape(bv[0]).dims[0];
+        int bad = 0;
+        for (int k = 0; k < p->n; k++) {
+            if (!bad && append(&p->outs[k], p->vals[k], rows)) bad = 1;
+            tfc_value_destroy(p->vals[k]);
+            p->vals[k] = NULL;
+        }
+        if (bad) return TOOL_FAIL;
+        /* printing needs only the first rows */
+        if (!o->out && (i + 1) * batch >= (o->rows >= 0 ? o->rows : 5)) {
+            int all_batched = 1;
+            for (int k = 0; k < p->n; k++) all_batched &= p->outs[k].batched;
+            if (all_batched) break;
+        }
+    }
+    return TOOL_OK;
+}
+
+/* Writes each gathered output as DIR/<name>.npy (o->out), or prints its first rows. */
+static int write_outputs(struct predictor *p, const struct tool_opts *o)
+{
+    for (int k = 0; k < p->n; k++) {
+        const struct gathered *g = &p->outs[k];
+        tfc_value *v;
+        if (tfc_value_wrap(g->dtype, g->shape, g->data, &v))
+            return tool_error("run", "output '%s': %s", g->name, tfc_errmsg());
+        if (o->out) {
+            char file[256], path[4096];
+            sanitize(g->name, file, sizeof file);
+            snprintf(path, sizeof path, "%s/%s.npy", o->out, file);
+            tfc_status st = tfc_npy_write(path, v);
+            if (st) {
+                tfc_value_destroy(v);
+                return tool_error("run", "%s", tfc_errmsg());
+            }
+            printf("%s: %s [", g->name, tfc_dtype_name(g->dtype));
+            for (int i = 0; i < g->shape.rank; i++)
+                printf("%s%lld", i ? ", " : "", (long long)g->shape.dims[i]);
+            printf("] -> %s\n", path);
+        } else {
+            print_output(g, v, o->rows >= 0 ? o->rows : 5, p->feeds.rows);
+        }
+        tfc_value_destroy(v);
+    }
+    return TOOL_OK;
+}
+
+/* The signature, the output directory, the feeds and the variables, then the run. */
+static int predict(struct predictor *p, const struct tool_opts *o, int64_t batch)
+{
+    if (tool_signature("run", &p->m, o->model, "predict", &p->sig)) return TOOL_FAIL;
+    if (find_outputs(p, o->model)) return TOOL_FAIL;
+    if (o->out && mkdir(o->out, 0777) && errno != EEXIST)
+        return tool_error("run", "--out %s: %s", o->out, strerror(errno));
+    if (tool_feeds_load("run", &p->m, p->sig, o, &p->feeds)) return TOOL_FAIL;
+    int restored = tool_restore_or_init("run", &p->m, &p->report);
+    if (restored < 0) return TOOL_FAIL;
+    if (!restored)
+        fprintf(stderr, "tfc run: note: the model has no checkpoint: using the variables' "
+                        "initial values\n");
+    if (run_batches(p, o, batch)) return TOOL_FAIL;
+    return write_outputs(p, o);
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct tool_opts o;
@@ -99,113 +209,18 @@ int cmd_run(int argc, char **argv)
     if (rc == -1) fputs(tool_data_rules, stdout);
     if (rc) return rc;
     int64_t batch = o.batch > 0 ? o.batch : 256;
-    struct tool_model m;
-    tfc_signature *sig = NULL;
-    struct tool_feeds feeds = {0};
-    tfc_restore_report report = {0};
-    tfc_batcher *b = NULL;
-    struct gathered *outs = NULL;
-    tfc_value **vals = NULL;
-    tfc_tensor **tensors = NULL;
-    rc = TOOL_FAIL;
-    if (tool_model_open("run", o.model, 0, 1, &m)) return TOOL_FAIL;
-    if (tool_signature("run", &m, o.model, "predict", &sig)) goto done;
-    if (sig->n_outputs == 0) {
-        tool_error("run", "%s: the 'predict' signature has no outputs", o.model);
-        goto done;
-    }
-    int n = sig->n_outputs;
-    outs = calloc((size_t)n, sizeof *outs);
-    vals = calloc((size_t)n, sizeof *vals);
-    tensors = calloc((size_t)n, sizeof *tensors);
-    if (!outs || !vals || !tensors) {
-        tool_error("run", "out of memory");
-        goto done;
-    }
-    for (int k = 0; k < n; k++) {
-        outs[k].name = sig->outputs[k];
-        if (!(tensors[k] = outs[k].tensor = tfc_graph_find(m.graph, sig->outputs[k]))) {
-            tool_error("run", "the 'predict' signature's output '%s' is not in the graph",
-                       sig->outputs[k]);
-            goto done;
-        }
-    }
-    if (o.out && mkdir(o.out, 0777) && errno != EEXIST) {
-        tool_error("run", "--out %s: %s", o.out, strerror(errno));
-        goto done;
-    }
-    if (tool_feeds_load("run", &m, sig, &o, &feeds)) goto done;
-    int restored = tool_restore_or_init("run", &m, &report);
-    if (restored < 0) goto done;
-    if (!restored)
-        fprintf(stderr, "tfc run: note: the model has no checkpoint: using the variables' "
-                        "initial values\n");
-    if (tfc_batcher_create(feeds.n, feeds.values, batch, 0, 0, &b)) {
-        tool_error("run", "%s", tfc_errmsg());
-        goto done;
-    }
-    for (int64_t i = 0, steps = tfc_batcher_steps_per_epoch(b); i < steps; i++) {
-        tfc_value *bv[TOOL_MAX_DATA];
-        if (tfc_batcher_next(b, bv, NULL)) {
-            tool_error("run", "%s", tfc_batcher_errmsg(b));
-            goto done;
-        }
-        if (tfc_session_run(m.session, feeds.n, feeds.tensors, bv, n, tensors, vals, 0, NULL)) {
-            tool_error("run", "%s", tfc_session_errmsg(m.session));
-            goto done;
-        }
-        int64_t rows = tfc_value_shape(bv[0]).dims[0];
-        int bad = 0;
-        for (int k = 0; k < n; k++) {
-            if (!bad && append(&outs[k], vals[k], rows)) bad = 1;
-            tfc_value_destroy(vals[k]);
-            vals[k] = NULL;
-        }
-        if (bad) goto done;
-        /* printing needs only the first rows */
-        if (!o.out && (i + 1) * batch >= (o.rows >= 0 ? o.rows : 5)) {
-            int all_batched = 1;
-            for (int k = 0; k < n; k++) all_batched &= outs[k].batched;
-            if (all_batched) break;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        tfc_value *v;
-        if (tfc_value_wrap(outs[k].dtype, outs[k].shape, outs[k].data, &v)) {
-            tool_error("run", "output '%s': %s", outs[k].name, tfc_errmsg());
-            goto done;
-        }
-        if (o.out) {
-            char file[256], path[4096];
-            sanitize(outs[k].name, file, sizeof file);
-            snprintf(path, sizeof path, "%s/%s.npy", o.out, file);
-            tfc_status st = tfc_npy_write(path, v);
-            if (st) {
-                tfc_value_destroy(v);
-                tool_error("run", "%s", tfc_errmsg());
-                goto done;
-            }
-            printf("%s: %s [", outs[k].name, tfc_dtype_name(outs[k].dtype));
-            for (int i = 0; i < outs[k].shape.rank; i++)
-                printf("%s%lld", i ? ", " : "", (long long)outs[k].shape.dims[i]);
-            printf("] -> %s\n", path);
-        } else {
-            print_output(&outs[k], v, o.rows >= 0 ? o.rows : 5, feeds.rows);
-        }
-        tfc_value_destroy(v);
-    }
-    rc = TOOL_OK;
-
-done:
-    for (int k = 0; outs && k < sig->n_outputs; k++) free(outs[k].data);
-    for (int k = 0; vals && k < sig->n_outputs; k++) tfc_value_destroy(vals[k]);
-    free(outs);
-    free(vals);
-    free(tensors);
-    tfc_batcher_destroy(b);
-    tool_feeds_clear(&feeds);
-    tfc_restore_report_clear(&report);
-    tfc_signature_free(sig);
-    tool_model_close(&m);
+    struct predictor p = {0};
+    if (tool_model_open("run", o.model, 0, 1, &p.m)) return TOOL_FAIL;
+    rc = predict(&p, &o, batch) ? TOOL_FAIL : TOOL_OK;
+    for (int k = 0; p.outs && k < p.n; k++) free(p.outs[k].data);
+    for (int k = 0; p.vals && k < p.n; k++) tfc_value_destroy(p.vals[k]);
+    free(p.outs);
+    free(p.vals);
+    free(p.tensors);
+    tfc_batcher_destroy(p.b);
+    tool_feeds_clear(&p.feeds);
+    tfc_restore_report_clear(&p.report);
+    tfc_signature_free(p.sig);
+    tool_model_close(&p.m);
     return rc;
 }

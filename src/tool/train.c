@@ -93,11 +93,21 @@ static int resolve_fetches(const char *cmd, tfc_graph *g, const tfc_signature *s
 struct trainer {
     struct tool_model m;
     tfc_signature *sig;
+    tfc_tensor *train_op;
+    struct fetches f;
     struct tool_feeds feeds;
+    tfc_restore_report report;
+    int restored;          /* 1: from a checkpoint; 0: from the initializers */
     tfc_batcher *batcher;
     uint64_t seed;
+    int64_t epochs;        /* to reach in all */
+    int64_t every;         /* checkpoint every N steps; 0: at the end of each epoch */
+    int quiet;
+    int64_t steps;         /* batches per epoch */
     int64_t gstep;         /* steps taken in all */
     int64_t last_ckpt;     /* gstep of the last checkpoint written or restored */
+    tfc_value **out;       /* a step's fetches */
+    double *sums;          /* the epoch's fetch means, weighted by rows */
 };
 
 /* Checkpoints the variables and the input position (unless one was just taken at this step)
@@ -118,94 +128,154 @@ static int checkpoint(struct trainer *t, const char *why)
     return TOOL_OK;
 }
 
-int cmd_train(int argc, char **argv)
+/* The model's "train" signature, its train op and fetches, and the feeds from --data. */
+static int train_open(struct trainer *t, const struct tool_opts *o)
 {
-    struct tool_opts o;
-    int rc = tool_parse(argc, argv,
-                        OPT_DATA | OPT_EPOCHS | OPT_BATCH | OPT_CKPT | OPT_KEEP | OPT_SEED | OPT_QUIET,
-                        train_usage, &o);
-    if (rc == -1) fputs(tool_data_rules, stdout);
-    if (rc) return rc;
-    int64_t epochs = o.epochs > 0 ? o.epochs : 1, batch = o.batch > 0 ? o.batch : 32;
-    int64_t every = o.checkpoint_every >= 0 ? o.checkpoint_every : 0;
-    int keep = o.keep >= 0 ? (int)o.keep : 5;
+    if (tool_signature("train", &t->m, o->model, "train", &t->sig)) return TOOL_FAIL;
+    if (!t->sig->train_op)
+        return tool_error("train", "%s: the 'train' signature has no train_op", o->model);
+    t->train_op = tfc_graph_find(t->m.graph, t->sig->train_op);
+    if (!t->train_op)
+        return tool_error("train", "the 'train' signature's train_op '%s' is not in the graph",
+                          t->sig->train_op);
+    if (resolve_fetches("train", t->m.graph, t->sig, &t->f)) return TOOL_FAIL;
+    if (tool_feeds_load("train", &t->m, t->sig, o, &t->feeds)) return TOOL_FAIL;
+    return TOOL_OK;
+}
 
-    struct trainer t = {0};
-    struct fetches f;
-    tfc_restore_report report = {0};
-    tfc_value **out = NULL;
-    double *sums = NULL;
-    rc = TOOL_FAIL;
-    if (tool_model_open("train", o.model, 1, 1, &t.m)) return TOOL_FAIL;
-    if (tool_signature("train", &t.m, o.model, "train", &t.sig)) goto done;
-    if (!t.sig->train_op) {
-        tool_error("train", "%s: the 'train' signature has no train_op", o.model);
-        goto done;
-    }
-    tfc_tensor *train_op = tfc_graph_find(t.m.graph, t.sig->train_op);
-    if (!train_op) {
-        tool_error("train", "the 'train' signature's train_op '%s' is not in the graph",
-                   t.sig->train_op);
-        goto done;
-    }
-    if (resolve_fetches("train", t.m.graph, t.sig, &f)) goto done;
-    if (tool_feeds_load("train", &t.m, t.sig, &o, &t.feeds)) goto done;
-
-    int restored = tool_restore_or_init("train", &t.m, &report);
-    if (restored < 0) goto done;
-    t.seed = o.have_seed ? o.seed : restored ? report.position.seed : 1;
-    if (restored && o.have_seed && o.seed != report.position.seed)
+/* Restores the latest checkpoint (or initializes the variables), then makes the batcher and
+ * moves it to the checkpoint's input position. */
+static int train_resume(struct trainer *t, const struct tool_opts *o, int64_t batch)
+{
+    const tfc_input_position *p = &t->report.position;
+    t->restored = tool_restore_or_init("train", &t->m, &t->report);
+    if (t->restored < 0) return TOOL_FAIL;
+    t->seed = o->have_seed ? o->seed : t->restored ? p->seed : 1;
+    if (t->restored && o->have_seed && o->seed != p->seed)
         fprintf(stderr, "tfc train: note: --seed %llu differs from the checkpoint's seed %llu: "
                         "the rows come in a new order\n",
-                (unsigned long long)o.seed, (unsigned long long)report.position.seed);
-    if (tfc_batcher_create(t.feeds.n, t.feeds.values, batch, t.seed, TFC_BATCHER_SHUFFLE,
-                           &t.batcher)) {
-        tool_error("train", "%s", tfc_errmsg());
-        goto done;
-    }
-    int64_t steps = tfc_batcher_steps_per_epoch(t.batcher);
-    if (restored && tfc_batcher_seek(t.batcher, report.position.epoch, report.position.step)) {
+                (unsigned long long)o->seed, (unsigned long long)p->seed);
+    if (tfc_batcher_create(t->feeds.n, t->feeds.values, batch, t->seed, TFC_BATCHER_SHUFFLE,
+                           &t->batcher))
+        return tool_error("train", "%s", tfc_errmsg());
+    t->steps = tfc_batcher_steps_per_epoch(t->batcher);
+    if (t->restored && tfc_batcher_seek(t->batcher, p->epoch, p->step)) {
         fprintf(stderr, "tfc train: note: cannot resume at batch %lld of epoch %lld with %lld "
                         "batches per epoch (was --batch changed?): starting that epoch over\n",
-                (long long)report.position.step, (long long)report.position.epoch, (long long)steps);
-        if (tfc_batcher_seek(t.batcher, report.position.epoch < 0 ? 0 : report.position.epoch, 0)) {
-            tool_error("train", "%s", tfc_batcher_errmsg(t.batcher));
-            goto done;
-        }
+                (long long)p->step, (long long)p->epoch, (long long)t->steps);
+        if (tfc_batcher_seek(t->batcher, p->epoch < 0 ? 0 : p->epoch, 0))
+            return tool_error("train", "%s", tfc_batcher_errmsg(t->batcher));
     }
+    return TOOL_OK;
+}
 
-    /* the step count: the graph's global step when it has one */
-    tfc_tensor *gs = tfc_graph_find(t.m.graph, "global_step");
+/* The step count: the graph's global step when it has one, else the checkpoint's step. Sets
+ * the retention policy too. */
+static int train_count_steps(struct trainer *t, int keep)
+{
+    tfc_tensor *gs = tfc_graph_find(t->m.graph, "global_step");
     if (gs && (strcmp(tfc_tensor_op(gs), "variable") || tfc_tensor_shape(gs).rank != 0)) gs = NULL;
     if (gs) {
         tfc_value *v;
-        if (tfc_session_read_variable(t.m.session, gs, &v)) {
-            tool_error("train", "reading global_step: %s", tfc_session_errmsg(t.m.session));
-            goto done;
-        }
-        t.gstep = (int64_t)tfc_value_get(v, 0);
+        if (tfc_session_read_variable(t->m.session, gs, &v))
+            return tool_error("train", "reading global_step: %s",
+                              tfc_session_errmsg(t->m.session));
+        t->gstep = (int64_t)tfc_value_get(v, 0);
         tfc_value_destroy(v);
     } else {
-        t.gstep = restored ? report.step : 0;
+        t->gstep = t->restored ? t->report.step : 0;
     }
-    t.last_ckpt = restored ? t.gstep : -1;
-    if (tfc_store_set_retention(t.m.store, keep, 0)) {
-        tool_error("train", "%s", tfc_store_errmsg(t.m.store));
-        goto done;
-    }
+    t->last_ckpt = t->restored ? t->gstep : -1;
+    if (tfc_store_set_retention(t->m.store, keep, 0))
+        return tool_error("train", "%s", tfc_store_errmsg(t->m.store));
+    return TOOL_OK;
+}
 
+/* Where an epoch stands, for its progress bar and summary. */
+struct epoch_run {
+    int64_t epoch;         /* from 0 */
+    int64_t bstep;         /* the next batch */
+    int64_t first;         /* the batch it started at (resumed when > 0) */
+    int64_t done_steps, rows;
+    double t0;
+};
+
+/* One step on batch b: runs the train op, adds each fetch's mean, weighted by the batch's
+ * rows, to the epoch's sums, and logs it as a metric. */
+static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
+{
+    if (tfc_session_run(t->m.session, t->feeds.n, t->feeds.tensors, b, t->f.n, t->f.tensors,
+                        t->out, 1, &t->train_op))
+        return tool_error("train", "step %lld: %s", (long long)t->gstep + 1,
+                          tfc_session_errmsg(t->m.session));
+    int64_t r = tfc_value_shape(b[0]).dims[0];
+    int failed = 0;
+    t->gstep++;
+    e->done_steps++;
+    e->bstep++;
+    e->rows += r;
+    for (int k = 0; k < t->f.n; k++) {
+        double x = tool_value_mean(t->out[k]);
+        tfc_value_destroy(t->out[k]);
+        t->sums[k] += x * (double)r;
+        if (tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x) && !failed)
+            failed = tool_error("train", "logging %s: %s", t->f.names[k],
+                                tfc_store_errmsg(t->m.store));
+    }
+    return failed;
+}
+
+/* The batches of one epoch from e->bstep, until its last or a signal, with the progress bar
+ * and the checkpoints every `every` steps. */
+static int train_epoch(struct trainer *t, struct epoch_run *e)
+{
+    double last_bar = 0;
+    memset(t->sums, 0, sizeof *t->sums * (size_t)t->f.n);
+    for (int epoch_done = 0; !epoch_done && !stop_signal;) {
+        tfc_value *b[TOOL_MAX_DATA];
+        if (tfc_batcher_next(t->batcher, b, &epoch_done))
+            return tool_error("train", "%s", tfc_batcher_errmsg(t->batcher));
+        if (train_step(t, b, e)) return TOOL_FAIL;
+        double tn = now();
+        if (!t->quiet && (tn - last_bar > 0.1 || epoch_done)) {
+            double dt = tn - e->t0;
+            progress(e->epoch + 1, t->epochs, e->bstep, t->steps,
+                     t->f.has_loss ? t->sums[0] / (double)e->rows : 0, (double)e->rows / dt,
+                     dt / (double)e->done_steps * (double)(t->steps - e->bstep));
+            last_bar = tn;
+        }
+        if (t->every > 0 && t->gstep % t->every == 0 && checkpoint(t, "")) return TOOL_FAIL;
+    }
+    if (!t->quiet) fputc('\n', stderr);
+    return TOOL_OK;
+}
+
+static void epoch_summary(const struct trainer *t, const struct epoch_run *e)
+{
+    double dt = now() - e->t0;
+    printf("epoch %lld/%lld: ", (long long)e->epoch + 1, (long long)t->epochs);
+    for (int k = 0; k < t->f.n; k++)
+        printf("%s %.4f, ", t->f.names[k], t->sums[k] / (double)e->rows);
+    printf("%lld steps%s, %.1f s, %.0f examples/s\n", (long long)e->done_steps,
+           e->first ? " (resumed)" : "", dt, (double)e->rows / dt);
+    fflush(stdout);
+}
+
+/* Trains from the batcher's position until t->epochs are done or a signal arrives, then takes
+ * the last checkpoint. Returns the command's exit status. */
+static int train_run(struct trainer *t)
+{
     int64_t epoch, bstep;
-    tfc_batcher_position(t.batcher, &epoch, &bstep);
-    if (restored)
+    tfc_batcher_position(t->batcher, &epoch, &bstep);
+    if (t->restored)
         printf("resuming from the checkpoint at step %lld (epoch %lld, batch %lld of %lld)\n",
-               (long long)t.gstep, (long long)epoch, (long long)bstep, (long long)steps);
+               (long long)t->gstep, (long long)epoch, (long long)bstep, (long long)t->steps);
     else
         printf("no checkpoint: starting from initialized variables\n");
-    if (epoch >= epochs) {
+    if (epoch >= t->epochs) {
         printf("already trained %lld epochs (step %lld): nothing to do\n", (long long)epoch,
-               (long long)t.gstep);
-        rc = TOOL_OK;
-        goto done;
+               (long long)t->gstep);
+        return TOOL_OK;
     }
     fflush(stdout);
 
@@ -217,84 +287,53 @@ int cmd_train(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    out = calloc((size_t)f.n + 1, sizeof *out);
-    sums = calloc((size_t)f.n + 1, sizeof *sums);
-    if (!out || !sums) {
-        tool_error("train", "out of memory");
-        goto done;
-    }
+    t->out = calloc((size_t)t->f.n + 1, sizeof *t->out);
+    t->sums = calloc((size_t)t->f.n + 1, sizeof *t->sums);
+    if (!t->out || !t->sums) return tool_error("train", "out of memory");
     int failed = 0;
-    while (epoch < epochs && !stop_signal && !failed) {
-        double t0 = now(), last_bar = 0;
-        int64_t rows = 0, first = bstep, done_steps = 0;
-        memset(sums, 0, sizeof *sums * (size_t)f.n);
-        for (int epoch_done = 0; !epoch_done && !stop_signal;) {
-            tfc_value *b[TOOL_MAX_DATA];
-            if (tfc_batcher_next(t.batcher, b, &epoch_done)) {
-                failed = tool_error("train", "%s", tfc_batcher_errmsg(t.batcher));
-                break;
-            }
-            if (tfc_session_run(t.m.session, t.feeds.n, t.feeds.tensors, b, f.n, f.tensors, out,
-                                1, &train_op)) {
-                failed = tool_error("train", "step %lld: %s", (long long)t.gstep + 1,
-                                    tfc_session_errmsg(t.m.session));
-                break;
-            }
-            int64_t r = tfc_value_shape(b[0]).dims[0];
-            t.gstep++;
-            done_steps++;
-            bstep++;
-            rows += r;
-            for (int k = 0; k < f.n; k++) {
-                double x = tool_value_mean(out[k]);
-                tfc_value_destroy(out[k]);
-                sums[k] += x * (double)r;
-                if (tfc_store_log_metric(t.m.store, t.gstep, f.names[k], x) && !failed)
-                    failed = tool_error("train", "logging %s: %s", f.names[k],
-                                        tfc_store_errmsg(t.m.store));
-            }
-            if (failed) break;
-            double tn = now();
-            if (!o.quiet && (tn - last_bar > 0.1 || epoch_done)) {
-                double dt = tn - t0;
-                progress(epoch + 1, epochs, bstep, steps, f.has_loss ? sums[0] / (double)rows : 0,
-                         (double)rows / dt, dt / (double)done_steps * (double)(steps - bstep));
-                last_bar = tn;
-            }
-            if (every > 0 && t.gstep % every == 0 && checkpoint(&t, "")) failed = 1;
-        }
-        if (failed) break;
-        if (!o.quiet) fputc('\n', stderr);
-        if (stop_signal) break;
-        double dt = now() - t0;
-        printf("epoch %lld/%lld: ", (long long)epoch + 1, (long long)epochs);
-        for (int k = 0; k < f.n; k++) printf("%s %.4f, ", f.names[k], sums[k] / (double)rows);
-        printf("%lld steps%s, %.1f s, %.0f examples/s\n", (long long)done_steps,
-               first ? " (resumed)" : "", dt, (double)rows / dt);
-        fflush(stdout);
-        tfc_batcher_position(t.batcher, &epoch, &bstep);
-        if (every == 0 && t.last_ckpt != t.gstep && checkpoint(&t, "")) failed = 1;
+    while (epoch < t->epochs && !stop_signal && !failed) {
+        struct epoch_run e = {.epoch = epoch, .bstep = bstep, .first = bstep, .t0 = now()};
+        if ((failed = train_epoch(t, &e)) || stop_signal) break;
+        epoch_summary(t, &e);
+        tfc_batcher_position(t->batcher, &epoch, &bstep);
+        if (t->every == 0 && t->last_ckpt != t->gstep && checkpoint(t, "")) failed = 1;
     }
-    if (!failed && (t.last_ckpt != t.gstep || stop_signal))
-        failed = checkpoint(&t, stop_signal ? "interrupted: " : "") != TOOL_OK;
-    if (tfc_store_flush(t.m.store) && !failed)
-        failed = tool_error("train", "%s", tfc_store_errmsg(t.m.store));
-    if (failed) goto done;
+    if (!failed && (t->last_ckpt != t->gstep || stop_signal))
+        failed = checkpoint(t, stop_signal ? "interrupted: " : "") != TOOL_OK;
+    if (tfc_store_flush(t->m.store) && !failed)
+        failed = tool_error("train", "%s", tfc_store_errmsg(t->m.store));
+    if (failed) return TOOL_FAIL;
     if (stop_signal) {
         fprintf(stderr, "tfc train: stopped by %s after step %lld\n",
-                stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)t.gstep);
-        rc = 128 + stop_signal;
-    } else {
-        printf("trained to epoch %lld, step %lld\n", (long long)epochs, (long long)t.gstep);
-        rc = TOOL_OK;
+                stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)t->gstep);
+        return 128 + stop_signal;
     }
+    printf("trained to epoch %lld, step %lld\n", (long long)t->epochs, (long long)t->gstep);
+    return TOOL_OK;
+}
 
-done:
-    free(out);
-    free(sums);
+int cmd_train(int argc, char **argv)
+{
+    struct tool_opts o;
+    int rc = tool_parse(argc, argv,
+                        OPT_DATA | OPT_EPOCHS | OPT_BATCH | OPT_CKPT | OPT_KEEP | OPT_SEED | OPT_QUIET,
+                        train_usage, &o);
+    if (rc == -1) fputs(tool_data_rules, stdout);
+    if (rc) return rc;
+    struct trainer t = {.epochs = o.epochs > 0 ? o.epochs : 1,
+                        .every = o.checkpoint_every >= 0 ? o.checkpoint_every : 0,
+                        .quiet = o.quiet};
+    int64_t batch = o.batch > 0 ? o.batch : 32;
+    int keep = o.keep >= 0 ? (int)o.keep : 5;
+    if (tool_model_open("train", o.model, 1, 1, &t.m)) return TOOL_FAIL;
+    rc = TOOL_FAIL;
+    if (!train_open(&t, &o) && !train_resume(&t, &o, batch) && !train_count_steps(&t, keep))
+        rc = train_run(&t);
+    free(t.out);
+    free(t.sums);
     tfc_batcher_destroy(t.batcher);
     tool_feeds_clear(&t.feeds);
-    tfc_restore_report_clear(&report);
+    tfc_restore_report_clear(&t.report);
     tfc_signature_free(t.sig);
     tool_model_close(&t.m);
     return rc;
