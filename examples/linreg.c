@@ -41,7 +41,7 @@ int main(void)
     /* d loss / d w = 2/N x^T err, d loss / d b = 2 mean(err); learning rate 0.1 */
     tfc_tensor *scale = tfc_scalar(g, TFC_FLOAT32, 0.1 * 2.0 / N);
     tfc_tensor *dw = tfc_mul(g, scale, tfc_matmul(g, X, err, 1, 0));
-    tfc_tensor *db = tfc_mul(g, scale, tfc_reduce_sum(g, err, 1, (int[]){0}, 0));
+    tfc_tensor *db = tfc_mul(g, scale, tfc_reduce_sum(g, err, 1, (int64_t[]){0}, 0));
     tfc_tensor *steps[2] = {tfc_assign_sub(g, w, dw), tfc_assign_sub(g, b, db)};
     if (tfc_graph_status(g)) {
         fprintf(stderr, "linreg: %s\n", tfc_graph_errmsg(g));

@@ -10,7 +10,8 @@ tfc_status tfc_grad_reshape(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
 
 tfc_status tfc_grad_transpose(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
-    int rank = n->inputs[0]->desc.shape.rank, inv[TFC_MAX_RANK];
+    int rank = n->inputs[0]->desc.shape.rank;
+    int64_t inv[TFC_MAX_RANK];
     const struct tfc_kattr *perm = &n->attrs[TRANSPOSE_PERM];
     for (int i = 0; i < rank; i++) {
         int p = perm->n ? tfc_axis_norm(perm->v[i], rank) : rank - 1 - i;

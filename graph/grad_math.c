@@ -183,7 +183,8 @@ tfc_status tfc_grad_add_n(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *d
 
 tfc_status tfc_grad_bias_add(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
-    int rank = n->inputs[0]->desc.shape.rank, axes[TFC_MAX_RANK];
+    int rank = n->inputs[0]->desc.shape.rank;
+    int64_t axes[TFC_MAX_RANK];
     for (int i = 0; i < rank - 1; i++) axes[i] = i;
     dxs[0] = dys[0];
     dxs[1] = rank > 1 ? tfc_reduce_sum(g, dys[0], rank - 1, axes, 0) : dys[0];

@@ -37,7 +37,7 @@ tfc_status tfc_grad_batch_matmul(tfc_graph *g, struct tfc_node *n, tfc_tensor *c
 tfc_status tfc_grad_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *y = &n->outputs[0], *dy = dys[0];
-    int axis = (int)n->attrs[SOFTMAX_AXIS].i;
+    int64_t axis = n->attrs[SOFTMAX_AXIS].i;
     tfc_tensor *dot = tfc_reduce_sum(g, tfc_mul(g, dy, y), 1, &axis, 1);
     dxs[0] = tfc_mul(g, y, tfc_sub(g, dy, dot)); /* y (dy - sum(dy y)) */
     return g->status;
@@ -46,7 +46,7 @@ tfc_status tfc_grad_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
 tfc_status tfc_grad_log_softmax(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *y = &n->outputs[0], *dy = dys[0];
-    int axis = (int)n->attrs[SOFTMAX_AXIS].i;
+    int64_t axis = n->attrs[SOFTMAX_AXIS].i;
     tfc_tensor *total = tfc_reduce_sum(g, dy, 1, &axis, 1);
     dxs[0] = tfc_sub(g, dy, tfc_mul(g, tfc_exp(g, y), total)); /* dy - softmax sum(dy) */
     return g->status;
@@ -62,7 +62,7 @@ tfc_status tfc_grad_xent(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dy
 {
     /* loss = -sum_c l_c log_softmax(z)_c: dz = softmax(z) sum(l) - l, dl = -log_softmax(z) */
     tfc_tensor *z = n->inputs[0], *l = n->inputs[1], *dy = column(g, dys[0]);
-    int axis = 1;
+    int64_t axis = 1;
     tfc_tensor *lsum = tfc_reduce_sum(g, l, 1, &axis, 1);
     dxs[0] = tfc_mul(g, dy, tfc_sub(g, tfc_mul(g, tfc_softmax(g, z, 1), lsum), l));
     dxs[1] = tfc_mul(g, dy, tfc_neg(g, tfc_log_softmax(g, z, 1)));
@@ -86,7 +86,8 @@ tfc_status tfc_grad_reduce(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
     tfc_tensor *x = n->inputs[0], *y = &n->outputs[0], *dy = dys[0];
     const tfc_shape *xs = &x->desc.shape;
     const struct tfc_kattr *axes = &n->attrs[REDUCE_AXES];
-    int reduced[TFC_MAX_RANK] = {0}, ax[TFC_MAX_RANK], n_ax = 0, unknown = 0;
+    int reduced[TFC_MAX_RANK] = {0}, n_ax = 0, unknown = 0;
+    int64_t ax[TFC_MAX_RANK];
     for (int i = 0; i < axes->n; i++) {
         int a = tfc_axis_norm(axes->v[i], xs->rank); /* the node's inference checked it */
         if (TFC_CHECK(a >= 0, tfc_graph_error, g)) return TFC_ERR_INTERNAL;

@@ -256,7 +256,7 @@ tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape)
     return tfc_build(g, &tfc_op_reshape, 1, &x, at);
 }
 
-tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int *perm)
+tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int64_t *perm)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_transpose, at);
@@ -268,7 +268,7 @@ tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int *perm)
     return tfc_build(g, &tfc_op_transpose, 1, &x, at);
 }
 
-tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int axis)
+tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int64_t axis)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_concat, at);
@@ -276,7 +276,7 @@ tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int axis)
     return tfc_build(g, &tfc_op_concat, n, inputs, at);
 }
 
-tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int axis, tfc_tensor **out)
+tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int64_t axis, tfc_tensor **out)
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (n < 1 || n > TFC_MAX_OPERANDS || !out) {

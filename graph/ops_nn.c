@@ -268,7 +268,7 @@ tfc_tensor *tfc_batch_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int adj
 
 /* softmax, log_softmax and argmax: one axis attribute each (SOFTMAX_AXIS, ARGMAX_AXIS) */
 static tfc_tensor *with_axis(tfc_graph *g, const struct tfc_op *op, int slot, tfc_tensor *x,
-                             int axis)
+                             int64_t axis)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
@@ -276,17 +276,17 @@ static tfc_tensor *with_axis(tfc_graph *g, const struct tfc_op *op, int slot, tf
     return tfc_build(g, op, 1, &x, at);
 }
 
-tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *x, int64_t axis)
 {
     return with_axis(g, &tfc_op_softmax, SOFTMAX_AXIS, x, axis);
 }
 
-tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int axis)
+tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *x, int64_t axis)
 {
     return with_axis(g, &tfc_op_log_softmax, SOFTMAX_AXIS, x, axis);
 }
 
-tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis)
+tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int64_t axis)
 {
     return with_axis(g, &tfc_op_argmax, ARGMAX_AXIS, x, axis);
 }
@@ -304,7 +304,7 @@ tfc_tensor *tfc_sparse_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits, t
 }
 
 static tfc_tensor *reduce(tfc_graph *g, const struct tfc_op *op, tfc_tensor *x, int n_axes,
-                          const int *axes, int keepdims)
+                          const int64_t *axes, int keepdims)
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(op, at);
@@ -317,7 +317,7 @@ static tfc_tensor *reduce(tfc_graph *g, const struct tfc_op *op, tfc_tensor *x, 
     return tfc_build(g, op, 1, &x, at);
 }
 
-tfc_tensor *tfc_reduce_sum(tfc_graph *g, tfc_tensor *x, int n, const int *axes, int keep) { return reduce(g, &tfc_op_reduce_sum, x, n, axes, keep); }
-tfc_tensor *tfc_reduce_mean(tfc_graph *g, tfc_tensor *x, int n, const int *axes, int keep) { return reduce(g, &tfc_op_reduce_mean, x, n, axes, keep); }
-tfc_tensor *tfc_reduce_max(tfc_graph *g, tfc_tensor *x, int n, const int *axes, int keep) { return reduce(g, &tfc_op_reduce_max, x, n, axes, keep); }
-tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n, const int *axes, int keep) { return reduce(g, &tfc_op_reduce_min, x, n, axes, keep); }
+tfc_tensor *tfc_reduce_sum(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes, int keep) { return reduce(g, &tfc_op_reduce_sum, x, n, axes, keep); }
+tfc_tensor *tfc_reduce_mean(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes, int keep) { return reduce(g, &tfc_op_reduce_mean, x, n, axes, keep); }
+tfc_tensor *tfc_reduce_max(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes, int keep) { return reduce(g, &tfc_op_reduce_max, x, n, axes, keep); }
+tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes, int keep) { return reduce(g, &tfc_op_reduce_min, x, n, axes, keep); }

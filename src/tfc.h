@@ -91,7 +91,10 @@ TFC_API size_t tfc_dtype_size(enum tfc_dtype dtype); /* bytes per element, 0 whe
 #define TFC_MAX_RANK 8
 
 /* Row-major dimensions; -1 marks a dimension known only when the graph runs (only the leading
- * dimension of a placeholder may be unknown). Rank 0 is a scalar. */
+ * dimension of a placeholder may be unknown). Rank 0 is a scalar.
+ * Index types, everywhere in this header: what indexes into a shape (dimensions, axes,
+ * permutations, slice bounds, depths) is int64_t, as TensorFlow's and ONNX's are; a count of
+ * things (a rank, n_axes, the n of concat and split) is int. Negative axes count from the end. */
 typedef struct tfc_shape {
     int rank;
     int64_t dims[TFC_MAX_RANK];
@@ -302,8 +305,8 @@ TFC_API tfc_tensor *tfc_is_inf(tfc_graph *g, tfc_tensor *x);
 TFC_API tfc_tensor *tfc_cast(tfc_graph *g, tfc_tensor *x, enum tfc_dtype dtype);
 
 /* Softmax family over one axis (negative counts from the end). */
-TFC_API tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *logits, int axis);
-TFC_API tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *logits, int axis);
+TFC_API tfc_tensor *tfc_softmax(tfc_graph *g, tfc_tensor *logits, int64_t axis);
+TFC_API tfc_tensor *tfc_log_softmax(tfc_graph *g, tfc_tensor *logits, int64_t axis);
 /* Per-row cross-entropy of [batch, classes] logits against a distribution (dense) or integer
  * class ids of shape [batch] (sparse; an id outside [0, classes) fails the run). */
 TFC_API tfc_tensor *tfc_softmax_cross_entropy(tfc_graph *g, tfc_tensor *logits,
@@ -312,24 +315,25 @@ TFC_API tfc_tensor *tfc_sparse_softmax_cross_entropy(tfc_graph *g, tfc_tensor *l
                                                      tfc_tensor *labels);
 
 /* Reductions over axes (n_axes = 0 reduces all); argmax over one axis gives int64. */
-TFC_API tfc_tensor *tfc_reduce_sum(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+TFC_API tfc_tensor *tfc_reduce_sum(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes,
                                    int keepdims);
-TFC_API tfc_tensor *tfc_reduce_mean(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+TFC_API tfc_tensor *tfc_reduce_mean(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes,
                                     int keepdims);
-TFC_API tfc_tensor *tfc_reduce_max(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+TFC_API tfc_tensor *tfc_reduce_max(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes,
                                    int keepdims);
-TFC_API tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n_axes, const int *axes,
+TFC_API tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes,
                                    int keepdims);
-TFC_API tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int axis);
+TFC_API tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int64_t axis);
 
 /* Shapes and data movement. */
 /* shape may hold one -1, inferred from the element count. */
 TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);
 /* perm NULL reverses the axes. */
-TFC_API tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int *perm);
-TFC_API tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int axis);
+TFC_API tfc_tensor *tfc_transpose(tfc_graph *g, tfc_tensor *x, const int64_t *perm);
+TFC_API tfc_tensor *tfc_concat(tfc_graph *g, int n, tfc_tensor *const *inputs, int64_t axis);
 /* Splits x into n equal parts along axis; out receives the n tensors. */
-TFC_API tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int axis, tfc_tensor **out);
+TFC_API tfc_status tfc_split(tfc_graph *g, tfc_tensor *x, int n, int64_t axis,
+                             tfc_tensor **out);
 /* begin and size per axis; size -1 means to the end. */
 TFC_API tfc_tensor *tfc_slice(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
                               const int64_t *size);

@@ -848,7 +848,7 @@ static void test_xent(void)
     }
 }
 
-typedef tfc_tensor *(*reduce_fn)(tfc_graph *, tfc_tensor *, int, const int *, int);
+typedef tfc_tensor *(*reduce_fn)(tfc_graph *, tfc_tensor *, int, const int64_t *, int);
 
 static void test_reduce(void)
 {
@@ -860,7 +860,8 @@ static void test_reduce(void)
              {"reduce_max", tfc_reduce_max},
              {"reduce_min", tfc_reduce_min}};
     static const struct {
-        int n, axes[3];
+        int n;
+        int64_t axes[3];
     } ax[] = {{0, {0}}, {1, {0}}, {1, {1}}, {1, {-1}}, {2, {0, 2}}, {3, {0, 1, 2}}};
     rng_seed(11);
     for (int k = 0; k < COUNT(r); k++)
@@ -869,7 +870,7 @@ static void test_reduce(void)
                 struct gc c;
                 char axs[32] = "";
                 for (int i = 0, p = 0; i < ax[a].n; i++)
-                    p += snprintf(axs + p, sizeof axs - (size_t)p, i ? ",%d" : "%d", ax[a].axes[i]);
+                    p += snprintf(axs + p, sizeof axs - (size_t)p, i ? ",%d" : "%d", (int)ax[a].axes[i]);
                 gc_begin(&c, r[k].name, "[2,3,2] axes [%s] keepdims=%d", axs, keep);
                 tfc_tensor *x = gc_x(&c, ht_distinct(S(2, 3, 2), -1.5, 0.25));
                 gc_use(&c, r[k].fn(c.g, x, ax[a].n, ax[a].axes, keep));
@@ -877,13 +878,15 @@ static void test_reduce(void)
             }
     /* unknown leading dimension: the count of reduce_mean is known at run time only */
     static const struct {
-        int n, axes[2], keep;
+        int n;
+        int64_t axes[2];
+        int keep;
     } dq[] = {{1, {0}, 0}, {0, {0}, 1}, {1, {1}, 0}, {2, {0, 1}, 1}};
     for (int k = 0; k < COUNT(r); k++)
         for (int a = 0; a < COUNT(dq); a++) {
             struct gc c;
             gc_begin(&c, r[k].name, "[3,2] (dynamic) %d axes from %d keepdims=%d", dq[a].n,
-                     dq[a].axes[0], dq[a].keep);
+                     (int)dq[a].axes[0], dq[a].keep);
             c.dyn = 1;
             tfc_tensor *x = gc_x(&c, ht_distinct(S(3, 2), -1.5, 0.25));
             gc_use(&c, r[k].fn(c.g, x, dq[a].n, dq[a].axes, dq[a].keep));
@@ -913,7 +916,9 @@ static void test_reshape(void)
 static void test_transpose(void)
 {
     static const struct {
-        int rank, perm[3], null_perm;
+        int rank;
+        int64_t perm[3];
+        int null_perm;
     } q[] = {{3, {2, 0, 1}, 0}, {3, {1, 2, 0}, 0}, {3, {0, 2, 1}, 0}, {3, {0}, 1}, {2, {1, 0}, 0}};
     rng_seed(13);
     for (int i = 0; i < COUNT(q); i++) {
@@ -923,7 +928,7 @@ static void test_transpose(void)
         if (!q[i].null_perm)
             for (int d = 0, p = 0; d < q[i].rank; d++)
                 p += snprintf(perm + p, sizeof perm - (size_t)p, "%s%d%s", d ? "," : "[",
-                              q[i].perm[d], d == q[i].rank - 1 ? "]" : "");
+                              (int)q[i].perm[d], d == q[i].rank - 1 ? "]" : "");
         gc_begin(&c, "transpose", "%s perm %s", SHP(sh), perm);
         tfc_tensor *x = gc_x(&c, ht_rand(F64, sh, -2, 2, 0));
         gc_use(&c, tfc_transpose(c.g, x, q[i].null_perm ? NULL : q[i].perm));
@@ -1361,7 +1366,7 @@ static void test_ties(void)
     ht xh = ht_vals(F64, S(2, 3), (double[]){1, 3, 3, 2, 0, 2});
     tfc_value *xv = ht_value(&xh), *bv = ht_value(&xh), *got[6] = {0};
     tfc_tensor *x = tfc_placeholder(g, "x", F64, S(2, 3)), *b = tfc_placeholder(g, "b", F64, S(2, 3));
-    int ax1 = 1;
+    int64_t ax1 = 1;
     tfc_tensor *ys[4] = {tfc_reduce_max(g, x, 1, &ax1, 0), tfc_reduce_max(g, x, 0, NULL, 0),
                          tfc_reduce_min(g, x, 1, &ax1, 1), NULL};
     tfc_tensor *d[6] = {0}, *ab[2] = {x, b};

@@ -94,7 +94,7 @@ static void test_inference(void)
     CU_ASSERT_EQUAL(s.dims[1], 10);
     tfc_tensor *r = tfc_reshape(g, x, tfc_shape_of(3, (int64_t[]){-1, 28, 28}));
     CU_ASSERT_EQUAL(tfc_tensor_shape(r).dims[0], -1);
-    tfc_tensor *m = tfc_reduce_mean(g, y, 1, (int[]){1}, 1);
+    tfc_tensor *m = tfc_reduce_mean(g, y, 1, (int64_t[]){1}, 1);
     CU_ASSERT_EQUAL(tfc_tensor_shape(m).rank, 2);
     CU_ASSERT_EQUAL(tfc_tensor_shape(m).dims[1], 1);
     CU_ASSERT_EQUAL(tfc_tensor_dtype(tfc_argmax(g, y, 1)), TFC_INT64);
@@ -180,7 +180,7 @@ static void test_build_errors_name_the_node(void)
     CU_ASSERT_PTR_NULL(tfc_assign(g, a, a)); /* not a variable */
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "variable"));
     tfc_graph_clear_error(g);
-    CU_ASSERT_PTR_NULL(tfc_reduce_sum(g, a, 1, (int[]){5}, 0));
+    CU_ASSERT_PTR_NULL(tfc_reduce_sum(g, a, 1, (int64_t[]){5}, 0));
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "axis"));
     /* NULL graph everywhere */
     CU_ASSERT_PTR_NULL(tfc_relu(NULL, a));

@@ -1264,7 +1264,7 @@ static void test_xent(void)
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN };
 
-static ht ref_reduce(int kind, const ht *x, int n_axes, const int *axes, int keep)
+static ht ref_reduce(int kind, const ht *x, int n_axes, const int64_t *axes, int keep)
 {
     int r = x->sh.rank, red[TFC_MAX_RANK] = {0};
     for (int i = 0; i < r; i++) red[i] = n_axes == 0;
@@ -1295,7 +1295,7 @@ static ht ref_reduce(int kind, const ht *x, int n_axes, const int *axes, int kee
     return o;
 }
 
-typedef tfc_tensor *(*reduce_fn)(tfc_graph *, tfc_tensor *, int, const int *, int);
+typedef tfc_tensor *(*reduce_fn)(tfc_graph *, tfc_tensor *, int, const int64_t *, int);
 static const struct {
     const char *name;
     reduce_fn fn;
@@ -1305,13 +1305,14 @@ static const struct {
                     {"reduce_max", tfc_reduce_max, R_MAX},
                     {"reduce_min", tfc_reduce_min, R_MIN}};
 
-static void reduce_case(enum tfc_dtype dt, const ht *x, int n_axes, const int *axes, int dyn)
+static void reduce_case(enum tfc_dtype dt, const ht *x, int n_axes, const int64_t *axes,
+                        int dyn)
 {
     char ax[64] = "all";
     if (n_axes) {
         size_t k = 0;
         for (int i = 0; i < n_axes; i++)
-            k += (size_t)snprintf(ax + k, sizeof ax - k, i ? ",%d" : "{%d", axes[i]);
+            k += (size_t)snprintf(ax + k, sizeof ax - k, i ? ",%d" : "{%d", (int)axes[i]);
         snprintf(ax + k, sizeof ax - k, "}");
     }
     struct tc c;
@@ -1330,7 +1331,7 @@ static void test_reduce(void)
 {
     static const struct {
         int n;
-        int axes[3];
+        int64_t axes[3];
     } sets[] = {{0, {0}},    {1, {0}},    {1, {1}},    {1, {2}},    {1, {-1}},
                 {2, {0, 2}}, {2, {1, 2}}, {2, {0, 1}}, {2, {2, 0}}, {3, {0, 1, 2}},
                 {2, {-3, -1}}};
@@ -1344,12 +1345,12 @@ static void test_reduce(void)
         ht s = ht_rand(dt, S0, -5, 5, 0.1), v = ht_rand(dt, S(5), -5, 5, 0);
         reduce_case(dt, &s, 0, NULL, 0);
         reduce_case(dt, &v, 0, NULL, 0);
-        reduce_case(dt, &v, 1, (int[]){0}, 0);
+        reduce_case(dt, &v, 1, (int64_t[]){0}, 0);
         ht e = ht_new(dt, S(0, 3)), f = ht_new(dt, S(2, 0));
-        reduce_case(dt, &e, 1, (int[]){0}, 0);
+        reduce_case(dt, &e, 1, (int64_t[]){0}, 0);
         reduce_case(dt, &e, 0, NULL, 0);
-        reduce_case(dt, &f, 1, (int[]){1}, 0);
-        reduce_case(dt, &f, 1, (int[]){0}, 0);
+        reduce_case(dt, &f, 1, (int64_t[]){1}, 0);
+        reduce_case(dt, &f, 1, (int64_t[]){0}, 0);
         ht_free(&s), ht_free(&v), ht_free(&e), ht_free(&f);
     }
 }
@@ -1387,10 +1388,10 @@ static void test_argmax(void)
         ht w = ht_rand(dt, S(3, 1), -5, 5, 0), z = ht_rand(dt, S(0, 4), -5, 5, 0);
         tfc_tensor *tx = tc_in(&c, &x), *tv = tc_in(&c, &v), *tw = tc_in(&c, &w);
         tfc_tensor *tz = tc_in(&c, &z);
-        const int axes[] = {0, 1, 2, -1, -3};
+        const int64_t axes[] = {0, 1, 2, -1, -3};
         for (int k = 0; k < COUNT(axes); k++)
             tc_want(&c, tfc_argmax(c.g, tx, axes[k]), ref_argmax(&x, axes[k]), 0,
-                    "[2,3,4] axis %d", axes[k]);
+                    "[2,3,4] axis %d", (int)axes[k]);
         tc_want(&c, tfc_argmax(c.g, tv, 0), ref_argmax(&v, 0), 0, "[5] axis 0");
         tc_want(&c, tfc_argmax(c.g, tw, 1), ref_argmax(&w, 1), 0, "[3,1] axis 1");
         tc_want(&c, tfc_op(c.g, "argmax", 1, &tw, "axis=0", NULL, 0), ref_argmax(&w, 0), 0,
@@ -1452,7 +1453,7 @@ static void test_reshape(void)
     }
 }
 
-static ht ref_transpose(const ht *x, const int *perm)
+static ht ref_transpose(const ht *x, const int64_t *perm)
 {
     int r = x->sh.rank, p[TFC_MAX_RANK];
     for (int i = 0; i < r; i++) p[i] = perm ? (perm[i] < 0 ? perm[i] + r : perm[i]) : r - 1 - i;
@@ -1472,9 +1473,9 @@ static ht ref_transpose(const ht *x, const int *perm)
 
 static void test_transpose(void)
 {
-    static const int p3[][3] = {{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {0, 2, 1},
+    static const int64_t p3[][3] = {{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {0, 2, 1},
                                 {2, 0, 1}, {1, 2, 0}, {-1, 0, 1}};
-    static const int p4[][4] = {{3, 2, 1, 0}, {0, 2, 3, 1}, {1, 3, 0, 2}, {2, 3, 0, 1}};
+    static const int64_t p4[][4] = {{3, 2, 1, 0}, {0, 2, 3, 1}, {1, 3, 0, 2}, {2, 3, 0, 1}};
     const enum tfc_dtype dts[] = {F32, F64, I32, BOOL};
     rng_seed(18);
     for (int di = 0; di < COUNT(dts); di++) {
@@ -1487,21 +1488,22 @@ static void test_transpose(void)
         tfc_tensor *te = tc_in(&c, &e);
         for (int q = 0; q < COUNT(p3); q++)
             tc_want(&c, tfc_transpose(c.g, t3, p3[q]), ref_transpose(&x3, p3[q]), 0,
-                    "[2,3,4] perm (%d,%d,%d)", p3[q][0], p3[q][1], p3[q][2]);
+                    "[2,3,4] perm (%d,%d,%d)", (int)p3[q][0], (int)p3[q][1], (int)p3[q][2]);
         tc_want(&c, tfc_transpose(c.g, t3, NULL), ref_transpose(&x3, NULL), 0,
                 "[2,3,4] perm NULL (reversed)");
         for (int q = 0; q < COUNT(p4); q++)
             tc_want(&c, tfc_transpose(c.g, t4, p4[q]), ref_transpose(&x4, p4[q]), 0,
-                    "[2,3,1,4] perm (%d,%d,%d,%d)", p4[q][0], p4[q][1], p4[q][2], p4[q][3]);
+                    "[2,3,1,4] perm (%d,%d,%d,%d)", (int)p4[q][0], (int)p4[q][1],
+                    (int)p4[q][2], (int)p4[q][3]);
         tc_want(&c, tfc_transpose(c.g, t2, NULL), ref_transpose(&x2, NULL), 0, "[3,5] reversed");
         ht x1 = ht_rand(dt, S(4), -9, 9, 0), x0 = ht_rand(dt, S0, -9, 9, 0);
         tfc_tensor *t1 = tc_in(&c, &x1), *t0 = tc_in(&c, &x0);
-        tc_want(&c, tfc_transpose(c.g, t1, (int[]){0}), ht_copy(&x1), 0, "[4] perm (0)");
+        tc_want(&c, tfc_transpose(c.g, t1, (int64_t[]){0}), ht_copy(&x1), 0, "[4] perm (0)");
         tc_want(&c, tfc_transpose(c.g, t0, NULL), ht_copy(&x0), 0, "scalar");
         ht_free(&x1), ht_free(&x0);
         tc_want(&c, tfc_op(c.g, "transpose", 1, &t3, "perm=[1,2,0]", NULL, 0),
-                ref_transpose(&x3, (int[]){1, 2, 0}), 0, "tfc_op(transpose, perm=[1,2,0])");
-        tc_want(&c, tfc_transpose(c.g, te, (int[]){2, 0, 1}), ref_transpose(&e, (int[]){2, 0, 1}),
+                ref_transpose(&x3, (int64_t[]){1, 2, 0}), 0, "tfc_op(transpose, perm=[1,2,0])");
+        tc_want(&c, tfc_transpose(c.g, te, (int64_t[]){2, 0, 1}), ref_transpose(&e, (int64_t[]){2, 0, 1}),
                 0, "[0,2,3] perm (2,0,1)");
         tc_run(&c);
         ht_free(&x3), ht_free(&x4), ht_free(&x2), ht_free(&e);

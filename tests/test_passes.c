@@ -89,7 +89,7 @@ static void chain(enum tfc_dtype dt, double tol)
     tfc_tensor *t = tfc_tanh(g, tfc_add(g, x, b));
     tfc_tensor *m = tfc_mul(g, t, x);
     tfc_tensor *y = tfc_sigmoid(g, tfc_exp(g, tfc_neg(g, m)));
-    tfc_tensor *r = tfc_reduce_sum(g, t, 1, (int[]){1}, 0);
+    tfc_tensor *r = tfc_reduce_sum(g, t, 1, (int64_t[]){1}, 0);
     CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
     tfc_value *fv[2] = {rand_value(dt, S2(70, 33), -2, 2, 1), rand_value(dt, S1(33), -1, 1, 2)};
     tfc_tensor *ft[2] = {x, b};
@@ -349,9 +349,9 @@ static void test_cse(void)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(8, 8));
-    tfc_tensor *s1 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){1}, 1);
-    tfc_tensor *s2 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){1}, 1); /* the same twice */
-    tfc_tensor *s3 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int[]){0}, 1); /* other attribute */
+    tfc_tensor *s1 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int64_t[]){1}, 1);
+    tfc_tensor *s2 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int64_t[]){1}, 1); /* the same twice */
+    tfc_tensor *s3 = tfc_reduce_sum(g, tfc_exp(g, x), 1, (int64_t[]){0}, 1); /* other attribute */
     tfc_tensor *fetch[3] = {tfc_add(g, s1, s2), s2, s3};
     tfc_value *xv = rand_value(TFC_FLOAT32, S2(8, 8), -1, 1, 40), *on[3], *off[3];
     /* fusion off: exp, reduce, reduce(axis 0), add with CSE; 3 + 2 + 1 without */

@@ -75,7 +75,7 @@ static void test_plan_cache_by_feed_shape(void)
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 8));
-    tfc_tensor *y = tfc_reduce_sum(g, tfc_relu(g, x), 1, (int[]){1}, 1);
+    tfc_tensor *y = tfc_reduce_sum(g, tfc_relu(g, x), 1, (int64_t[]){1}, 1);
     tfc_session *s;
     CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
     tfc_session_stats st;

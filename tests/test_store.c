@@ -223,7 +223,7 @@ static tfc_graph *build_model(tfc_tensor **x_out, tfc_tensor **y_out)
     tfc_tensor *parts[2];
     tfc_split(g, h, 2, 1, parts); /* a second output, "split:1", is an input below */
     tfc_tensor *sum = tfc_add(g, parts[0], tfc_op(g, "neg", 1, &parts[1], NULL, NULL, 0));
-    tfc_tensor *red = tfc_reduce_sum(g, sum, 1, (int[]){1}, 1);
+    tfc_tensor *red = tfc_reduce_sum(g, sum, 1, (int64_t[]){1}, 1);
     tfc_tensor *y = tfc_cast(g, tfc_softmax(g, tfc_op(g, "transpose", 1, &sum, "perm=[1,0]",
                                                       NULL, 0), 0), TFC_FLOAT64);
     tfc_tensor *scaled = tfc_mul(g, tfc_scalar(g, TFC_FLOAT32, 0.5), red);

@@ -424,7 +424,8 @@ static void test_reduce_tiles(void)
                 tfc_tensor *c = tfc_matmul(g, a, w, 0, 0);
                 tfc_tensor *x = cs == 8 ? tfc_relu(g, tfc_bias_add(g, c, b)) : c;
                 tfc_tensor *extra = cs == 9 ? tfc_relu(g, c) : NULL;
-                int ax[2] = {axes == 2 ? 1 : 0, 1}, n_ax = axes == 3 ? 0 : 1;
+                int64_t ax[2] = {axes == 2 ? 1 : 0, 1};
+                int n_ax = axes == 3 ? 0 : 1;
                 tfc_tensor *r = kind == 0   ? tfc_reduce_sum(g, x, n_ax, ax, keep)
                                 : kind == 1 ? tfc_reduce_mean(g, x, n_ax, ax, keep)
                                 : kind == 2 ? tfc_reduce_max(g, x, n_ax, ax, keep)
@@ -730,7 +731,7 @@ static void tiles_on_device(const struct device *dv)
         if (mode == 1) CU_ASSERT_FATAL(tfc_graph_push_device(g, "cpu", 1) == TFC_OK);
         tfc_tensor *c = tfc_relu(g, mm);
         if (mode == 1) CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
-        tfc_tensor *sum = tfc_reduce_sum(g, c, 1, (int[]){0}, 0);
+        tfc_tensor *sum = tfc_reduce_sum(g, c, 1, (int64_t[]){0}, 0);
         CU_ASSERT_FATAL(tfc_graph_pop_device(g) == TFC_OK);
         tfc_session *s = NULL;
         CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
@@ -802,7 +803,7 @@ static void elementwise_on_device(const struct device *dv)
         C[i] = (z > 0 ? z : 0) - DT[(i % n) * m + i / n];
     }
     for (int64_t i = 0; i < m * n; i++) CT[(i % n) * m + i / n] = C[i];
-    const int perm[2] = {1, 0};
+    const int64_t perm[2] = {1, 0};
     for (int di = 0; di < 2; di++)
         for (int mode = 0; mode < 2; mode++) { /* element-wise ops: 0 OpenCL, 1 CPU */
             enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
