@@ -457,7 +457,7 @@ static int emit(struct fuser *f, struct group *gr)
     for (int j = 0; j < n_out; j++)
         for (int t = 0; t < n_map; t++)
             if (reg_of_slot[t][0] == slots[n_in + j]) pg->out_reg[j] = reg_of_slot[t][1];
-    /* footprint (kind, shapes, program) and cost, as plan.c's finish_args does for others */
+    /* footprint (kind, shapes, program) and cost, as tfc_kargs_finish does for others */
     uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
     double bytes = 0;
     for (int i = 0; i < n; i++) {

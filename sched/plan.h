@@ -170,9 +170,6 @@ starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
  * tasks end) and frees children. */
 void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
                             starpu_data_handle_t *children);
-/* plan.c: footprint, flops and bytes of kernel arguments (again after tiling changes dims). */
-void tfc_plan_finish_args(struct tfc_kargs *a);
-
 int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
                        tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,
                        tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets);

@@ -284,7 +284,7 @@ static struct step *push_gemm(struct tiler *tl, const struct step *st, const int
         ts->buf_child[b] = child[b];
     }
     ts->n_buf = 3;
-    tfc_plan_finish_args(ka);
+    tfc_kargs_finish(ka);
     ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
     return ts;
 }
@@ -370,7 +370,7 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
     fs->n_buf = 2;
     fs->buf_slot[0] = ps, fs->modes[0] = STARPU_R;
     fs->buf_slot[1] = sc, fs->modes[1] = STARPU_W;
-    tfc_plan_finish_args(ra);
+    tfc_kargs_finish(ra);
     fs->cost = st->cost * (double)(kc * m * n) / (a->flops > 0 ? a->flops : 1);
     tl->live[sc] = -1;
     return 0;
@@ -482,7 +482,7 @@ static int split_fused(struct tiler *tl, int si, int q)
                 }
                 set_numel(d);
             }
-            tfc_plan_finish_args(ka); /* and the program, as passes.c's emit() does */
+            tfc_kargs_finish(ka); /* and the program, as passes.c's emit() does */
             ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
             ka->flops = (double)(tm * tn) * (pg->n_ops ? pg->n_ops : 1);
             ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
@@ -569,7 +569,7 @@ static int split_reduce(struct tiler *tl, int si, int q)
             ts->modes[ob] = STARPU_W;
             ts->buf_part[ob] = pp;
             ts->buf_child[ob] = axes == 2 ? j * grid.nr + i : i * grid.nc + j;
-            tfc_plan_finish_args(ka);
+            tfc_kargs_finish(ka);
             ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
         }
     /* the last step: P reduced over its rows (everything for both), whole */
@@ -583,7 +583,7 @@ static int split_reduce(struct tiler *tl, int si, int q)
     ka->d[0].dims[0] = pr, ka->d[0].dims[1] = pc;
     set_numel(&ka->d[0]);
     fs->buf_slot[xb] = ps;
-    tfc_plan_finish_args(ka);
+    tfc_kargs_finish(ka);
     fs->cost = st->cost * (double)(pr * pc) / (double)(grid.rows * grid.cols);
     return 0;
 }
