@@ -113,6 +113,9 @@ extern struct starpu_codelet tfc_cl_hop;
  * cost for light families (bytes over a nominal bandwidth plus flops over a nominal rate). */
 uint32_t tfc_model_footprint(struct starpu_task *task);
 double tfc_model_analytic_cost(struct starpu_task *task, unsigned nimpl);
+/* Sets the footprint, flops and bytes of kernel arguments from their kind, operands and
+ * attributes (sched/ calls it when it builds a step, and again when tiling changes dims). */
+void tfc_kargs_finish(struct tfc_kargs *a);
 
 /* CUDA entry points (the .cu files), present when built with CUDA. */
 #ifdef STARPU_USE_CUDA

@@ -10,7 +10,8 @@
 
 /* Whether the OpenCL codelet of `cl` implements the step described by `a` (kind, dtypes,
  * non-empty operands). 0 for codelets without an OpenCL implementation. Callable without
- * StarPU running. */
+ * StarPU running. This and can_execute are codelets/opencl_support.c, the only file that
+ * knows every family. */
 int tfc_opencl_supports(const struct starpu_codelet *cl, const struct tfc_kargs *a);
 
 /* can_execute hook of the codelets with OpenCL implementations: non-OpenCL workers always,

@@ -13,6 +13,31 @@ uint32_t tfc_model_footprint(struct starpu_task *task)
     return a->footprint;
 }
 
+void tfc_kargs_finish(struct tfc_kargs *a)
+{
+    /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes) */
+    uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        h = starpu_hash_crc32c_be_n(&d->dtype, sizeof d->dtype, h);
+        h = starpu_hash_crc32c_be_n(&d->rank, sizeof d->rank, h);
+        h = starpu_hash_crc32c_be_n(d->dims, sizeof(int64_t) * (size_t)d->rank, h);
+    }
+    h = starpu_hash_crc32c_be_n(a->attrs, sizeof a->attrs, h);
+    a->footprint = h;
+    double bytes = 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++)
+        bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
+    a->bytes = bytes;
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    a->flops = (double)o->numel;
+    if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
+        const struct tfc_kdesc *x = &a->d[0];
+        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
+        a->flops = 2.0 * (double)o->numel * (double)k;
+    }
+}
+
 /* Nominal rates of one CPU core: 10 GB/s and 5 GFLOP/s; a task costs at least 2 us. */
 double tfc_model_analytic_cost(struct starpu_task *task, unsigned nimpl)
 {

@@ -4,49 +4,12 @@
  * step whose inputs are all constants once, now, with its CPU kernel on host buffers, keeping
  * the result as a read-only slot of the plan. After lowering, fusion turns each chain or tree
  * of element-wise steps into one task of the fused codelet (codelets/fused.h). The knobs are
- * TFC_CSE, TFC_CONST_FOLD, TFC_FUSION and tfc_session_set_passes. */
+ * TFC_CSE, TFC_CONST_FOLD, TFC_FUSION and tfc_session_set_passes, which the session reads and
+ * hands to each pass in its plan options (sched/session.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "passes.h"
-#include "session_priv.h"
 #include "../codelets/fused.h"
-#include "../src/env.h"
-
-/* ---- options ----------------------------------------------------------------------------- */
-
-tfc_status tfc_passes_session_options(struct plan_options *opt, char *msg)
-{
-    tfc_status st = tfc_env_bool("TFC_CSE", 1, &opt->cse, msg);
-    if (!st) st = tfc_env_bool("TFC_CONST_FOLD", 1, &opt->const_fold, msg);
-    if (!st) st = tfc_env_bool("TFC_FUSION", 1, &opt->fusion, msg);
-    return st;
-}
-
-tfc_status tfc_session_set_passes(tfc_session *s, unsigned passes)
-{
-    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_passes: session is NULL");
-    if (passes & ~(unsigned)TFC_PASS_ALL)
-        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
-                        "set_passes: unknown pass bits 0x%x (TFC_PASS_CSE, TFC_PASS_CONST_FOLD, "
-                        "TFC_PASS_FUSION)", passes & ~(unsigned)TFC_PASS_ALL);
-    pthread_mutex_lock(&s->lock);
-    s->opt.cse = (passes & TFC_PASS_CSE) != 0;
-    s->opt.const_fold = (passes & TFC_PASS_CONST_FOLD) != 0;
-    s->opt.fusion = (passes & TFC_PASS_FUSION) != 0;
-    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with other passes are stale */
-    pthread_mutex_unlock(&s->lock);
-    return TFC_OK;
-}
-
-unsigned tfc_session_get_passes(tfc_session *s)
-{
-    if (!s) return 0;
-    pthread_mutex_lock(&s->lock);
-    unsigned f = (s->opt.cse ? TFC_PASS_CSE : 0) | (s->opt.const_fold ? TFC_PASS_CONST_FOLD : 0) |
-                 (s->opt.fusion ? TFC_PASS_FUSION : 0);
-    pthread_mutex_unlock(&s->lock);
-    return f;
-}
 
 /* The test hooks of sched/testing.h (hop copies, a where mask for every op task) exist to run
  * each op's own codelet on a chosen device and across memory nodes; folding and fusion would
@@ -496,7 +459,7 @@ static int emit(struct fuser *f, struct group *gr)
     for (int j = 0; j < n_out; j++)
         for (int t = 0; t < n_map; t++)
             if (reg_of_slot[t][0] == slots[n_in + j]) pg->out_reg[j] = reg_of_slot[t][1];
-    /* footprint (kind, shapes, program) and cost, as plan.c's finish_args does for others */
+    /* footprint (kind, shapes, program) and cost, as tfc_kargs_finish does for others */
     uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
     double bytes = 0;
     for (int i = 0; i < n; i++) {

@@ -1,14 +1,11 @@
 /* passes.h: the plan-time graph passes (sched/passes.c), in pipeline order: common
  * subexpression elimination and constant folding while nodes are lowered, then fusion of
- * element-wise steps into one task each. Each is switched by its plan option. */
+ * element-wise steps into one task each. Each is switched by its plan option (the session's:
+ * sched/session.c reads and sets them). */
 #ifndef TFC_PASSES_H
 #define TFC_PASSES_H
 
 #include "plan.h"
-
-/* The session's pass options from TFC_CSE, TFC_CONST_FOLD, TFC_FUSION (0/1, default 1; any
- * other value is TFC_ERR_INVALID_ARGUMENT with a message). */
-tfc_status tfc_passes_session_options(struct plan_options *opt, char *msg);
 
 /* CSE: a table of the lowered nodes that are free of state and side effects. lookup returns
  * the id of an earlier node with the same op, attributes, input slots and placement hint as

@@ -112,36 +112,6 @@ static void kdesc_of(struct tfc_kdesc *k, const struct slot *s, int buf)
     k->buf = buf;
 }
 
-static void finish_args(struct tfc_kargs *a)
-{
-    /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes) */
-    uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
-    for (int i = 0; i < a->n_in + a->n_out; i++) {
-        const struct tfc_kdesc *d = &a->d[i];
-        h = starpu_hash_crc32c_be_n(&d->dtype, sizeof d->dtype, h);
-        h = starpu_hash_crc32c_be_n(&d->rank, sizeof d->rank, h);
-        h = starpu_hash_crc32c_be_n(d->dims, sizeof(int64_t) * (size_t)d->rank, h);
-    }
-    h = starpu_hash_crc32c_be_n(a->attrs, sizeof a->attrs, h);
-    a->footprint = h;
-    double bytes = 0;
-    for (int i = 0; i < a->n_in + a->n_out; i++)
-        bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
-    a->bytes = bytes;
-    const struct tfc_kdesc *o = &a->d[a->n_in];
-    a->flops = (double)o->numel;
-    if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
-        const struct tfc_kdesc *x = &a->d[0];
-        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
-        a->flops = 2.0 * (double)o->numel * (double)k;
-    }
-}
-
-void tfc_plan_finish_args(struct tfc_kargs *a)
-{
-    finish_args(a);
-}
-
 /* Appends a step. Inputs are read (or use in_modes[i]; 0 = shape only, no buffer), outputs
  * written; a slot used twice shares one buffer with the union of the modes. */
 static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int node, int kind,
@@ -195,7 +165,7 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
     }
     for (int j = 0; j < st->n_buf; j++)
         if (note_var_access(b, st->buf_slot[j], st->modes[j])) return NULL;
-    finish_args(a);
+    tfc_kargs_finish(a);
     p->n_steps++;
     return st;
 }

@@ -107,7 +107,8 @@ struct instance {
     struct instance *next_free;
 };
 
-/* Options the session passes to lowering. */
+/* Options the session passes to lowering and the plan passes (sched/session.c reads them from
+ * the environment and owns the setters; the passes only read them). */
 struct plan_options {
     int hop;               /* test hook: copy every produced value through the hop codelet */
     uint32_t hop_where;    /* worker mask for the hop tasks */
@@ -134,9 +135,6 @@ void tfc_plan_free(struct plan *p);
 uint64_t tfc_plan_key_hash(int n_feeds, tfc_tensor *const *feeds, tfc_value *const *feed_values,
                            int n_fetches, tfc_tensor *const *fetches, int n_targets,
                            tfc_tensor *const *targets);
-/* sched/priority.c: the session's plan options: TFC_PRIORITIES (0/1, default 1; anything else
- * is an error with a message), the scheduler's priority range, whether it reads perfmodels. */
-tfc_status tfc_sched_session_options(struct plan_options *opt, char *msg);
 /* sched/priority.c: sets every step's cost, rank and priority (plan build time). The data
  * edges are those StarPU's sequential consistency derives from the steps' buffers: a reader
  * after the last writer of its slot, a writer after the last writer and every reader since. */
@@ -150,9 +148,6 @@ tfc_status tfc_placement_resolve(struct step *st, const struct tfc_node *n, uint
 /* Appends a soft-fallback message to the plan's warning (plan->warning). */
 void tfc_placement_warn(struct plan *p, const char *why);
 
-/* sched/tiling.c: the session's tiling options from TFC_TILE_MIN and TFC_TILE_SIZE (a bad
- * value is an error with a message). */
-tfc_status tfc_tiling_options(struct plan_options *opt, char *msg);
 /* sched/tiling.c: the tiling pass (after priorities): splits each large matmul step into tile
  * steps over partitions of its operands (output tiles, or chunks of k and a sum), and the
  * element-wise steps and reductions that read its tiles next. Nonzero when out of memory. */
@@ -180,8 +175,6 @@ void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t pa
  * in msg (TFC_MSG_LEN bytes); returns st. */
 tfc_status tfc_sched_fail(tfc_status *status, char *msg, tfc_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* plan.c: footprint, flops and bytes of kernel arguments (again after tiling changes dims). */
-void tfc_plan_finish_args(struct tfc_kargs *a);
 
 int tfc_plan_key_equal(const struct plan *p, uint64_t hash, uint64_t version, int n_feeds,
                        tfc_tensor *const *feeds, tfc_value *const *feed_values, int n_fetches,

@@ -10,40 +10,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "session_priv.h"
-#include "../src/env.h"
-#include "testing.h"
+#include "plan.h"
 
 /* Nominal host copy rate of a fetch (the acquire that ends a run), bytes per us. */
 #define FETCH_BYTES_PER_US 1e4
-
-static int policy_reads_models(const char *name)
-{
-    return name && (strncmp(name, "dm", 2) == 0 || strstr(name, "heft") != NULL);
-}
-
-tfc_status tfc_sched_session_options(struct plan_options *opt, char *msg)
-{
-    tfc_status st = tfc_env_bool("TFC_PRIORITIES", 1, &opt->priorities, msg);
-    if (st) return st;
-    opt->prio_min = opt->prio_max = 0;
-    opt->model_lookup = 0;
-    if (starpu_is_initialized()) {
-        opt->prio_min = starpu_sched_get_min_priority();
-        opt->prio_max = starpu_sched_get_max_priority();
-        struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
-        opt->model_lookup = pol && policy_reads_models(pol->policy_name);
-    }
-    return TFC_OK;
-}
-
-void tfc_session_set_priorities(tfc_session *s, int on)
-{
-    pthread_mutex_lock(&s->lock);
-    s->opt.priorities = on != 0;
-    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with the other setting are stale */
-    pthread_mutex_unlock(&s->lock);
-}
 
 /* ---- costs ------------------------------------------------------------------------------ */
 

@@ -7,8 +7,56 @@
 #include <string.h>
 #include "session_priv.h"
 #include "../src/env.h"
-#include "passes.h"
 #include "testing.h"
+
+/* ---- plan options ---------------------------------------------------------------------- */
+
+/* The session owns the options of lowering and of the plan passes (sched/passes.c,
+ * priority.c, tiling.c): it reads them here, its setters change them, and since a cached plan
+ * was built with the old values, each setter drops the cache itself. The passes only receive
+ * the options, so they never call back into the session. */
+
+/* Default tiling threshold: 2*512^3 flops, a gemm of about 1 ms on one core here; below it the
+ * partition tasks and the task overhead (each a few us) eat the gain, and other nodes of a
+ * graph usually keep the workers busy anyway. */
+#define TILE_MIN_DEFAULT 268435456.0
+
+/* The policies that place tasks from perfmodel predictions (dm*, *heft*): step costs then come
+ * from calibrated history where it is loaded (sched/priority.c). */
+static int policy_reads_models(const char *name)
+{
+    return name && (strncmp(name, "dm", 2) == 0 || strstr(name, "heft") != NULL);
+}
+
+/* TFC_PRIORITIES (0/1, default 1), the scheduler's priority range and whether it reads
+ * perfmodels; TFC_TILE_MIN and TFC_TILE_SIZE; TFC_CSE, TFC_CONST_FOLD, TFC_FUSION (0/1, default
+ * 1). A bad value is an error with a message. */
+static tfc_status read_options(struct plan_options *opt, char *msg)
+{
+    tfc_status st = tfc_env_bool("TFC_PRIORITIES", 1, &opt->priorities, msg);
+    if (st) return st;
+    opt->prio_min = opt->prio_max = 0;
+    opt->model_lookup = 0;
+    if (starpu_is_initialized()) {
+        opt->prio_min = starpu_sched_get_min_priority();
+        opt->prio_max = starpu_sched_get_max_priority();
+        struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
+        opt->model_lookup = pol && policy_reads_models(pol->policy_name);
+    }
+    opt->tile_min = TILE_MIN_DEFAULT;
+    opt->tile_size = 0;
+    opt->tile_workers = starpu_is_initialized() ? (int)starpu_worker_get_count() : 1;
+    long long min, size;
+    st = tfc_env_int("TFC_TILE_MIN", (long long)TILE_MIN_DEFAULT, &min, msg);
+    if (!st) st = tfc_env_int("TFC_TILE_SIZE", 0, &size, msg); /* 0: auto */
+    if (st) return st;
+    opt->tile_min = (double)min;
+    opt->tile_size = (int)size;
+    st = tfc_env_bool("TFC_CSE", 1, &opt->cse, msg);
+    if (!st) st = tfc_env_bool("TFC_CONST_FOLD", 1, &opt->const_fold, msg);
+    if (!st) st = tfc_env_bool("TFC_FUSION", 1, &opt->fusion, msg);
+    return st;
+}
 
 /* ---- sessions ------------------------------------------------------------------------- */
 
@@ -26,13 +74,7 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
     tfc_session *s = calloc(1, sizeof *s);
     if (!s) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "session_create: no memory");
     char msg[TFC_MSG_LEN];
-    tfc_status st = tfc_sched_session_options(&s->opt, msg); /* TFC_PRIORITIES, priority range */
-    if (st) {
-        free(s);
-        return tfc_fail_global(st, "session_create: %s", msg);
-    }
-    st = tfc_tiling_options(&s->opt, msg); /* TFC_TILE_MIN, TFC_TILE_SIZE */
-    if (!st) st = tfc_passes_session_options(&s->opt, msg); /* TFC_CSE, TFC_CONST_FOLD, TFC_FUSION */
+    tfc_status st = read_options(&s->opt, msg);
     if (st) {
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
@@ -192,6 +234,60 @@ void tfc_session_set_where(tfc_session *s, uint32_t where)
     s->opt.where = where;
     while (s->mru) tfc_cache_evict(s, s->mru);
     pthread_mutex_unlock(&s->lock);
+}
+
+void tfc_session_set_priorities(tfc_session *s, int on)
+{
+    pthread_mutex_lock(&s->lock);
+    s->opt.priorities = on != 0;
+    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with the other setting are stale */
+    pthread_mutex_unlock(&s->lock);
+}
+
+tfc_status tfc_session_set_passes(tfc_session *s, unsigned passes)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_passes: session is NULL");
+    if (passes & ~(unsigned)TFC_PASS_ALL)
+        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
+                        "set_passes: unknown pass bits 0x%x (TFC_PASS_CSE, TFC_PASS_CONST_FOLD, "
+                        "TFC_PASS_FUSION)", passes & ~(unsigned)TFC_PASS_ALL);
+    pthread_mutex_lock(&s->lock);
+    s->opt.cse = (passes & TFC_PASS_CSE) != 0;
+    s->opt.const_fold = (passes & TFC_PASS_CONST_FOLD) != 0;
+    s->opt.fusion = (passes & TFC_PASS_FUSION) != 0;
+    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with other passes are stale */
+    pthread_mutex_unlock(&s->lock);
+    return TFC_OK;
+}
+
+unsigned tfc_session_get_passes(tfc_session *s)
+{
+    if (!s) return 0;
+    pthread_mutex_lock(&s->lock);
+    unsigned f = (s->opt.cse ? TFC_PASS_CSE : 0) | (s->opt.const_fold ? TFC_PASS_CONST_FOLD : 0) |
+                 (s->opt.fusion ? TFC_PASS_FUSION : 0);
+    pthread_mutex_unlock(&s->lock);
+    return f;
+}
+
+tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_size)
+{
+    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_tiling: session is NULL");
+    if (!(min_flops >= 0) || tile_size < 0 || tile_size > 65536) {
+        pthread_mutex_lock(&s->lock); /* s->msg: a run may be writing it too */
+        tfc_status st = tfc_sched_fail(NULL, s->msg, TFC_ERR_INVALID_ARGUMENT,
+                                       "set_tiling: min_flops must be >= 0 (0: off) and "
+                                       "tile_size in [0, 65536] (0: auto); got %g and %d",
+                                       min_flops, tile_size);
+        pthread_mutex_unlock(&s->lock);
+        return st;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->opt.tile_min = min_flops;
+    s->opt.tile_size = tile_size;
+    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with the old values are stale */
+    pthread_mutex_unlock(&s->lock);
+    return TFC_OK;
 }
 
 /* ---- persistent data (variables and constants) --------------------------------------- */

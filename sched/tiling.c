@@ -24,15 +24,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "session_priv.h"
-#include "../src/env.h"
+#include "plan.h"
 #include "../codelets/bcast.h"
 #include "../codelets/fused.h"
 
-/* Default threshold: 2*512^3 flops, a gemm of about 1 ms on one core here; below it the
- * partition tasks and the task overhead (each a few us) eat the gain, and other nodes of a
- * graph usually keep the workers busy anyway. */
-#define TILE_MIN_DEFAULT 268435456.0
 /* The automatic tile edge: the largest of these giving at least TILES_PER_WORKER output tiles
  * per worker (measured: bench/tiled_matmul.c), never below the last. Powers of two: a 2^k
  * matrix then splits into equal tiles. */
@@ -42,22 +37,6 @@ static const int64_t tile_edges[] = {1024, 512, 256};
  * gemm of k = 256 still runs near peak; shorter chunks make the partial sums cost more). */
 #define KCHUNKS_PER_WORKER 2
 #define KCHUNK_MIN 256
-
-/* ---- options ----------------------------------------------------------------------------- */
-
-tfc_status tfc_tiling_options(struct plan_options *opt, char *msg)
-{
-    opt->tile_min = TILE_MIN_DEFAULT;
-    opt->tile_size = 0;
-    opt->tile_workers = starpu_is_initialized() ? (int)starpu_worker_get_count() : 1;
-    long long min, size;
-    tfc_status st = tfc_env_int("TFC_TILE_MIN", (long long)TILE_MIN_DEFAULT, &min, msg);
-    if (!st) st = tfc_env_int("TFC_TILE_SIZE", 0, &size, msg); /* 0: auto */
-    if (st) return st;
-    opt->tile_min = (double)min;
-    opt->tile_size = (int)size;
-    return TFC_OK;
-}
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
@@ -306,7 +285,7 @@ static struct step *push_gemm(struct tiler *tl, const struct step *st, const int
         ts->buf_child[b] = child[b];
     }
     ts->n_buf = 3;
-    tfc_plan_finish_args(ka);
+    tfc_kargs_finish(ka);
     ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
     return ts;
 }
@@ -392,7 +371,7 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
     fs->n_buf = 2;
     fs->buf_slot[0] = ps, fs->modes[0] = STARPU_R;
     fs->buf_slot[1] = sc, fs->modes[1] = STARPU_W;
-    tfc_plan_finish_args(ra);
+    tfc_kargs_finish(ra);
     fs->cost = st->cost * (double)(kc * m * n) / (a->flops > 0 ? a->flops : 1);
     tl->live[sc] = -1;
     return 0;
@@ -504,7 +483,7 @@ static int split_fused(struct tiler *tl, int si, int q)
                 }
                 set_numel(d);
             }
-            tfc_plan_finish_args(ka); /* and the program, as passes.c's emit() does */
+            tfc_kargs_finish(ka); /* and the program, as passes.c's emit() does */
             ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
             ka->flops = (double)(tm * tn) * (pg->n_ops ? pg->n_ops : 1);
             ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
@@ -592,7 +571,7 @@ static int split_reduce(struct tiler *tl, int si, int q)
             ts->modes[ob] = STARPU_W;
             ts->buf_part[ob] = pp;
             ts->buf_child[ob] = axes == 2 ? j * grid.nr + i : i * grid.nc + j;
-            tfc_plan_finish_args(ka);
+            tfc_kargs_finish(ka);
             ts->cost = st->cost * (double)(tm * tn) / (double)(grid.rows * grid.cols);
         }
     /* the last step: P reduced over its rows (everything for both), whole */
@@ -607,7 +586,7 @@ static int split_reduce(struct tiler *tl, int si, int q)
     ka->d[0].dims[0] = pr, ka->d[0].dims[1] = pc;
     set_numel(&ka->d[0]);
     fs->buf_slot[xb] = ps;
-    tfc_plan_finish_args(ka);
+    tfc_kargs_finish(ka);
     fs->cost = st->cost * (double)(pr * pc) / (double)(grid.rows * grid.cols);
     return 0;
 }
@@ -777,26 +756,4 @@ void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t pa
     starpu_data_unpartition_submit(parent, n, children, -1);
     starpu_data_partition_clean(parent, n, children);
     free(children);
-}
-
-/* ---- the API ---------------------------------------------------------------------------- */
-
-tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_size)
-{
-    if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_tiling: session is NULL");
-    if (!(min_flops >= 0) || tile_size < 0 || tile_size > 65536) {
-        pthread_mutex_lock(&s->lock); /* s->msg: a run may be writing it too */
-        tfc_status st = tfc_sched_fail(NULL, s->msg, TFC_ERR_INVALID_ARGUMENT,
-                                       "set_tiling: min_flops must be >= 0 (0: off) and "
-                                       "tile_size in [0, 65536] (0: auto); got %g and %d",
-                                       min_flops, tile_size);
-        pthread_mutex_unlock(&s->lock);
-        return st;
-    }
-    pthread_mutex_lock(&s->lock);
-    s->opt.tile_min = min_flops;
-    s->opt.tile_size = tile_size;
-    while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with the old values are stale */
-    pthread_mutex_unlock(&s->lock);
-    return TFC_OK;
 }

@@ -7,6 +7,30 @@
 #include <string.h>
 #include "store_internal.h"
 
+/* A snapshot for the writer: the variables' names and values at one step. */
+struct store_ckpt {
+    int64_t step;
+    double time;
+    tfc_input_position pos;
+    int n;
+    char **names;
+    tfc_value **values;
+};
+
+static void ckpt_free(void *arg)
+{
+    struct store_ckpt *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        if (c->names) free(c->names[i]);
+        if (c->values) tfc_value_destroy(c->values[i]);
+    }
+    free(c->names);
+    free(c->values);
+    free(c);
+}
+
+static tfc_status write_checkpoint(tfc_store *st, sqlite3 *db, void *arg, char *msg);
+
 static int graph_variables(tfc_graph *g, tfc_tensor ***out)
 {
     int n = 0;
@@ -47,22 +71,25 @@ tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
     for (int i = 0; i < n; i++)
         if (tfc_session_variable_initialized(s, vars[i])) vars[k++] = vars[i];
     n = k;
-    struct store_job *job = calloc(1, sizeof *job);
+    struct store_ckpt *c = calloc(1, sizeof *c);
+    struct store_job *job = c ? tfc_store_job_new(write_checkpoint, ckpt_free, c) : NULL;
     if (job) {
-        job->kind = JOB_CHECKPOINT;
-        job->ckpt.step = step;
-        if (pos) job->ckpt.pos = *pos;
-        job->ckpt.names = calloc((size_t)n + 1, sizeof *job->ckpt.names);
-        job->ckpt.values = calloc((size_t)n + 1, sizeof *job->ckpt.values);
+        job->checkpoint = 1;
+        job->step = c->step = step;
+        if (pos) c->pos = *pos;
+        c->names = calloc((size_t)n + 1, sizeof *c->names);
+        c->values = calloc((size_t)n + 1, sizeof *c->values);
+    } else {
+        free(c);
     }
-    if (!job || !job->ckpt.names || !job->ckpt.values) {
+    if (!job || !c->names || !c->values) {
         tfc_store_job_free(job);
         free(vars);
         return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
     }
-    job->ckpt.n = n;
+    c->n = n;
     for (int i = 0; i < n; i++)
-        if (!(job->ckpt.names[i] = strdup(vars[i]->node->name))) status = TFC_ERR_OUT_OF_MEMORY;
+        if (!(c->names[i] = strdup(vars[i]->node->name))) status = TFC_ERR_OUT_OF_MEMORY;
     if (status) {
         tfc_store_job_free(job);
         free(vars);
@@ -73,8 +100,8 @@ tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
     while (st->n_ckpt_pending >= TFC_STORE_MAX_PENDING_CKPT)
         pthread_cond_wait(&st->q_cv, &st->q_mu);
     pthread_mutex_unlock(&st->q_mu);
-    job->ckpt.time = tfc_store_now();
-    status = tfc_session_read_variables(s, n, vars, job->ckpt.values);
+    c->time = tfc_store_now();
+    status = tfc_session_read_variables(s, n, vars, c->values);
     free(vars);
     if (status) {
         tfc_fail(st->msg, status, "checkpoint of step %lld: %s", (long long)step,
@@ -109,9 +136,10 @@ int tfc_store_prune_locked(tfc_store *st, sqlite3 *db)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-tfc_status tfc_store_write_checkpoint(tfc_store *st, sqlite3 *db, struct store_ckpt *c,
-                                      char *msg)
+/* The writer job of a snapshot: one transaction, with the retention DELETE. */
+static tfc_status write_checkpoint(tfc_store *st, sqlite3 *db, void *arg, char *msg)
 {
+    const struct store_ckpt *c = arg;
     sqlite3_stmt *ck = NULL, *var = NULL, *chunk = NULL;
     int64_t bytes = 0;
     const char *failed = NULL;
@@ -176,7 +204,8 @@ tfc_status tfc_store_write_checkpoint(tfc_store *st, sqlite3 *db, struct store_c
     return status;
 }
 
-tfc_status tfc_store_prune(tfc_store *st, sqlite3 *db, char *msg)
+/* The writer job of set_retention. */
+static tfc_status prune(tfc_store *st, sqlite3 *db, void *arg, char *msg)
 {
     int rc = tfc_store_write_begin(st, db);
     if (rc) return tfc_store_sqlfail(st, db, rc, msg, "removing old checkpoints");
@@ -199,14 +228,13 @@ tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_ev
                         (long long)keep_every);
     tfc_status status = tfc_store_check_writable(st, "set_retention");
     if (status) return status;
-    struct store_job *job = calloc(1, sizeof *job);
+    struct store_job *job = tfc_store_job_new(prune, NULL, NULL);
     if (!job) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "set_retention: no memory");
     pthread_mutex_lock(&st->q_mu);
     st->keep_last = keep_last;
     st->keep_every = keep_every;
     pthread_mutex_unlock(&st->q_mu);
-    job->kind = JOB_PRUNE; /* applied now, and after every checkpoint */
-    tfc_store_enqueue(st, job);
+    tfc_store_enqueue(st, job); /* applied now, and after every checkpoint */
     return TFC_OK;
 }
 

@@ -6,6 +6,40 @@
 #include <string.h>
 #include "store_internal.h"
 
+/* A batch of metrics for the writer: the buffer handed over whole. */
+struct metric_batch {
+    int n;
+    struct store_metric *m;
+};
+
+static void batch_free(void *arg)
+{
+    struct metric_batch *b = arg;
+    for (int i = 0; i < b->n; i++) free(b->m[i].name);
+    free(b->m);
+    free(b);
+}
+
+static tfc_status write_metrics(tfc_store *st, sqlite3 *db, void *arg, char *msg);
+
+/* The buffered metrics as one writer job (under q_mu); NULL when none, or when out of memory:
+ * they stay buffered and go at the next hand-over. */
+static struct store_job *take_metrics_locked(tfc_store *st)
+{
+    if (!st->n_mbuf) return NULL;
+    struct metric_batch *b = malloc(sizeof *b);
+    struct store_job *job = b ? tfc_store_job_new(write_metrics, batch_free, b) : NULL;
+    if (!job) {
+        free(b);
+        return NULL;
+    }
+    b->n = st->n_mbuf;
+    b->m = st->mbuf;
+    st->mbuf = NULL;
+    st->n_mbuf = st->cap_mbuf = 0;
+    return job;
+}
+
 tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name, double value)
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "log_metric: store is NULL");
@@ -30,17 +64,21 @@ tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name, d
     double now = tfc_store_now();
     if (!st->n_mbuf) st->mbuf_since = now;
     st->mbuf[st->n_mbuf++] = (struct store_metric){step, value, now, copy};
+    st->take_metrics = take_metrics_locked; /* the writer's drain and stop hand them over too */
     struct store_job *job = NULL;
     if (st->n_mbuf >= TFC_STORE_METRIC_BATCH || now - st->mbuf_since >= TFC_STORE_METRIC_SECONDS)
-        job = tfc_store_take_metrics_locked(st);
+        job = take_metrics_locked(st);
     pthread_mutex_unlock(&st->q_mu);
     if (job) tfc_store_enqueue(st, job);
     return TFC_OK;
 }
 
-tfc_status tfc_store_write_metrics(tfc_store *st, sqlite3 *db, int n,
-                                   const struct store_metric *m, char *msg)
+/* The writer job of a batch: one transaction. */
+static tfc_status write_metrics(tfc_store *st, sqlite3 *db, void *arg, char *msg)
 {
+    const struct metric_batch *b = arg;
+    int n = b->n;
+    const struct store_metric *m = b->m;
     sqlite3_stmt *ins = NULL;
     int rc = tfc_store_write_begin(st, db);
     if (rc) return tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", n);

@@ -281,6 +281,7 @@ static void store_free(tfc_store *st)
     pthread_mutex_destroy(&st->write_mu);
     pthread_mutex_destroy(&st->q_mu);
     pthread_cond_destroy(&st->q_cv);
+    for (int i = 0; i < st->n_mbuf; i++) free(st->mbuf[i].name); /* a failed hand-over */
     free(st->mbuf);
     free(st->path);
     free(st);

@@ -27,23 +27,17 @@ struct store_metric {
     char *name;
 };
 
-struct store_ckpt {
-    int64_t step;
-    double time;
-    tfc_input_position pos;
-    int n;
-    char **names;
-    tfc_value **values;
-};
-
-enum store_job_kind { JOB_CHECKPOINT, JOB_METRICS, JOB_PRUNE };
-
+/* A job of the writer thread. It carries what it runs, so that writer.c knows nothing of the
+ * files that make jobs (checkpoint.c, metrics.c): run gets the writer's connection, and an
+ * SQLite failure becomes TFC_ERR_STORE with the message in msg. */
 struct store_job {
     struct store_job *next;
-    enum store_job_kind kind;
-    struct store_ckpt ckpt;         /* JOB_CHECKPOINT */
-    int n_metrics;                  /* JOB_METRICS */
-    struct store_metric *metrics;
+    tfc_status (*run)(tfc_store *st, sqlite3 *db, void *arg, char *msg);
+    void (*free_arg)(void *arg);    /* NULL: arg is not freed with the job */
+    void *arg;
+    int checkpoint;                 /* 1: a checkpoint snapshot: counted in n_ckpt_pending
+                                     * while queued or written, followed by the txn test hook */
+    int64_t step;                   /* the checkpoint's step (the txn test hook's) */
 };
 
 struct tfc_store {
@@ -63,6 +57,9 @@ struct tfc_store {
     struct store_job *head, *tail;
     struct store_metric *mbuf;  /* metrics not yet handed to the writer */
     int n_mbuf, cap_mbuf;
+    /* under q_mu: takes the buffered metrics as a job (NULL when none, or out of memory: they
+     * stay buffered); set by metrics.c when it buffers one, called by every hand-over */
+    struct store_job *(*take_metrics)(tfc_store *st);
     double mbuf_since;          /* when the oldest buffered metric was logged (s) */
     int keep_last;
     int64_t keep_every;
@@ -123,21 +120,19 @@ int tfc_store_get_chunks(sqlite3_stmt *sel, void *dst, size_t nbytes, size_t ele
 tfc_status tfc_store_writer_start(tfc_store *st);
 /* Hands buffered metrics to the writer, stops it after the queue is done, joins it. */
 void tfc_store_writer_stop(tfc_store *st);
+/* A job that runs run(st, db, arg, msg) and then frees arg with free_arg (may be NULL); NULL
+ * when out of memory (arg is not freed then). */
+struct store_job *tfc_store_job_new(tfc_status (*run)(tfc_store *, sqlite3 *, void *, char *),
+                                    void (*free_arg)(void *), void *arg);
 /* Queues a job (owned by the queue from now on). */
 void tfc_store_enqueue(tfc_store *st, struct store_job *job);
 /* Hands buffered metrics to the writer and waits until the queue is empty and idle. */
 void tfc_store_drain(tfc_store *st);
+/* Frees a job and its argument (NULL: nothing). */
 void tfc_store_job_free(struct store_job *job);
-/* Metrics batch out of the buffer (under q_mu); NULL when empty. */
-struct store_job *tfc_store_take_metrics_locked(tfc_store *st);
 
-/* Job bodies, run on the writer thread with its connection: an SQLite failure becomes
- * TFC_ERR_STORE with the message in msg. */
-tfc_status tfc_store_write_checkpoint(tfc_store *st, sqlite3 *db, struct store_ckpt *c,
-                                      char *msg);
-tfc_status tfc_store_write_metrics(tfc_store *st, sqlite3 *db, int n,
-                                   const struct store_metric *m, char *msg);
-tfc_status tfc_store_prune(tfc_store *st, sqlite3 *db, char *msg);
+/* ---- checkpoint.c -------------------------------------------------------------------------- */
+
 /* The retention DELETE, inside a write transaction. */
 int tfc_store_prune_locked(tfc_store *st, sqlite3 *db);
 

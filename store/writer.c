@@ -1,36 +1,33 @@
 /* writer.c: the store's writer thread. Checkpoint snapshots, metric batches and retention
  * passes are queued and written one transaction each on the thread's own SQLite connection,
- * so that training goes on while a checkpoint is written. The first error is kept for
- * tfc_store_flush. */
+ * so that training goes on while a checkpoint is written. Each job carries the function that
+ * writes it. The first error is kept for tfc_store_flush. */
 #include <stdlib.h>
 #include <string.h>
 #include "store_internal.h"
 
+struct store_job *tfc_store_job_new(tfc_status (*run)(tfc_store *, sqlite3 *, void *, char *),
+                                    void (*free_arg)(void *), void *arg)
+{
+    struct store_job *job = calloc(1, sizeof *job);
+    if (!job) return NULL;
+    job->run = run;
+    job->free_arg = free_arg;
+    job->arg = arg;
+    return job;
+}
+
 void tfc_store_job_free(struct store_job *job)
 {
     if (!job) return;
-    for (int i = 0; i < job->ckpt.n; i++) {
-        if (job->ckpt.names) free(job->ckpt.names[i]);
-        if (job->ckpt.values) tfc_value_destroy(job->ckpt.values[i]);
-    }
-    free(job->ckpt.names);
-    free(job->ckpt.values);
-    for (int i = 0; i < job->n_metrics; i++) free(job->metrics[i].name);
-    free(job->metrics);
+    if (job->free_arg) job->free_arg(job->arg);
     free(job);
 }
 
-struct store_job *tfc_store_take_metrics_locked(tfc_store *st)
+/* Hands the buffered metrics, if any, to the writer (under q_mu). */
+static struct store_job *take_metrics_locked(tfc_store *st)
 {
-    if (!st->n_mbuf) return NULL;
-    struct store_job *job = calloc(1, sizeof *job);
-    if (!job) return NULL; /* kept in the buffer; tried again at the next hand-over */
-    job->kind = JOB_METRICS;
-    job->n_metrics = st->n_mbuf;
-    job->metrics = st->mbuf;
-    st->mbuf = NULL;
-    st->n_mbuf = st->cap_mbuf = 0;
-    return job;
+    return st->take_metrics ? st->take_metrics(st) : NULL;
 }
 
 static void push_locked(tfc_store *st, struct store_job *job)
@@ -41,7 +38,7 @@ static void push_locked(tfc_store *st, struct store_job *job)
     else
         st->head = job;
     st->tail = job;
-    if (job->kind == JOB_CHECKPOINT) st->n_ckpt_pending++;
+    if (job->checkpoint) st->n_ckpt_pending++;
     pthread_cond_broadcast(&st->q_cv);
 }
 
@@ -125,23 +122,16 @@ static void *writer_main(void *arg)
         st->busy = 1;
         pthread_mutex_unlock(&st->q_mu);
 
-        tfc_status status = TFC_OK;
-        switch (job->kind) {
-        case JOB_CHECKPOINT:
-            if (hooked(st)) {
-                hook_state = 1;
-                hook_step = job->ckpt.step;
-            }
-            status = tfc_store_write_checkpoint(st, st->wdb, &job->ckpt, msg);
+        int was_ckpt = job->checkpoint;
+        if (was_ckpt && hooked(st)) {
+            hook_state = 1;
+            hook_step = job->step;
+        }
+        tfc_status status = job->run(st, st->wdb, job->arg, msg);
+        if (was_ckpt) {
             if (hook_state == 3 && !status) hook_call(TFC_STORE_TXN_COMMITTED);
             hook_state = 0;
-            break;
-        case JOB_METRICS:
-            status = tfc_store_write_metrics(st, st->wdb, job->n_metrics, job->metrics, msg);
-            break;
-        case JOB_PRUNE: status = tfc_store_prune(st, st->wdb, msg); break;
         }
-        int was_ckpt = job->kind == JOB_CHECKPOINT;
         tfc_store_job_free(job);
 
         pthread_mutex_lock(&st->q_mu);
@@ -170,7 +160,7 @@ void tfc_store_writer_stop(tfc_store *st)
 {
     if (!st->has_thread) return;
     pthread_mutex_lock(&st->q_mu);
-    struct store_job *m = tfc_store_take_metrics_locked(st);
+    struct store_job *m = take_metrics_locked(st);
     if (m) push_locked(st, m);
     st->stop = 1;
     pthread_cond_broadcast(&st->q_cv);
@@ -178,15 +168,13 @@ void tfc_store_writer_stop(tfc_store *st)
     pthread_join(st->thread, NULL);
     st->has_thread = 0;
     if (hooked(st)) tfc_store_set_txn_hook(st, NULL, NULL);
-    for (int i = 0; i < st->n_mbuf; i++) free(st->mbuf[i].name); /* a failed hand-over */
-    st->n_mbuf = 0;
 }
 
 void tfc_store_drain(tfc_store *st)
 {
     if (!st->has_thread) return;
     pthread_mutex_lock(&st->q_mu);
-    struct store_job *m = tfc_store_take_metrics_locked(st);
+    struct store_job *m = take_metrics_locked(st);
     if (m) push_locked(st, m);
     while (st->head || st->busy) pthread_cond_wait(&st->q_cv, &st->q_mu);
     pthread_mutex_unlock(&st->q_mu);
