@@ -410,7 +410,7 @@ static tfc_status check_inputs(tfc_graph *g, const struct tfc_op *op, const char
         in[i] = inputs[i]->desc;
     }
     for (int i = 0; i < op->n_state; i++)
-        if (inputs[i]->node->op != &tfc_op_variable)
+        if (!(inputs[i]->node->op->flags & TFC_OP_VARIABLE))
             return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                    "node '%s' (%s): input %d ('%s') must be a variable", label,
                                    op->name, i, inputs[i]->name);

@@ -55,6 +55,7 @@ enum tfc_op_flags {
     TFC_OP_NO_GRADIENT = 1 << 1,/* not differentiable: no gradient flows through, no error */
     TFC_OP_ELEMENTWISE = 1 << 2,/* output i depends on inputs at i only (after broadcasting) */
     TFC_OP_VARIADIC = 1 << 3,   /* 1..TFC_MAX_OPERANDS inputs */
+    TFC_OP_VARIABLE = 1 << 4,   /* a source whose value lives across runs (state inputs name it) */
 };
 
 /* Fixed by the op: how the kernel treats input 0 of a stateful op (further state inputs are

@@ -57,7 +57,7 @@ const struct tfc_op tfc_op_constant = {
     .attrs = source_attrs, .n_attrs = TFC_ATTR_COUNT(source_attrs), .infer = infer_source,
 };
 const struct tfc_op tfc_op_variable = {
-    .name = "variable", .flags = TFC_OP_SOURCE,
+    .name = "variable", .flags = TFC_OP_SOURCE | TFC_OP_VARIABLE,
     .attrs = source_attrs, .n_attrs = TFC_ATTR_COUNT(source_attrs), .infer = infer_source,
 };
 /* input 0 is the variable (n_state 1): assign writes it whole, the others read it too */
