@@ -107,6 +107,31 @@ static void expect_bad(tfc_status st, tfc_value **vp, tfc_status want, const cha
     if (v != (tfc_value *)1) tfc_value_destroy(v);
 }
 
+/* A file of literal bytes (gzipped when its name ends in .gz) that a reader must refuse with
+ * status `want` and a message naming the file and containing `what`. */
+struct bad_bytes {
+    const char *name;
+    const char *bytes;
+    size_t len;
+    tfc_status want;
+    const char *what;
+};
+
+static void expect_bad_files(tfc_status (*read)(const char *, tfc_value **),
+                             const struct bad_bytes *cases, int n)
+{
+    tfc_value *v = (tfc_value *)1;
+    for (int i = 0; i < n; i++) {
+        const char *p = tpath(cases[i].name);
+        size_t len = strlen(p);
+        if (len > 3 && !strcmp(p + len - 3, ".gz"))
+            write_gz(p, cases[i].bytes, cases[i].len);
+        else
+            write_file(p, cases[i].bytes, cases[i].len);
+        expect_bad(read(p, &v), &v, cases[i].want, p, cases[i].what);
+    }
+}
+
 /* ---- Fashion-MNIST --------------------------------------------------------------------- */
 
 static int fashion_present(const char *p)
@@ -273,32 +298,20 @@ static void test_idx_bad(void)
     v = (tfc_value *)1;
     expect_bad(tfc_idx_read(tmpdir, &v), &v, TFC_ERR_INVALID_ARGUMENT, tmpdir, "not a regular file");
 
-    p = tpath("empty.idx");
-    write_file(p, "", 0);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "empty file");
-    p = tpath("empty.idx.gz"); /* a valid gzip stream of nothing */
-    write_gz(p, "", 0);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated header");
-
-    p = tpath("short_magic.idx");
-    write_file(p, "\x00\x00\x08", 3);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated header");
-    p = tpath("short_dims.idx");
-    write_file(p, "\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00", 10);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated header");
-
-    p = tpath("magic.idx");
-    write_file(p, "\x12\x34\x56\x78\x00\x00\x00\x01\x05", 9);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "wrong magic 0x12345678");
-    p = tpath("magic.idx.gz");
-    write_gz(p, "GIF89a................", 22);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "wrong magic");
-    p = tpath("type.idx");
-    write_file(p, "\x00\x00\x0a\x01\x00\x00\x00\x01\x05", 9);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "unsupported element type 0x0a");
-    p = tpath("rank0.idx");
-    write_file(p, "\x00\x00\x08\x00\x05", 5);
-    expect_bad(tfc_idx_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "rank 0");
+    static const struct bad_bytes literal[] = {
+        {"empty.idx", "", 0, TFC_ERR_INVALID_ARGUMENT, "empty file"},
+        {"empty.idx.gz", "", 0, TFC_ERR_INVALID_ARGUMENT, "truncated header"}, /* valid gzip */
+        {"short_magic.idx", "\x00\x00\x08", 3, TFC_ERR_INVALID_ARGUMENT, "truncated header"},
+        {"short_dims.idx", "\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00", 10,
+         TFC_ERR_INVALID_ARGUMENT, "truncated header"},
+        {"magic.idx", "\x12\x34\x56\x78\x00\x00\x00\x01\x05", 9, TFC_ERR_INVALID_ARGUMENT,
+         "wrong magic 0x12345678"},
+        {"magic.idx.gz", "GIF89a................", 22, TFC_ERR_INVALID_ARGUMENT, "wrong magic"},
+        {"type.idx", "\x00\x00\x0a\x01\x00\x00\x00\x01\x05", 9, TFC_ERR_INVALID_ARGUMENT,
+         "unsupported element type 0x0a"},
+        {"rank0.idx", "\x00\x00\x08\x00\x05", 5, TFC_ERR_INVALID_ARGUMENT, "rank 0"},
+    };
+    expect_bad_files(tfc_idx_read, literal, (int)(sizeof literal / sizeof literal[0]));
     p = tpath("rank9.idx");
     memset(buf, 0, 64);
     buf[2] = 8;
@@ -511,61 +524,55 @@ static void test_npy_bad(void)
 
     p = tpath("missing.npy");
     expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_NOT_FOUND, p, "No such file");
-    p = tpath("empty.npy");
-    write_file(p, "", 0);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "empty file");
-    p = tpath("magic.npy");
-    write_file(p, "PK\x03\x04 not npy at all", 20);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "wrong magic");
-    p = tpath("short.npy");
-    write_file(p, "\x93NUM", 4);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated header");
-    p = tpath("version.npy");
-    write_file(p, "\x93NUMPY\x04\x00\x10\x00", 10);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "version 4.0");
-    p = tpath("short_header.npy"); /* the length says 118 bytes of dict; 20 are there */
-    write_file(p, "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'f", 30);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated header");
+    static const struct bad_bytes literal[] = {
+        {"empty.npy", "", 0, TFC_ERR_INVALID_ARGUMENT, "empty file"},
+        {"magic.npy", "PK\x03\x04 not npy at all", 20, TFC_ERR_INVALID_ARGUMENT, "wrong magic"},
+        {"short.npy", "\x93NUM", 4, TFC_ERR_INVALID_ARGUMENT, "truncated header"},
+        {"version.npy", "\x93NUMPY\x04\x00\x10\x00", 10, TFC_ERR_INVALID_ARGUMENT, "version 4.0"},
+        /* the length says 118 bytes of dict; 20 are there */
+        {"short_header.npy", "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'f", 30,
+         TFC_ERR_INVALID_ARGUMENT, "truncated header"},
+    };
+    expect_bad_files(tfc_npy_read, literal, (int)(sizeof literal / sizeof literal[0]));
 
-    p = tpath("fortran.npy");
-    npy_file(p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "fortran_order True");
-    p = tpath("complex.npy");
-    npy_file(p, "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "unsupported dtype '<c8'");
-    p = tpath("bigendian.npy");
-    npy_file(p, "{'descr': '>f4', 'fortran_order': False, 'shape': (6,), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "big-endian");
-    p = tpath("garbage.npy");
-    npy_file(p, "[1, 2, 3]", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "bad header");
-    p = tpath("nokey.npy");
-    npy_file(p, "{'descr': '<f4', 'fortran_order': False, }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "lacks 'shape'");
-    p = tpath("badshape.npy");
-    npy_file(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "bad header");
-    p = tpath("rank9.npy");
-    npy_file(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", f6, 1);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "more than 8 dims");
-
-    p = tpath("truncated.npy"); /* the header says 6 floats, 5 are there */
-    npy_file(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f6, 20);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated data");
-    p = tpath("trailing.npy");
-    npy_file(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "wrong size");
-    p = tpath("huge.npy"); /* terabytes claimed by a tiny file: refused before allocating */
-    npy_file(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (100000000, 100000), }", f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "truncated data");
-    p = tpath("overflow.npy");
-    npy_file(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }",
-             f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "overflows");
-    p = tpath("bigdim.npy");
-    npy_file(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }",
-             f6, 24);
-    expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, "overflows int64");
+    /* a well-formed file with this header dict and `bytes` bytes of data, and what is wrong */
+    static const struct {
+        const char *name, *dict;
+        size_t bytes;
+        const char *what;
+    } headers[] = {
+        {"fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24,
+         "fortran_order True"},
+        {"complex.npy", "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", 24,
+         "unsupported dtype '<c8'"},
+        {"bigendian.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (6,), }", 24,
+         "big-endian"},
+        {"garbage.npy", "[1, 2, 3]", 24, "bad header"},
+        {"nokey.npy", "{'descr': '<f4', 'fortran_order': False, }", 24, "lacks 'shape'"},
+        {"badshape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 24,
+         "bad header"},
+        {"rank9.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }",
+         1, "more than 8 dims"},
+        /* the header says 6 floats, 5 are there */
+        {"truncated.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20,
+         "truncated data"},
+        {"trailing.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", 24,
+         "wrong size"},
+        /* terabytes claimed by a tiny file: refused before allocating */
+        {"huge.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (100000000, 100000), }",
+         24, "truncated data"},
+        {"overflow.npy",
+         "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }", 24,
+         "overflows"},
+        {"bigdim.npy",
+         "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }", 24,
+         "overflows int64"},
+    };
+    for (int i = 0; i < (int)(sizeof headers / sizeof headers[0]); i++) {
+        p = tpath(headers[i].name);
+        npy_file(p, headers[i].dict, f6, headers[i].bytes);
+        expect_bad(tfc_npy_read(p, &v), &v, TFC_ERR_INVALID_ARGUMENT, p, headers[i].what);
+    }
 
     /* writing where no directory exists */
     tfc_value *s;
