@@ -161,24 +161,49 @@ static void bcast_fill(struct bcast_cl *b, const struct tfc_kdesc *out, int n,
     }
 }
 
-/* add_n: the output starts as a copy of input 0; each further input is added into it. */
+/* A task buffer as the kernels take it: its cl_mem and byte offset. */
+struct clbuf {
+    cl_mem m;
+    cl_ulong off;
+};
+
+static struct clbuf task_buf(void *buffers[], int b)
+{
+    struct clbuf r;
+    tfc_ocl_buf(buffers, b, &r.m, &r.off);
+    return r;
+}
+
+/* Runs kernel `name` (dtype as tfc_ocl_kernel takes it) over n items with the given arguments on
+ * the worker's queue; nonzero after recording a failure. */
+static int launch(const struct tfc_kargs *a, const char *name, int dtype, cl_long n, int nargs,
+                  const size_t *sizes, const void *const *vals)
+{
+    cl_command_queue q;
+    cl_kernel k = tfc_ocl_kernel(&prog, name, dtype, a, &q);
+    if (!k) return -1;
+    int ret = tfc_ocl_run(a, k, q, (size_t)n, 0, nargs, sizes, vals);
+    clReleaseKernel(k);
+    return ret;
+}
+
+/* add_n: the output starts as a copy of input 0; each further input is added into it by one
+ * kernel, looked up once. */
 static void add_n_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    cl_mem O, X;
-    cl_ulong oo, xo;
+    struct clbuf o = task_buf(buffers, od->buf), x;
     cl_long n = od->numel;
     cl_command_queue q;
-    tfc_ocl_buf(buffers, od->buf, &O, &oo);
     if (tfc_ocl_copy(a, buffers, a->d[0].buf, od->buf, (size_t)n * tfc_kdtype_size(od->dtype)))
         return;
     cl_kernel k = tfc_ocl_kernel(&prog, "acc", od->dtype, a, &q);
     if (!k) return;
     for (int i = 1; i < a->n_in; i++) {
-        tfc_ocl_buf(buffers, a->d[i].buf, &X, &xo);
+        x = task_buf(buffers, a->d[i].buf);
         if (tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
-                        (size_t[]){sizeof O, sizeof oo, sizeof X, sizeof xo, sizeof n},
-                        (const void *[]){&O, &oo, &X, &xo, &n}))
+                        (size_t[]){sizeof o.m, sizeof o.off, sizeof x.m, sizeof x.off, sizeof n},
+                        (const void *[]){&o.m, &o.off, &x.m, &x.off, &n}))
             break;
     }
     clReleaseKernel(k);
@@ -187,62 +212,40 @@ static void add_n_opencl(const struct tfc_kargs *a, void *buffers[])
 static void fill_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    cl_mem O;
-    cl_ulong oo;
+    struct clbuf o = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, od->buf, &O, &oo);
-    cl_kernel k = tfc_ocl_kernel(&prog, "fill", od->dtype, a, &q);
-    if (!k) return;
     /* the kernel's T v: passed at the output's own width */
     float f = (float)a->attrs[TFC_FILL_ATTR_VALUE].f;
     double v = a->attrs[TFC_FILL_ATTR_VALUE].f;
     int f32 = od->dtype == TFC_FLOAT32;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 4,
-                (size_t[]){sizeof O, sizeof oo, f32 ? sizeof f : sizeof v, sizeof n},
-                (const void *[]){&O, &oo, f32 ? (void *)&f : (void *)&v, &n});
-    clReleaseKernel(k);
+    launch(a, "fill", od->dtype, n, 4,
+           (size_t[]){sizeof o.m, sizeof o.off, f32 ? sizeof f : sizeof v, sizeof n},
+           (const void *[]){&o.m, &o.off, f32 ? (void *)&f : (void *)&v, &n});
 }
 
 /* cast between float32 and float64 (same-dtype casts are copies) */
 static void cast_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    cl_mem X, Y;
-    cl_ulong xo, yo;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, a->d[0].buf, &X, &xo);
-    tfc_ocl_buf(buffers, od->buf, &Y, &yo);
-    const char *name = a->d[0].dtype == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32";
-    cl_kernel k = tfc_ocl_kernel(&prog, name, -1, a, &q);
-    if (!k) return;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
-                (size_t[]){sizeof X, sizeof xo, sizeof Y, sizeof yo, sizeof n},
-                (const void *[]){&X, &xo, &Y, &yo, &n});
-    clReleaseKernel(k);
+    launch(a, a->d[0].dtype == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32", -1, n, 5,
+           (size_t[]){sizeof x.m, sizeof x.off, sizeof y.m, sizeof y.off, sizeof n},
+           (const void *[]){&x.m, &x.off, &y.m, &y.off, &n});
 }
 
 static void select_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    cl_mem C, X, Y, O;
-    cl_ulong co, xo, yo, oo;
+    struct clbuf c = task_buf(buffers, a->d[0].buf), x = task_buf(buffers, a->d[1].buf);
+    struct clbuf y = task_buf(buffers, a->d[2].buf), o = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, a->d[0].buf, &C, &co);
-    tfc_ocl_buf(buffers, a->d[1].buf, &X, &xo);
-    tfc_ocl_buf(buffers, a->d[2].buf, &Y, &yo);
-    tfc_ocl_buf(buffers, od->buf, &O, &oo);
     struct bcast_cl b;
     bcast_fill(&b, od, 3, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1], &a->d[2]});
-    cl_kernel k = tfc_ocl_kernel(&prog, "select", od->dtype, a, &q);
-    if (!k) return;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
-                (size_t[]){sizeof C, sizeof co, sizeof X, sizeof xo, sizeof Y, sizeof yo,
-                           sizeof O, sizeof oo, sizeof b, sizeof n},
-                (const void *[]){&C, &co, &X, &xo, &Y, &yo, &O, &oo, &b, &n});
-    clReleaseKernel(k);
+    launch(a, "select", od->dtype, n, 10,
+           (size_t[]){sizeof c.m, sizeof c.off, sizeof x.m, sizeof x.off, sizeof y.m,
+                      sizeof y.off, sizeof o.m, sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&c.m, &c.off, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
 }
 
 /* logical_not (op 0; x bound twice), logical_and (1), logical_or (2), all on bool */
@@ -250,23 +253,16 @@ static void logic_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
     int two = a->kind != TFC_K_LOGICAL_NOT;
-    cl_mem X, Y, O;
-    cl_ulong xo, yo, oo;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, a->d[two].buf);
+    struct clbuf o = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, a->d[0].buf, &X, &xo);
-    tfc_ocl_buf(buffers, a->d[two].buf, &Y, &yo);
-    tfc_ocl_buf(buffers, od->buf, &O, &oo);
     struct bcast_cl b;
     bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[two]});
     cl_int op = a->kind == TFC_K_LOGICAL_NOT ? 0 : a->kind == TFC_K_LOGICAL_AND ? 1 : 2;
-    cl_kernel k = tfc_ocl_kernel(&prog, "logic", -1, a, &q);
-    if (!k) return;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
-                (size_t[]){sizeof op, sizeof X, sizeof xo, sizeof Y, sizeof yo, sizeof O,
-                           sizeof oo, sizeof b, sizeof n},
-                (const void *[]){&op, &X, &xo, &Y, &yo, &O, &oo, &b, &n});
-    clReleaseKernel(k);
+    launch(a, "logic", -1, n, 9,
+           (size_t[]){sizeof op, sizeof x.m, sizeof x.off, sizeof y.m, sizeof y.off, sizeof o.m,
+                      sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&op, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
 }
 
 /* binary arithmetic, comparisons (a bool out), and broadcast, whose input 1 gives only the
@@ -274,45 +270,31 @@ static void logic_opencl(const struct tfc_kargs *a, void *buffers[])
 static void binary_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    int bcast = a->kind == TFC_K_BROADCAST;
-    cl_mem X, Y, O;
-    cl_ulong xo, yo, oo;
+    int y_in = a->kind == TFC_K_BROADCAST ? 0 : 1;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, a->d[y_in].buf);
+    struct clbuf o = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, a->d[0].buf, &X, &xo);
-    tfc_ocl_buf(buffers, a->d[bcast ? 0 : 1].buf, &Y, &yo);
-    tfc_ocl_buf(buffers, od->buf, &O, &oo);
     struct bcast_cl b;
     bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
     cl_int kind = a->kind, cmp = tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE;
-    cl_kernel k = tfc_ocl_kernel(&prog, "binary", a->d[0].dtype, a, &q);
-    if (!k) return;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
-                (size_t[]){sizeof kind, sizeof cmp, sizeof X, sizeof xo, sizeof Y, sizeof yo,
-                           sizeof O, sizeof oo, sizeof b, sizeof n},
-                (const void *[]){&kind, &cmp, &X, &xo, &Y, &yo, &O, &oo, &b, &n});
-    clReleaseKernel(k);
+    launch(a, "binary", a->d[0].dtype, n, 10,
+           (size_t[]){sizeof kind, sizeof cmp, sizeof x.m, sizeof x.off, sizeof y.m,
+                      sizeof y.off, sizeof o.m, sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&kind, &cmp, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
 }
 
 /* unary maths, and the predicates is_nan, is_inf (a bool out) */
 static void unary_opencl(const struct tfc_kargs *a, void *buffers[])
 {
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    cl_mem X, Y;
-    cl_ulong xo, yo;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, od->buf);
     cl_long n = od->numel;
-    cl_command_queue q;
-    tfc_ocl_buf(buffers, a->d[0].buf, &X, &xo);
-    tfc_ocl_buf(buffers, od->buf, &Y, &yo);
     cl_int kind = a->kind, pred = tfc_ew_class(a->kind) == TFC_EW_CLASS_PREDICATE;
     cl_double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
-    cl_kernel k = tfc_ocl_kernel(&prog, "unary", a->d[0].dtype, a, &q);
-    if (!k) return;
-    tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
-                (size_t[]){sizeof kind, sizeof pred, sizeof p0, sizeof p1, sizeof X, sizeof xo,
-                           sizeof Y, sizeof yo, sizeof n},
-                (const void *[]){&kind, &pred, &p0, &p1, &X, &xo, &Y, &yo, &n});
-    clReleaseKernel(k);
+    launch(a, "unary", a->d[0].dtype, n, 9,
+           (size_t[]){sizeof kind, sizeof pred, sizeof p0, sizeof p1, sizeof x.m, sizeof x.off,
+                      sizeof y.m, sizeof y.off, sizeof n},
+           (const void *[]){&kind, &pred, &p0, &p1, &x.m, &x.off, &y.m, &y.off, &n});
 }
 
 void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
