@@ -81,6 +81,79 @@ static int gemm_strided(const struct tfc_kargs *a, cublasHandle_t h, const struc
                      "dgemm strided batched");
 }
 
+/* The worker's cuBLAS handle, bound to stream s and to scalars in host memory; NULL after
+ * recording a failure. */
+static cublasHandle_t bound_handle(const struct tfc_kargs *a, cudaStream_t s)
+{
+    cublasHandle_t h = starpu_cublas_get_local_handle();
+    if (!h) {
+        tfc_kernel_fail(a, TFC_ERR_RUNTIME, "cuBLAS is not initialized on this worker");
+        return NULL;
+    }
+    cudaStream_t cur = NULL;
+    if (cublasGetStream(h, &cur) != CUBLAS_STATUS_SUCCESS || cur != s) {
+        if (!cublas_ok(a, cublasSetStream(h, s), "set stream"))
+            return NULL;
+    }
+    if (!cublas_ok(a, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "set pointer mode"))
+        return NULL;
+    return h;
+}
+
+/* Where batch bi of C reads A and B, in whole matrices: a batch dim of size 1 broadcasts. */
+static void batch_offsets(const struct tfc_kdesc *da, const struct tfc_kdesc *db,
+                          const struct tfc_kdesc *dc, int64_t bi, int64_t *off_a, int64_t *off_b)
+{
+    int ra = da->rank, rb = db->rank, nb = dc->rank - 2;
+    int64_t rem = bi, st_a = 1, st_b = 1;
+    *off_a = 0;
+    *off_b = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t idx = rem % dc->dims[d];
+        rem /= dc->dims[d];
+        int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
+        int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
+        if (dima != 1) *off_a += idx * st_a;
+        if (dimb != 1) *off_b += idx * st_b;
+        st_a *= dima;
+        st_b *= dimb;
+    }
+}
+
+/* Batched: the batch dims of A and B broadcast to those of C. */
+static void gemm_batched(const struct tfc_kargs *a, cublasHandle_t h, const struct gemm_shape *g,
+                         const char *A, const char *B, void *C, size_t es)
+{
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
+    int ra = da->rank, rb = db->rank, nb = dc->rank - 2;
+    int64_t batches = 1, batches_a = 1, batches_b = 1;
+    int full_a = 1, full_b = 1;
+    for (int d = 0; d < nb; d++) {
+        batches *= dc->dims[d];
+        int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
+        int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
+        batches_a *= dima;
+        batches_b *= dimb;
+        if (dima != dc->dims[d]) full_a = 0;
+        if (dimb != dc->dims[d]) full_b = 0;
+    }
+    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
+    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
+    int64_t mat_c = dc->dims[nb] * dc->dims[nb + 1];
+    if ((full_a || batches_a == 1) && (full_b || batches_b == 1) && batches <= 0x7fffffff) {
+        gemm_strided(a, h, g, A, batches_a == 1 ? 0 : (long long)mat_a, B,
+                     batches_b == 1 ? 0 : (long long)mat_b, C, (long long)mat_c, (int)batches);
+        return;
+    }
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t off_a, off_b;
+        batch_offsets(da, db, dc, bi, &off_a, &off_b);
+        if (!gemm_one(a, h, g, A + (size_t)(off_a * mat_a) * es, B + (size_t)(off_b * mat_b) * es,
+                      (char *)C + (size_t)(bi * mat_c) * es))
+            return;
+    }
+}
+
 extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = (const struct tfc_kargs *)cl_arg;
@@ -91,7 +164,7 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
     cudaStream_t s = starpu_cuda_get_local_stream();
     const char *A = (const char *)tfc_kin(buffers, a, 0), *B = (const char *)tfc_kin(buffers, a, 1);
     int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
-    int ra = da->rank, rb = db->rank, rc = dc->rank;
+    int ra = da->rank, rc = dc->rank;
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
@@ -102,17 +175,8 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
                      "matmul zero fill");
         return;
     }
-    cublasHandle_t h = starpu_cublas_get_local_handle();
-    if (!h) {
-        tfc_kernel_fail(a, TFC_ERR_RUNTIME, "cuBLAS is not initialized on this worker");
-        return;
-    }
-    cudaStream_t cur = NULL;
-    if (cublasGetStream(h, &cur) != CUBLAS_STATUS_SUCCESS || cur != s) {
-        if (!cublas_ok(a, cublasSetStream(h, s), "set stream"))
-            return;
-    }
-    if (!cublas_ok(a, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "set pointer mode"))
+    cublasHandle_t h = bound_handle(a, s);
+    if (!h)
         return;
     struct gemm_shape g;
     g.dtype = dc->dtype;
@@ -131,41 +195,5 @@ extern "C" void tfc_matmul_cuda(void *buffers[], void *cl_arg)
         gemm_one(a, h, &g, A, B, C);
         return;
     }
-    /* Batched: the batch dims of A and B broadcast to those of C. */
-    int nb = rc - 2;
-    int64_t batches = 1, batches_a = 1, batches_b = 1;
-    int full_a = 1, full_b = 1;
-    for (int d = 0; d < nb; d++) {
-        batches *= dc->dims[d];
-        int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
-        int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
-        batches_a *= dima;
-        batches_b *= dimb;
-        if (dima != dc->dims[d]) full_a = 0;
-        if (dimb != dc->dims[d]) full_b = 0;
-    }
-    int64_t mat_a = da->dims[ra - 2] * da->dims[ra - 1];
-    int64_t mat_b = db->dims[rb - 2] * db->dims[rb - 1];
-    int64_t mat_c = m * n;
-    if ((full_a || batches_a == 1) && (full_b || batches_b == 1) && batches <= 0x7fffffff) {
-        gemm_strided(a, h, &g, A, batches_a == 1 ? 0 : (long long)mat_a, B,
-                     batches_b == 1 ? 0 : (long long)mat_b, C, (long long)mat_c, (int)batches);
-        return;
-    }
-    for (int64_t bi = 0; bi < batches; bi++) {
-        int64_t rem = bi, off_a = 0, off_b = 0, st_a = 1, st_b = 1;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t idx = rem % dc->dims[d];
-            rem /= dc->dims[d];
-            int ia = (ra - 2) - (nb - d), ib = (rb - 2) - (nb - d);
-            int64_t dima = ia >= 0 ? da->dims[ia] : 1, dimb = ib >= 0 ? db->dims[ib] : 1;
-            if (dima != 1) off_a += idx * st_a;
-            if (dimb != 1) off_b += idx * st_b;
-            st_a *= dima;
-            st_b *= dimb;
-        }
-        if (!gemm_one(a, h, &g, A + (size_t)(off_a * mat_a) * es, B + (size_t)(off_b * mat_b) * es,
-                      (char *)C + (size_t)(bi * mat_c) * es))
-            return;
-    }
+    gemm_batched(a, h, &g, A, B, C, es);
 }

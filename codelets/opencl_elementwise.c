@@ -161,106 +161,164 @@ static void bcast_fill(struct bcast_cl *b, const struct tfc_kdesc *out, int n,
     }
 }
 
+/* A task buffer as the kernels take it: its cl_mem and byte offset. */
+struct clbuf {
+    cl_mem m;
+    cl_ulong off;
+};
+
+static struct clbuf task_buf(void *buffers[], int b)
+{
+    struct clbuf r;
+    tfc_ocl_buf(buffers, b, &r.m, &r.off);
+    return r;
+}
+
+/* Runs kernel `name` (dtype as tfc_ocl_kernel takes it) over n items with the given arguments on
+ * the worker's queue; nonzero after recording a failure. */
+static int launch(const struct tfc_kargs *a, const char *name, int dtype, cl_long n, int nargs,
+                  const size_t *sizes, const void *const *vals)
+{
+    cl_command_queue q;
+    cl_kernel k = tfc_ocl_kernel(&prog, name, dtype, a, &q);
+    if (!k) return -1;
+    int ret = tfc_ocl_run(a, k, q, (size_t)n, 0, nargs, sizes, vals);
+    clReleaseKernel(k);
+    return ret;
+}
+
+/* add_n: the output starts as a copy of input 0; each further input is added into it by one
+ * kernel, looked up once. */
+static void add_n_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    struct clbuf o = task_buf(buffers, od->buf), x;
+    cl_long n = od->numel;
+    cl_command_queue q;
+    if (tfc_ocl_copy(a, buffers, a->d[0].buf, od->buf, (size_t)n * tfc_kdtype_size(od->dtype)))
+        return;
+    cl_kernel k = tfc_ocl_kernel(&prog, "acc", od->dtype, a, &q);
+    if (!k) return;
+    for (int i = 1; i < a->n_in; i++) {
+        x = task_buf(buffers, a->d[i].buf);
+        if (tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
+                        (size_t[]){sizeof o.m, sizeof o.off, sizeof x.m, sizeof x.off, sizeof n},
+                        (const void *[]){&o.m, &o.off, &x.m, &x.off, &n}))
+            break;
+    }
+    clReleaseKernel(k);
+}
+
+static void fill_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    struct clbuf o = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    /* the kernel's T v: passed at the output's own width */
+    float f = (float)a->attrs[TFC_FILL_ATTR_VALUE].f;
+    double v = a->attrs[TFC_FILL_ATTR_VALUE].f;
+    int f32 = od->dtype == TFC_FLOAT32;
+    launch(a, "fill", od->dtype, n, 4,
+           (size_t[]){sizeof o.m, sizeof o.off, f32 ? sizeof f : sizeof v, sizeof n},
+           (const void *[]){&o.m, &o.off, f32 ? (void *)&f : (void *)&v, &n});
+}
+
+/* cast between float32 and float64 (same-dtype casts are copies) */
+static void cast_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    launch(a, a->d[0].dtype == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32", -1, n, 5,
+           (size_t[]){sizeof x.m, sizeof x.off, sizeof y.m, sizeof y.off, sizeof n},
+           (const void *[]){&x.m, &x.off, &y.m, &y.off, &n});
+}
+
+static void select_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    struct clbuf c = task_buf(buffers, a->d[0].buf), x = task_buf(buffers, a->d[1].buf);
+    struct clbuf y = task_buf(buffers, a->d[2].buf), o = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    struct bcast_cl b;
+    bcast_fill(&b, od, 3, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1], &a->d[2]});
+    launch(a, "select", od->dtype, n, 10,
+           (size_t[]){sizeof c.m, sizeof c.off, sizeof x.m, sizeof x.off, sizeof y.m,
+                      sizeof y.off, sizeof o.m, sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&c.m, &c.off, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
+}
+
+/* logical_not (op 0; x bound twice), logical_and (1), logical_or (2), all on bool */
+static void logic_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    int two = a->kind != TFC_K_LOGICAL_NOT;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, a->d[two].buf);
+    struct clbuf o = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    struct bcast_cl b;
+    bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[two]});
+    cl_int op = a->kind == TFC_K_LOGICAL_NOT ? 0 : a->kind == TFC_K_LOGICAL_AND ? 1 : 2;
+    launch(a, "logic", -1, n, 9,
+           (size_t[]){sizeof op, sizeof x.m, sizeof x.off, sizeof y.m, sizeof y.off, sizeof o.m,
+                      sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&op, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
+}
+
+/* binary arithmetic, comparisons (a bool out), and broadcast, whose input 1 gives only the
+ * shape and has no buffer: x is bound twice */
+static void binary_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    int y_in = a->kind == TFC_K_BROADCAST ? 0 : 1;
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, a->d[y_in].buf);
+    struct clbuf o = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    struct bcast_cl b;
+    bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
+    cl_int kind = a->kind, cmp = tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE;
+    launch(a, "binary", a->d[0].dtype, n, 10,
+           (size_t[]){sizeof kind, sizeof cmp, sizeof x.m, sizeof x.off, sizeof y.m,
+                      sizeof y.off, sizeof o.m, sizeof o.off, sizeof b, sizeof n},
+           (const void *[]){&kind, &cmp, &x.m, &x.off, &y.m, &y.off, &o.m, &o.off, &b, &n});
+}
+
+/* unary maths, and the predicates is_nan, is_inf (a bool out) */
+static void unary_opencl(const struct tfc_kargs *a, void *buffers[])
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    struct clbuf x = task_buf(buffers, a->d[0].buf), y = task_buf(buffers, od->buf);
+    cl_long n = od->numel;
+    cl_int kind = a->kind, pred = tfc_ew_class(a->kind) == TFC_EW_CLASS_PREDICATE;
+    cl_double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
+    launch(a, "unary", a->d[0].dtype, n, 9,
+           (size_t[]){sizeof kind, sizeof pred, sizeof p0, sizeof p1, sizeof x.m, sizeof x.off,
+                      sizeof y.m, sizeof y.off, sizeof n},
+           (const void *[]){&kind, &pred, &p0, &p1, &x.m, &x.off, &y.m, &y.off, &n});
+}
+
 void tfc_elementwise_opencl(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
     const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    int ob = od->buf, dt = a->d[0].dtype;
-    cl_long n = od->numel;
-    cl_mem m[4];
-    cl_ulong off[4];
-    cl_command_queue q;
-    cl_kernel k = NULL;
-    if (a->kind == TFC_K_IDENTITY || (a->kind == TFC_K_CAST && dt == od->dtype)) {
-        tfc_ocl_copy(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype));
-        return;
-    }
-    tfc_ocl_buf(buffers, ob, &m[3], &off[3]);
-    if (a->kind == TFC_K_ADD_N) {
-        if (tfc_ocl_copy(a, buffers, a->d[0].buf, ob, (size_t)n * tfc_kdtype_size(od->dtype))) return;
-        if (!(k = tfc_ocl_kernel(&prog, "acc", od->dtype, a, &q))) return;
-        for (int i = 1; i < a->n_in; i++) {
-            tfc_ocl_buf(buffers, a->d[i].buf, &m[0], &off[0]);
-            if (tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
-                            (size_t[]){sizeof m[3], sizeof off[3], sizeof m[0], sizeof off[0],
-                                       sizeof n},
-                            (const void *[]){&m[3], &off[3], &m[0], &off[0], &n}))
-                break;
-        }
-        clReleaseKernel(k);
-        return;
-    }
-    if (a->kind == TFC_K_FILL) {
-        if (!(k = tfc_ocl_kernel(&prog, "fill", od->dtype, a, &q))) return;
-        float f = (float)a->attrs[TFC_FILL_ATTR_VALUE].f;
-        double v = a->attrs[TFC_FILL_ATTR_VALUE].f;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 4,
-                    (size_t[]){sizeof m[3], sizeof off[3],
-                               od->dtype == TFC_FLOAT32 ? sizeof f : sizeof v, sizeof n},
-                    (const void *[]){&m[3], &off[3],
-                                     od->dtype == TFC_FLOAT32 ? (void *)&f : (void *)&v, &n});
-        clReleaseKernel(k);
-        return;
-    }
-    for (int i = 0; i < a->n_in && i < 3; i++) /* shape-only inputs have no buffer */
-        if (a->d[i].buf >= 0) tfc_ocl_buf(buffers, a->d[i].buf, &m[i], &off[i]);
-    if (a->kind == TFC_K_CAST) {
-        if (!(k = tfc_ocl_kernel(&prog, dt == TFC_FLOAT32 ? "cast_f32_f64" : "cast_f64_f32", -1,
-                                 a, &q)))
-            return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 5,
-                    (size_t[]){sizeof m[0], sizeof off[0], sizeof m[3], sizeof off[3], sizeof n},
-                    (const void *[]){&m[0], &off[0], &m[3], &off[3], &n});
-    } else if (a->kind == TFC_K_SELECT) {
-        struct bcast_cl b;
-        bcast_fill(&b, od, 3, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1], &a->d[2]});
-        if (!(k = tfc_ocl_kernel(&prog, "select", od->dtype, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
-                    (size_t[]){sizeof m[0], sizeof off[0], sizeof m[1], sizeof off[1],
-                               sizeof m[2], sizeof off[2], sizeof m[3], sizeof off[3],
-                               sizeof b, sizeof n},
-                    (const void *[]){&m[0], &off[0], &m[1], &off[1], &m[2], &off[2], &m[3],
-                                     &off[3], &b, &n});
-    } else if (dt == TFC_BOOL) { /* logical_not (op 0; x bound twice), logical_and, logical_or */
-        struct bcast_cl b;
-        int two = a->kind != TFC_K_LOGICAL_NOT;
-        bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[two]});
-        if (!two) {
-            m[1] = m[0];
-            off[1] = off[0];
-        }
-        cl_int op = a->kind == TFC_K_LOGICAL_NOT ? 0 : a->kind == TFC_K_LOGICAL_AND ? 1 : 2;
-        if (!(k = tfc_ocl_kernel(&prog, "logic", -1, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
-                    (size_t[]){sizeof op, sizeof m[0], sizeof off[0], sizeof m[1],
-                               sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
-                    (const void *[]){&op, &m[0], &off[0], &m[1], &off[1], &m[3], &off[3], &b,
-                                     &n});
-    } else if (a->kind == TFC_K_BROADCAST || tfc_ew_class(a->kind) == TFC_EW_CLASS_BINARY ||
-               tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE) {
-        struct bcast_cl b;
-        bcast_fill(&b, od, 2, (const struct tfc_kdesc *[]){&a->d[0], &a->d[1]});
-        if (a->kind == TFC_K_BROADCAST) { /* y gives only the shape: bind x twice */
-            m[1] = m[0];
-            off[1] = off[0];
-        }
-        cl_int kind = a->kind, cmp = tfc_ew_class(a->kind) == TFC_EW_CLASS_COMPARE;
-        if (!(k = tfc_ocl_kernel(&prog, "binary", dt, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 10,
-                    (size_t[]){sizeof kind, sizeof cmp, sizeof m[0], sizeof off[0], sizeof m[1],
-                               sizeof off[1], sizeof m[3], sizeof off[3], sizeof b, sizeof n},
-                    (const void *[]){&kind, &cmp, &m[0], &off[0], &m[1], &off[1], &m[3],
-                                     &off[3], &b, &n});
-    } else {
-        cl_int kind = a->kind, pred = tfc_ew_class(a->kind) == TFC_EW_CLASS_PREDICATE;
-        cl_double p0 = a->attrs[TFC_EW_ATTR_P0].f, p1 = a->attrs[TFC_EW_ATTR_P1].f;
-        if (!(k = tfc_ocl_kernel(&prog, "unary", dt, a, &q))) return;
-        tfc_ocl_run(a, k, q, (size_t)n, 0, 9,
-                    (size_t[]){sizeof kind, sizeof pred, sizeof p0, sizeof p1, sizeof m[0],
-                               sizeof off[0], sizeof m[3], sizeof off[3], sizeof n},
-                    (const void *[]){&kind, &pred, &p0, &p1, &m[0], &off[0], &m[3], &off[3],
-                                     &n});
-    }
-    clReleaseKernel(k);
+    int dt = a->d[0].dtype, ew_class = tfc_ew_class(a->kind);
+    if (a->kind == TFC_K_IDENTITY || (a->kind == TFC_K_CAST && dt == od->dtype))
+        tfc_ocl_copy(a, buffers, a->d[0].buf, od->buf,
+                     (size_t)od->numel * tfc_kdtype_size(od->dtype));
+    else if (a->kind == TFC_K_ADD_N)
+        add_n_opencl(a, buffers);
+    else if (a->kind == TFC_K_FILL)
+        fill_opencl(a, buffers);
+    else if (a->kind == TFC_K_CAST)
+        cast_opencl(a, buffers);
+    else if (a->kind == TFC_K_SELECT)
+        select_opencl(a, buffers);
+    else if (dt == TFC_BOOL)
+        logic_opencl(a, buffers);
+    else if (a->kind == TFC_K_BROADCAST || ew_class == TFC_EW_CLASS_BINARY ||
+             ew_class == TFC_EW_CLASS_COMPARE)
+        binary_opencl(a, buffers);
+    else
+        unary_opencl(a, buffers);
 }
 #endif

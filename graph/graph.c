@@ -292,6 +292,98 @@ static int parse_int(const char **p, int64_t *out)
     return 0;
 }
 
+/* The name before the '=' at *p (trailing blanks dropped) and its index in op's table; *p moves
+ * past the '=' and the blanks after it. */
+static tfc_status parse_name(const struct tfc_op *op, const char *text, const char **p,
+                             char *name, size_t name_size, int *idx, char *msg)
+{
+    const char *eq = strchr(*p, '=');
+    if (!eq || eq == *p)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                        "attributes \"%s\": expected name=value at \"%s\"", text, *p);
+    size_t len = (size_t)(eq - *p);
+    while (len && (*p)[len - 1] == ' ') len--;
+    if (len >= name_size)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "attribute name too long");
+    memcpy(name, *p, len);
+    name[len] = 0;
+    *idx = tfc_attr_index(op, name);
+    if (*idx < 0)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "op '%s' has no attribute '%s'",
+                        op->name, name);
+    *p = eq + 1;
+    while (**p == ' ') (*p)++;
+    return TFC_OK;
+}
+
+/* A dtype name, up to the next ',' or blank. */
+static tfc_status parse_dtype_attr(const char **p, struct tfc_kattr *a, const char *name,
+                                   char *msg)
+{
+    char word[32];
+    size_t n = 0;
+    while ((*p)[n] && (*p)[n] != ',' && (*p)[n] != ' ' && n + 1 < sizeof word) {
+        word[n] = (*p)[n];
+        n++;
+    }
+    word[n] = 0;
+    int dt = tfc_dtype_parse(word);
+    if (dt < 0)
+        return tfc_fail(msg, TFC_ERR_DTYPE, "attribute '%s': unknown dtype '%s'", name, word);
+    a->i = dt;
+    *p += n;
+    return TFC_OK;
+}
+
+/* A list like [0, 1, 2] of at most TFC_MAX_RANK integers. */
+static tfc_status parse_ints_attr(const struct tfc_op *op, const char **p, struct tfc_kattr *a,
+                                  const char *name, char *msg)
+{
+    if (**p != '[')
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                        "attribute '%s' of op '%s' needs a list like [0,1]", name, op->name);
+    (*p)++;
+    a->n = 0;
+    while (**p == ' ') (*p)++;
+    while (**p != ']') {
+        if (a->n == TFC_MAX_RANK || parse_int(p, &a->v[a->n]))
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s': bad list (at most %d integers)", name, TFC_MAX_RANK);
+        a->n++;
+        while (**p == ' ' || **p == ',') (*p)++;
+        if (!**p)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "attribute '%s': missing ']'", name);
+    }
+    (*p)++;
+    return TFC_OK;
+}
+
+/* The value at *p of attribute idx (called name), as its type in op's table reads it. */
+static tfc_status parse_value(const struct tfc_op *op, int idx, const char *name, const char **p,
+                              struct tfc_kattr *a, char *msg)
+{
+    switch (op->attrs[idx].type) {
+    case TFC_ATTR_INT:
+        if (parse_int(p, &a->i))
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s' of op '%s' needs an integer", name, op->name);
+        a->f = (double)a->i;
+        return TFC_OK;
+    case TFC_ATTR_FLOAT: {
+        char *end;
+        a->f = strtod(*p, &end);
+        if (end == *p)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s' of op '%s' needs a number", name, op->name);
+        *p = end;
+        return TFC_OK;
+    }
+    case TFC_ATTR_DTYPE: return parse_dtype_attr(p, a, name, msg);
+    case TFC_ATTR_INTS: return parse_ints_attr(op, p, a, name, msg);
+    }
+    return TFC_OK;
+}
+
 tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc_kattr *attrs,
                            char *msg)
 {
@@ -301,78 +393,11 @@ tfc_status tfc_attrs_parse(const struct tfc_op *op, const char *text, struct tfc
     while (*p) {
         while (*p == ' ' || *p == ',') p++;
         if (!*p) break;
-        const char *eq = strchr(p, '=');
-        if (!eq || eq == p)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "attributes \"%s\": expected name=value at \"%s\"", text, p);
         char name[64];
-        size_t len = (size_t)(eq - p);
-        while (len && p[len - 1] == ' ') len--;
-        if (len >= sizeof name)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "attribute name too long");
-        memcpy(name, p, len);
-        name[len] = 0;
-        int idx = tfc_attr_index(op, name);
-        if (idx < 0)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "op '%s' has no attribute '%s'",
-                            op->name, name);
-        p = eq + 1;
-        while (*p == ' ') p++;
-        struct tfc_kattr *a = &attrs[idx];
-        switch (op->attrs[idx].type) {
-        case TFC_ATTR_INT:
-            if (parse_int(&p, &a->i))
-                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                                "attribute '%s' of op '%s' needs an integer", name, op->name);
-            a->f = (double)a->i;
-            break;
-        case TFC_ATTR_FLOAT: {
-            char *end;
-            a->f = strtod(p, &end);
-            if (end == p)
-                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                                "attribute '%s' of op '%s' needs a number", name, op->name);
-            p = end;
-            break;
-        }
-        case TFC_ATTR_DTYPE: {
-            char word[32];
-            size_t n = 0;
-            while (p[n] && p[n] != ',' && p[n] != ' ' && n + 1 < sizeof word) {
-                word[n] = p[n];
-                n++;
-            }
-            word[n] = 0;
-            int dt = tfc_dtype_parse(word);
-            if (dt < 0)
-                return tfc_fail(msg, TFC_ERR_DTYPE, "attribute '%s': unknown dtype '%s'", name,
-                                word);
-            a->i = dt;
-            p += n;
-            break;
-        }
-        case TFC_ATTR_INTS:
-            if (*p != '[')
-                return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                                "attribute '%s' of op '%s' needs a list like [0,1]", name,
-                                op->name);
-            p++;
-            a->n = 0;
-            while (*p == ' ') p++;
-            while (*p != ']') {
-                if (a->n == TFC_MAX_RANK || parse_int(&p, &a->v[a->n]))
-                    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                                    "attribute '%s': bad list (at most %d integers)", name,
-                                    TFC_MAX_RANK);
-                a->n++;
-                while (*p == ' ' || *p == ',') p++;
-                if (!*p)
-                    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                                    "attribute '%s': missing ']'", name);
-            }
-            p++;
-            break;
-        }
+        int idx;
+        tfc_status st = parse_name(op, text, &p, name, sizeof name, &idx, msg);
+        if (!st) st = parse_value(op, idx, name, &p, &attrs[idx], msg);
+        if (st) return st;
         while (*p == ' ') p++;
         if (*p && *p != ',')
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,

@@ -146,13 +146,11 @@ static void free_step(struct step *st)
     memset(st, 0, sizeof *st);
 }
 
-int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *opt)
+/* Whether step st can run now: no state, no control inputs, no hard placement, a CPU kernel,
+ * reading only constants and writing only temporaries of at most FOLD_MAX_BYTES in all. */
+static int foldable(const struct plan *p, const tfc_graph *g, const struct step *st)
 {
-    if (!opt || !opt->const_fold || hooks_on(opt) || !p->n_steps || !starpu_is_initialized())
-        return 0;
-    struct step *st = &p->steps[p->n_steps - 1];
     const struct tfc_node *n = g->nodes[st->node];
-    const struct tfc_kargs *a = st->args;
     /* a hard placement hint asks for a task on a device: keep it, and its checks; a soft one
      * only prefers a device for a task, and a value folded at plan time needs none (a graph
      * built under a soft "cuda" scope folds its constant subgraphs as an unhinted one does) */
@@ -171,11 +169,15 @@ int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *
             return 0;
         }
     }
-    if (out_bytes > FOLD_MAX_BYTES) return 0;
-    struct starpu_vector_interface *ifs = calloc((size_t)st->n_buf + 1, sizeof *ifs);
-    void **buffers = calloc((size_t)st->n_buf + 1, sizeof *buffers);
-    struct tfc_kargs *args = malloc(st->args_size);
-    int ok = ifs && buffers && args;
+    return out_bytes <= FOLD_MAX_BYTES;
+}
+
+/* Points the kernel's vector interfaces at host memory: a read at its constant's data, a write
+ * at a new buffer. 0 when a buffer cannot be allocated (those that were are in ifs[j].ptr). */
+static int host_buffers(const struct plan *p, const tfc_graph *g, const struct step *st,
+                        struct starpu_vector_interface *ifs, void **buffers)
+{
+    int ok = 1;
     for (int j = 0; ok && j < st->n_buf; j++) {
         const struct slot *s = &p->slots[st->buf_slot[j]];
         void *ptr = NULL;
@@ -193,15 +195,15 @@ int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *
         ifs[j].allocsize = (size_t)s->numel * ifs[j].elemsize;
         buffers[j] = &ifs[j];
     }
-    struct tfc_kerr err = {0};
-    if (ok) {
-        memcpy(args, a, st->args_size);
-        args->err = &err;
-        st->cl->cpu_funcs[0](buffers, args); /* the kernel the CPU worker would run */
-    }
-    int folded = ok && !err.set; /* a failing kernel is left to the run, which reports it */
+    return ok;
+}
+
+/* The written buffers become the plan's constant slots when folded, else are freed. */
+static void settle_outputs(struct plan *p, const struct step *st,
+                           const struct starpu_vector_interface *ifs, int folded)
+{
     for (int j = 0; j < st->n_buf; j++) {
-        if (st->modes[j] != STARPU_W || !ifs || !ifs[j].ptr) continue;
+        if (st->modes[j] != STARPU_W || !ifs[j].ptr) continue;
         struct slot *s = &p->slots[st->buf_slot[j]];
         if (folded) {
             s->kind = SLOT_CONST;
@@ -210,6 +212,26 @@ int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *
             starpu_free((void *)ifs[j].ptr);
         }
     }
+}
+
+int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *opt)
+{
+    if (!opt || !opt->const_fold || hooks_on(opt) || !p->n_steps || !starpu_is_initialized())
+        return 0;
+    struct step *st = &p->steps[p->n_steps - 1];
+    if (!foldable(p, g, st)) return 0;
+    struct starpu_vector_interface *ifs = calloc((size_t)st->n_buf + 1, sizeof *ifs);
+    void **buffers = calloc((size_t)st->n_buf + 1, sizeof *buffers);
+    struct tfc_kargs *args = malloc(st->args_size);
+    int ok = ifs && buffers && args && host_buffers(p, g, st, ifs, buffers);
+    struct tfc_kerr err = {0};
+    if (ok) {
+        memcpy(args, st->args, st->args_size);
+        args->err = &err;
+        st->cl->cpu_funcs[0](buffers, args); /* the kernel the CPU worker would run */
+    }
+    int folded = ok && !err.set; /* a failing kernel is left to the run, which reports it */
+    if (ifs) settle_outputs(p, st, ifs, folded);
     free(ifs);
     free(buffers);
     free(args);
@@ -390,6 +412,100 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
+/* The fused step's operands, in buffer order: the group's external inputs, the root's output,
+ * then the kept outputs. */
+static void fused_slots(const struct plan *p, const struct group *gr, int *slots)
+{
+    memcpy(slots, gr->ext, sizeof(int) * (size_t)gr->n_ext);
+    slots[gr->n_ext] = out_slot(&p->steps[gr->root]);
+    memcpy(slots + gr->n_ext + 1, gr->kept, sizeof(int) * (size_t)gr->n_kept);
+}
+
+/* Describes operand i as slot slots[i] holds it: buffer i, read when an input, else written. */
+static void describe_operands(const struct plan *p, const int *slots, int n_in, int n,
+                              struct tfc_kargs *a, int *buf_slot,
+                              enum starpu_data_access_mode *modes)
+{
+    for (int i = 0; i < n; i++) {
+        const struct slot *s = &p->slots[slots[i]];
+        struct tfc_kdesc *d = &a->d[i];
+        d->dtype = (int32_t)s->desc.dtype;
+        d->rank = s->desc.shape.rank;
+        for (int k = 0; k < d->rank; k++) d->dims[k] = s->desc.shape.dims[k];
+        d->numel = s->numel;
+        d->buf = i;
+        buf_slot[i] = slots[i];
+        modes[i] = i < n_in ? STARPU_R : STARPU_W;
+    }
+}
+
+/* Which register holds each slot's value while the fused program runs. */
+struct reg_map {
+    int n;
+    int slot[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OPS];
+    int reg[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OPS];
+};
+
+static void reg_map_add(struct reg_map *m, int slot, int reg)
+{
+    m->slot[m->n] = slot;
+    m->reg[m->n++] = reg;
+}
+
+/* The register of slot (the latest entry for it), else dflt. */
+static int reg_of(const struct reg_map *m, int slot, int dflt)
+{
+    for (int t = m->n - 1; t >= 0; t--)
+        if (m->slot[t] == slot) return m->reg[t];
+    return dflt;
+}
+
+/* The op list: members in plan order, each reading registers of inputs (0 .. n_in - 1) or of
+ * earlier ops (n_in + op index); out_reg names the register of each output. */
+static void fused_program(const struct plan *p, struct group *gr, const int *slots, int n_in,
+                          int n_out, struct tfc_fused_prog *pg)
+{
+    struct reg_map map = {0};
+    for (int i = 0; i < n_in; i++) reg_map_add(&map, slots[i], i);
+    qsort(gr->mem, (size_t)gr->n_mem, sizeof(int), cmp_int);
+    for (int i = 0; i < gr->n_mem; i++) {
+        const struct step *m = &p->steps[gr->mem[i]];
+        int r_in[TFC_FUSED_MAX_IN] = {0};
+        for (int k = 0; k < m->args->n_in; k++) r_in[k] = reg_of(&map, in_slot(m, k), 0);
+        int reg = r_in[0], kind = m->args->kind;
+        if (kind == TFC_K_ADD_N) {
+            for (int k = 1; k < m->args->n_in; k++) {
+                pg->ops[pg->n_ops] = (struct tfc_fused_op){.kind = TFC_K_ADD, .a = reg, .b = r_in[k]};
+                reg = n_in + pg->n_ops++;
+            }
+        } else if (kind != TFC_K_IDENTITY) { /* identity: its register is its input's */
+            pg->ops[pg->n_ops] = (struct tfc_fused_op){
+                .kind = kind, .a = r_in[0], .b = tfc_ew_is_binary(kind) ? r_in[1] : -1,
+                .p0 = m->args->attrs[TFC_EW_ATTR_P0].f, .p1 = m->args->attrs[TFC_EW_ATTR_P1].f};
+            reg = n_in + pg->n_ops++;
+        }
+        reg_map_add(&map, out_slot(m), reg);
+    }
+    for (int j = 0; j < n_out; j++)
+        pg->out_reg[j] = reg_of(&map, slots[n_in + j], pg->out_reg[j]);
+}
+
+/* Footprint (kind, shapes, program) and cost, as tfc_kargs_finish does for other steps. */
+static void fused_footprint(struct tfc_kargs *a, int n, const struct tfc_fused_prog *pg)
+{
+    uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
+    double bytes = 0;
+    for (int i = 0; i < n; i++) {
+        h = starpu_hash_crc32c_be_n(&a->d[i].dtype, sizeof a->d[i].dtype, h);
+        h = starpu_hash_crc32c_be_n(&a->d[i].rank, sizeof a->d[i].rank, h);
+        h = starpu_hash_crc32c_be_n(a->d[i].dims, sizeof(int64_t) * (size_t)a->d[i].rank, h);
+        bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
+    }
+    a->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, h);
+    a->bytes = bytes;
+    a->flops = (double)a->d[a->n_in].numel * (pg->n_ops ? pg->n_ops : 1);
+}
+
 /* Replaces the root's step with the group's fused step; the other members are dropped. */
 static int emit(struct fuser *f, struct group *gr)
 {
@@ -406,71 +522,15 @@ static int emit(struct fuser *f, struct group *gr)
         return -1;
     }
     int slots[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OUT];
-    memcpy(slots, gr->ext, sizeof(int) * (size_t)n_in);
-    slots[n_in] = out_slot(root);
-    memcpy(slots + n_in + 1, gr->kept, sizeof(int) * (size_t)gr->n_kept);
+    fused_slots(p, gr, slots);
     a->kind = TFC_K_FUSED;
     a->node = root->node;
     a->n_in = n_in;
     a->n_out = n_out;
-    for (int i = 0; i < n; i++) {
-        const struct slot *s = &p->slots[slots[i]];
-        struct tfc_kdesc *d = &a->d[i];
-        d->dtype = (int32_t)s->desc.dtype;
-        d->rank = s->desc.shape.rank;
-        for (int k = 0; k < d->rank; k++) d->dims[k] = s->desc.shape.dims[k];
-        d->numel = s->numel;
-        d->buf = i;
-        buf_slot[i] = slots[i];
-        modes[i] = i < n_in ? STARPU_R : STARPU_W;
-    }
-    /* the op list: members in plan order, each reading registers of inputs or earlier ops */
+    describe_operands(p, slots, n_in, n, a, buf_slot, modes);
     struct tfc_fused_prog *pg = (struct tfc_fused_prog *)(void *)&a->d[n];
-    int reg_of_slot[TFC_FUSED_MAX_IN + TFC_FUSED_MAX_OPS][2]; /* slot -> register */
-    int n_map = 0;
-    for (int i = 0; i < n_in; i++) {
-        reg_of_slot[n_map][0] = slots[i];
-        reg_of_slot[n_map++][1] = i;
-    }
-    qsort(gr->mem, (size_t)gr->n_mem, sizeof(int), cmp_int);
-    for (int i = 0; i < gr->n_mem; i++) {
-        const struct step *m = &p->steps[gr->mem[i]];
-        int r_in[TFC_FUSED_MAX_IN] = {0};
-        for (int k = 0; k < m->args->n_in; k++) {
-            int sl = in_slot(m, k);
-            for (int t = 0; t < n_map; t++)
-                if (reg_of_slot[t][0] == sl) r_in[k] = reg_of_slot[t][1];
-        }
-        int reg = r_in[0], kind = m->args->kind;
-        if (kind == TFC_K_ADD_N) {
-            for (int k = 1; k < m->args->n_in; k++) {
-                pg->ops[pg->n_ops] = (struct tfc_fused_op){.kind = TFC_K_ADD, .a = reg, .b = r_in[k]};
-                reg = n_in + pg->n_ops++;
-            }
-        } else if (kind != TFC_K_IDENTITY) { /* identity: its register is its input's */
-            pg->ops[pg->n_ops] = (struct tfc_fused_op){
-                .kind = kind, .a = r_in[0], .b = tfc_ew_is_binary(kind) ? r_in[1] : -1,
-                .p0 = m->args->attrs[TFC_EW_ATTR_P0].f, .p1 = m->args->attrs[TFC_EW_ATTR_P1].f};
-            reg = n_in + pg->n_ops++;
-        }
-        reg_of_slot[n_map][0] = out_slot(m);
-        reg_of_slot[n_map++][1] = reg;
-    }
-    for (int j = 0; j < n_out; j++)
-        for (int t = 0; t < n_map; t++)
-            if (reg_of_slot[t][0] == slots[n_in + j]) pg->out_reg[j] = reg_of_slot[t][1];
-    /* footprint (kind, shapes, program) and cost, as tfc_kargs_finish does for others */
-    uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
-    double bytes = 0;
-    for (int i = 0; i < n; i++) {
-        h = starpu_hash_crc32c_be_n(&a->d[i].dtype, sizeof a->d[i].dtype, h);
-        h = starpu_hash_crc32c_be_n(&a->d[i].rank, sizeof a->d[i].rank, h);
-        h = starpu_hash_crc32c_be_n(a->d[i].dims, sizeof(int64_t) * (size_t)a->d[i].rank, h);
-        bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
-    }
-    a->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, h);
-    a->bytes = bytes;
-    a->flops = (double)a->d[n_in].numel * (pg->n_ops ? pg->n_ops : 1);
+    fused_program(p, gr, slots, n_in, n_out, pg);
+    fused_footprint(a, n, pg);
 
     struct step fused = *root;
     fused.cl = &tfc_cl_fused;
@@ -501,95 +561,114 @@ static int reads_tiled(const struct fuser *f, const struct group *gr,
     return 0;
 }
 
+static void fuser_free(struct fuser *f)
+{
+    free(f->producer);
+    free(f->cons_start);
+    free(f->cons);
+    free(f->fetched);
+    free(f->eff);
+    free(f->in_group);
+    free(f->fusable);
+}
+
+/* The readers of each slot, as CSR (cons_start counts per slot are already summed). */
+static int index_readers(struct fuser *f)
+{
+    const struct plan *p = f->p;
+    int *fill = calloc((size_t)p->n_slots + 1, sizeof(int));
+    if (!fill) return -1;
+    for (int i = 0; i < f->N; i++) {
+        const struct step *st = &p->steps[i];
+        for (int j = 0; j < st->n_buf; j++)
+            if (st->modes[j] & STARPU_R)
+                f->cons[f->cons_start[st->buf_slot[j]] + fill[st->buf_slot[j]]++] = i;
+    }
+    free(fill);
+    return 0;
+}
+
+/* Fills the fuser's per-slot and per-step tables; -1 when out of memory (fuser_free frees
+ * what was allocated). */
+static int fuser_init(struct fuser *f, struct plan *p, tfc_graph *g)
+{
+    int N = p->n_steps, S = p->n_slots;
+    *f = (struct fuser){.p = p, .g = g, .N = N};
+    f->producer = malloc(sizeof(int) * (size_t)(S + 1));
+    f->cons_start = calloc((size_t)S + 2, sizeof(int));
+    f->fetched = calloc((size_t)S + 1, 1);
+    f->eff = malloc(sizeof(int) * (size_t)(N + 1));
+    f->in_group = calloc((size_t)N + 1, 1);
+    f->fusable = calloc((size_t)N + 1, 1);
+    int total = 0;
+    for (int i = 0; i < N; i++) total += p->steps[i].n_buf;
+    f->cons = malloc(sizeof(int) * (size_t)(total + 1));
+    if (!f->producer || !f->cons_start || !f->fetched || !f->eff || !f->in_group ||
+        !f->fusable || !f->cons)
+        return -1;
+    for (int s = 0; s < S; s++) f->producer[s] = -1;
+    for (int i = 0; i < p->n_fetches; i++)
+        if (p->fetch_slot[i] >= 0) f->fetched[p->fetch_slot[i]] = 1;
+    for (int i = 0; i < N; i++) {
+        const struct step *st = &p->steps[i];
+        f->eff[i] = i;
+        f->fusable[i] = (char)fusable(p, g, st);
+        for (int j = 0; j < st->n_buf; j++) {
+            if (st->modes[j] & STARPU_W) f->producer[st->buf_slot[j]] = i;
+            if (st->modes[j] & STARPU_R) f->cons_start[st->buf_slot[j] + 1]++;
+        }
+    }
+    for (int s = 0; s < S; s++) f->cons_start[s + 1] += f->cons_start[s];
+    return index_readers(f);
+}
+
+/* Grows a group from root r toward its producers, latest candidate first, and emits it when
+ * it is worth a fused step; -1 when out of memory. */
+static int fuse_from(struct fuser *f, int r, const struct plan_options *opt)
+{
+    const struct plan *p = f->p;
+    struct group gr = {.root = r};
+    gr.mem[gr.n_mem++] = r;
+    gr.n_ops = ops_of(&p->steps[r]);
+    gr.n_ext = ext_with(f, &(struct group){.root = r}, &p->steps[r], gr.ext);
+    if (gr.n_ext < 0) return 0;
+    f->in_group[r] = 1;
+    int tried[TFC_FUSED_MAX_OPS * TFC_FUSED_MAX_IN], n_tried = 0;
+    for (;;) {
+        int best = -1; /* the latest producer of a group input not yet tried */
+        for (int i = 0; i < gr.n_ext; i++) {
+            int q = f->producer[gr.ext[i]];
+            if (q >= 0 && q > best && !has(tried, n_tried, q)) best = q;
+        }
+        if (best < 0 || n_tried == (int)(sizeof tried / sizeof tried[0])) break;
+        tried[n_tried++] = best;
+        try_join(f, &gr, best);
+    }
+    for (int i = 0; i < gr.n_mem; i++) f->in_group[gr.mem[i]] = 0;
+    if ((gr.n_mem > 1 || reads_tiled(f, &gr, opt)) && emit(f, &gr)) return -1;
+    return 0;
+}
+
 int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt)
 {
     if (!opt || !opt->fusion || hooks_on(opt) || p->n_steps < 2) return 0;
-    struct fuser f = {.p = p, .g = g, .N = p->n_steps};
-    int N = p->n_steps, S = p->n_slots, rc = 0;
-    f.producer = malloc(sizeof(int) * (size_t)(S + 1));
-    f.cons_start = calloc((size_t)S + 2, sizeof(int));
-    f.fetched = calloc((size_t)S + 1, 1);
-    f.eff = malloc(sizeof(int) * (size_t)(N + 1));
-    f.in_group = calloc((size_t)N + 1, 1);
-    f.fusable = calloc((size_t)N + 1, 1);
-    int total = 0;
-    for (int i = 0; i < N; i++) total += p->steps[i].n_buf;
-    f.cons = malloc(sizeof(int) * (size_t)(total + 1));
-    if (!f.producer || !f.cons_start || !f.fetched || !f.eff || !f.in_group || !f.fusable ||
-        !f.cons) {
-        rc = -1;
-        goto done;
-    }
-    for (int s = 0; s < S; s++) f.producer[s] = -1;
-    for (int i = 0; i < p->n_fetches; i++)
-        if (p->fetch_slot[i] >= 0) f.fetched[p->fetch_slot[i]] = 1;
-    for (int i = 0; i < N; i++) {
-        const struct step *st = &p->steps[i];
-        f.eff[i] = i;
-        f.fusable[i] = (char)fusable(p, g, st);
-        for (int j = 0; j < st->n_buf; j++) {
-            if (st->modes[j] & STARPU_W) f.producer[st->buf_slot[j]] = i;
-            if (st->modes[j] & STARPU_R) f.cons_start[st->buf_slot[j] + 1]++;
-        }
-    }
-    for (int s = 0; s < S; s++) f.cons_start[s + 1] += f.cons_start[s];
-    {
-        int *fill = calloc((size_t)S + 1, sizeof(int));
-        if (!fill) {
-            rc = -1;
-            goto done;
-        }
-        for (int i = 0; i < N; i++) {
-            const struct step *st = &p->steps[i];
-            for (int j = 0; j < st->n_buf; j++)
-                if (st->modes[j] & STARPU_R)
-                    f.cons[f.cons_start[st->buf_slot[j]] + fill[st->buf_slot[j]]++] = i;
-        }
-        free(fill);
-    }
+    struct fuser f;
+    int N = p->n_steps, rc = fuser_init(&f, p, g);
     /* roots from the end: a group grows toward its producers, latest candidate first, so
      * every reader that could join has been decided before its producer is considered */
-    for (int r = N - 1; r >= 0; r--) {
-        if (!f.fusable[r] || f.eff[r] != r) continue;
-        struct group gr = {.root = r};
-        gr.mem[gr.n_mem++] = r;
-        gr.n_ops = ops_of(&p->steps[r]);
-        gr.n_ext = ext_with(&f, &(struct group){.root = r}, &p->steps[r], gr.ext);
-        if (gr.n_ext < 0) continue;
-        f.in_group[r] = 1;
-        int tried[TFC_FUSED_MAX_OPS * TFC_FUSED_MAX_IN], n_tried = 0;
-        for (;;) {
-            int best = -1; /* the latest producer of a group input not yet tried */
-            for (int i = 0; i < gr.n_ext; i++) {
-                int q = f.producer[gr.ext[i]];
-                if (q >= 0 && q > best && !has(tried, n_tried, q)) best = q;
-            }
-            if (best < 0 || n_tried == (int)(sizeof tried / sizeof tried[0])) break;
-            tried[n_tried++] = best;
-            try_join(&f, &gr, best);
+    for (int r = N - 1; !rc && r >= 0; r--)
+        if (f.fusable[r] && f.eff[r] == r) rc = fuse_from(&f, r, opt);
+    if (!rc) {
+        /* drop the absorbed steps; recount the soft fallbacks the remaining steps carry */
+        int w = 0;
+        p->n_soft_fallbacks = 0;
+        for (int i = 0; i < N; i++) {
+            if (f.eff[i] != i) continue;
+            p->steps[w++] = p->steps[i];
+            p->n_soft_fallbacks += p->steps[i].soft_fallback;
         }
-        for (int i = 0; i < gr.n_mem; i++) f.in_group[gr.mem[i]] = 0;
-        if ((gr.n_mem > 1 || reads_tiled(&f, &gr, opt)) && emit(&f, &gr)) {
-            rc = -1;
-            goto done;
-        }
+        p->n_steps = w;
     }
-    /* drop the absorbed steps; recount the soft fallbacks the remaining steps carry */
-    int w = 0;
-    p->n_soft_fallbacks = 0;
-    for (int i = 0; i < N; i++) {
-        if (f.eff[i] != i) continue;
-        p->steps[w++] = p->steps[i];
-        p->n_soft_fallbacks += p->steps[i].soft_fallback;
-    }
-    p->n_steps = w;
-done:
-    free(f.producer);
-    free(f.cons_start);
-    free(f.cons);
-    free(f.fetched);
-    free(f.eff);
-    free(f.in_group);
-    free(f.fusable);
+    fuser_free(&f);
     return rc;
 }

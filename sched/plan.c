@@ -241,83 +241,126 @@ static int mark_needed(struct builder *b)
     return 0;
 }
 
+/* Input or control dependency i of n when it is an edge of the plan (a needed node, not reached
+ * through a fed tensor); else NULL. */
+static const struct tfc_node *needed_pred(const struct builder *b, const struct tfc_node *n,
+                                          int i)
+{
+    const struct tfc_node *m = i < n->n_inputs ? n->inputs[i]->node : n->ctrl[i - n->n_inputs];
+    if (i < n->n_inputs && feed_of(b, n->inputs[i]) >= 0) return NULL;
+    return b->needed[m->id] ? m : NULL;
+}
+
+/* The edges pred -> succ among needed nodes, as CSR. */
+struct edges {
+    int *indeg; /* per node id: predecessors not ordered yet */
+    int *start; /* per node id, and one more: where its successors start in succ */
+    int *succ;  /* successor node ids, grouped by predecessor */
+};
+
+static void edges_free(struct edges *e)
+{
+    free(e->indeg);
+    free(e->start);
+    free(e->succ);
+}
+
+/* Fills e; *n_needed counts the needed nodes. -1 when out of memory. */
+static int build_edges(const struct builder *b, struct edges *e, int *n_needed)
+{
+    const tfc_graph *g = b->g;
+    int N = g->n_nodes;
+    e->indeg = calloc((size_t)N, sizeof(int));
+    e->start = calloc((size_t)N + 1, sizeof(int));
+    if (!e->indeg || !e->start) return -1;
+    for (int id = 0; id < N; id++) {
+        if (!b->needed[id]) continue;
+        (*n_needed)++;
+        const struct tfc_node *n = g->nodes[id], *m;
+        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++)
+            if ((m = needed_pred(b, n, i))) {
+                e->start[m->id + 1]++;
+                e->indeg[id]++;
+            }
+    }
+    for (int i = 0; i < N; i++) e->start[i + 1] += e->start[i];
+    e->succ = malloc(sizeof(int) * (size_t)(e->start[N] + 1));
+    int *fill = calloc((size_t)N, sizeof(int));
+    if (!e->succ || !fill) {
+        free(fill);
+        return -1;
+    }
+    for (int id = 0; id < N; id++) {
+        if (!b->needed[id]) continue;
+        const struct tfc_node *n = g->nodes[id], *m;
+        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++)
+            if ((m = needed_pred(b, n, i))) e->succ[e->start[m->id] + fill[m->id]++] = id;
+    }
+    free(fill);
+    return 0;
+}
+
+/* A binary min-heap of ready node ids. */
+static int heap_pop(int *heap, int *hn)
+{
+    int top = heap[0];
+    heap[0] = heap[--*hn];
+    for (int i = 0;;) { /* sift down */
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *hn && heap[l] < heap[m]) m = l;
+        if (r < *hn && heap[r] < heap[m]) m = r;
+        if (m == i) break;
+        int t = heap[i]; heap[i] = heap[m]; heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static void heap_push(int *heap, int *hn, int id)
+{
+    int i = (*hn)++;
+    heap[i] = id;
+    while (i && heap[(i - 1) / 2] > heap[i]) { /* sift up */
+        int t = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+/* Nodes left over still wait for an input: the graph has a cycle through the first of them. */
+static void report_cycle(struct builder *b, const int *indeg)
+{
+    tfc_graph *g = b->g;
+    int culprit = -1;
+    for (int id = 0; id < g->n_nodes && culprit < 0; id++)
+        if (b->needed[id] && indeg[id]) culprit = id;
+    if (TFC_CHECK(culprit >= 0, tfc_sched_fail, &b->status, b->msg) == TFC_OK)
+        tfc_sched_fail(&b->status, b->msg, TFC_ERR_CYCLE,
+                       "the graph has a cycle through node '%s' (%s)",
+                       g->nodes[culprit]->name, g->nodes[culprit]->op->name);
+}
+
 /* Kahn's algorithm with a min-heap on node id: creation order wherever the edges allow. */
 static int topo_order(struct builder *b, int **order_out, int *n_out)
 {
-    tfc_graph *g = b->g;
-    int N = g->n_nodes, n_needed = 0;
-    int *indeg = calloc((size_t)N, sizeof(int)), *start = calloc((size_t)N + 1, sizeof(int));
+    int N = b->g->n_nodes, n_needed = 0;
+    struct edges e = {0};
     int *heap = malloc(sizeof(int) * (size_t)(N + 1)), *order = malloc(sizeof(int) * (size_t)(N + 1));
-    int *succ = NULL, *fill = NULL;
-    int ok = indeg && start && heap && order;
-    /* count edges pred -> succ among needed nodes */
-    for (int id = 0; ok && id < N; id++) {
-        if (!b->needed[id]) continue;
-        n_needed++;
-        struct tfc_node *n = g->nodes[id];
-        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
-            struct tfc_node *m = i < n->n_inputs ? n->inputs[i]->node : n->ctrl[i - n->n_inputs];
-            if (i < n->n_inputs && feed_of(b, n->inputs[i]) >= 0) continue;
-            if (!b->needed[m->id]) continue;
-            start[m->id + 1]++;
-            indeg[id]++;
-        }
-    }
-    for (int i = 0; ok && i < N; i++) start[i + 1] += start[i];
-    if (ok) {
-        succ = malloc(sizeof(int) * (size_t)(start[N] + 1));
-        fill = calloc((size_t)N, sizeof(int));
-        ok = succ && fill;
-    }
-    for (int id = 0; ok && id < N; id++) {
-        if (!b->needed[id]) continue;
-        struct tfc_node *n = g->nodes[id];
-        for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
-            struct tfc_node *m = i < n->n_inputs ? n->inputs[i]->node : n->ctrl[i - n->n_inputs];
-            if (i < n->n_inputs && feed_of(b, n->inputs[i]) >= 0) continue;
-            if (!b->needed[m->id]) continue;
-            succ[start[m->id] + fill[m->id]++] = id;
-        }
-    }
-    int hn = 0, n = 0;
+    int ok = heap && order && !build_edges(b, &e, &n_needed), hn = 0, n = 0;
+    if (!ok) no_memory(b);
     for (int id = 0; ok && id < N; id++)
-        if (b->needed[id] && !indeg[id]) heap[hn++] = id; /* ascending: already a heap */
+        if (b->needed[id] && !e.indeg[id]) heap[hn++] = id; /* ascending: already a heap */
     while (ok && hn) {
-        int id = heap[0];
-        heap[0] = heap[--hn];
-        for (int i = 0;;) { /* sift down */
-            int l = 2 * i + 1, r = l + 1, m = i;
-            if (l < hn && heap[l] < heap[m]) m = l;
-            if (r < hn && heap[r] < heap[m]) m = r;
-            if (m == i) break;
-            int t = heap[i]; heap[i] = heap[m]; heap[m] = t;
-            i = m;
-        }
+        int id = heap_pop(heap, &hn);
         order[n++] = id;
-        for (int e = start[id]; e < start[id + 1]; e++) {
-            int s = succ[e];
-            if (--indeg[s]) continue;
-            int i = hn++;
-            heap[i] = s;
-            while (i && heap[(i - 1) / 2] > heap[i]) { /* sift up */
-                int t = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = t;
-                i = (i - 1) / 2;
-            }
-        }
+        for (int k = e.start[id]; k < e.start[id + 1]; k++)
+            if (!--e.indeg[e.succ[k]]) heap_push(heap, &hn, e.succ[k]);
     }
-    if (ok && n < n_needed) { /* a node left over still waits for an input: a cycle */
-        int culprit = -1;
-        for (int id = 0; id < N && culprit < 0; id++)
-            if (b->needed[id] && indeg[id]) culprit = id;
-        if (TFC_CHECK(culprit >= 0, tfc_sched_fail, &b->status, b->msg) == TFC_OK)
-            tfc_sched_fail(&b->status, b->msg, TFC_ERR_CYCLE,
-                           "the graph has a cycle through node '%s' (%s)",
-                           g->nodes[culprit]->name, g->nodes[culprit]->op->name);
+    if (ok && n < n_needed) {
+        report_cycle(b, e.indeg);
         ok = 0;
-    } else if (!ok) {
-        no_memory(b);
     }
-    free(indeg); free(start); free(heap); free(succ); free(fill);
+    edges_free(&e);
+    free(heap);
     if (!ok) {
         free(order);
         return -1;

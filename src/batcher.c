@@ -197,19 +197,9 @@ static tfc_status wrap_rows(const tfc_value *src, int64_t rows, void *buf, tfc_v
     return tfc_value_wrap(tfc_value_dtype(src), s, buf, out);
 }
 
-tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t batch,
-                              uint64_t seed, unsigned flags, tfc_batcher **out)
+/* Checks that every source has a leading dimension of rows, the same number n > 0 for all. */
+static tfc_status check_sources(int n_sources, tfc_value *const *sources, int64_t *n_out)
 {
-    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: out is NULL");
-    *out = NULL;
-    if (n_sources < 1 || !sources)
-        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: %d sources (at least 1)",
-                               sources ? n_sources : 0);
-    if (batch < 1)
-        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: batch size %lld (at least 1)",
-                               (long long)batch);
-    if (flags & ~(unsigned)(TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST))
-        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: unknown flags 0x%x", flags);
     int64_t n = -1;
     for (int k = 0; k < n_sources; k++) {
         char buf[160];
@@ -226,6 +216,77 @@ tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t 
                                    (long long)s.dims[0], (long long)n);
     }
     if (n == 0) return tfc_fail_global(TFC_ERR_SHAPE, "batcher: the sources have no rows");
+    *n_out = n;
+    return TFC_OK;
+}
+
+static tfc_status no_memory(const tfc_batcher *b)
+{
+    return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "batcher: no memory for %d sources of %lld-row "
+                           "batches", b->n_sources, (long long)b->max_rows);
+}
+
+/* The per-source tables, and each slot's buffers with their full (and partial) wrappers. */
+static tfc_status alloc_buffers(tfc_batcher *b, tfc_value *const *sources)
+{
+    int n_sources = b->n_sources;
+    b->src = calloc((size_t)n_sources, sizeof *b->src);
+    b->row_bytes = calloc((size_t)n_sources, sizeof *b->row_bytes);
+    if (b->shuffle) b->perm = malloc((size_t)b->n * sizeof *b->perm);
+    if (!b->src || !b->row_bytes || (b->shuffle && !b->perm)) return no_memory(b);
+    int partial = b->last_rows != b->max_rows;
+    for (int i = 0; i < 2; i++) {
+        struct slot *s = &b->slots[i];
+        s->bufs = calloc((size_t)n_sources, sizeof *s->bufs);
+        s->full = calloc((size_t)n_sources, sizeof *s->full);
+        if (partial) s->part = calloc((size_t)n_sources, sizeof *s->part);
+        if (!s->bufs || !s->full || (partial && !s->part)) return no_memory(b);
+    }
+    for (int k = 0; k < n_sources; k++) {
+        b->src[k] = tfc_value_cdata(sources[k]);
+        b->row_bytes[k] = tfc_value_nbytes(sources[k]) / (size_t)b->n;
+        for (int i = 0; i < 2; i++) {
+            struct slot *s = &b->slots[i];
+            size_t bytes = (size_t)b->max_rows * b->row_bytes[k];
+            s->bufs[k] = malloc(bytes ? bytes : 1);
+            if (!s->bufs[k]) return no_memory(b);
+            tfc_status st = wrap_rows(sources[k], b->max_rows, s->bufs[k], &s->full[k]);
+            if (!st && partial) st = wrap_rows(sources[k], b->last_rows, s->bufs[k], &s->part[k]);
+            if (st) return st;
+        }
+    }
+    return TFC_OK;
+}
+
+static tfc_status start_loader(tfc_batcher *b)
+{
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    if (pthread_create(&b->thread, NULL, loader_main, b) != 0) {
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+        return tfc_fail_global(TFC_ERR_RUNTIME, "batcher: cannot start the loader thread");
+    }
+    b->thread_started = 1;
+    return TFC_OK;
+}
+
+tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t batch,
+                              uint64_t seed, unsigned flags, tfc_batcher **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: out is NULL");
+    *out = NULL;
+    if (n_sources < 1 || !sources)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: %d sources (at least 1)",
+                               sources ? n_sources : 0);
+    if (batch < 1)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: batch size %lld (at least 1)",
+                               (long long)batch);
+    if (flags & ~(unsigned)(TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST))
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: unknown flags 0x%x", flags);
+    int64_t n = 0;
+    tfc_status st = check_sources(n_sources, sources, &n);
+    if (st) return st;
     int drop_last = (flags & TFC_BATCHER_DROP_LAST) != 0;
     int64_t steps = drop_last ? n / batch : (n + batch - 1) / batch;
     if (steps == 0)
@@ -244,50 +305,14 @@ tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t 
     b->shuffle = (flags & TFC_BATCHER_SHUFFLE) != 0;
     b->held = -1;
     b->perm_epoch = -1;
-    b->src = calloc((size_t)n_sources, sizeof *b->src);
-    b->row_bytes = calloc((size_t)n_sources, sizeof *b->row_bytes);
-    if (b->shuffle) b->perm = malloc((size_t)n * sizeof *b->perm);
-    tfc_status st = TFC_ERR_OUT_OF_MEMORY;
-    if (!b->src || !b->row_bytes || (b->shuffle && !b->perm)) goto nomem;
-    int partial = b->last_rows != b->max_rows;
-    for (int i = 0; i < 2; i++) {
-        struct slot *s = &b->slots[i];
-        s->bufs = calloc((size_t)n_sources, sizeof *s->bufs);
-        s->full = calloc((size_t)n_sources, sizeof *s->full);
-        if (partial) s->part = calloc((size_t)n_sources, sizeof *s->part);
-        if (!s->bufs || !s->full || (partial && !s->part)) goto nomem;
+    st = alloc_buffers(b, sources);
+    if (!st) st = start_loader(b);
+    if (st) {
+        tfc_batcher_destroy(b);
+        return st;
     }
-    for (int k = 0; k < n_sources; k++) {
-        b->src[k] = tfc_value_cdata(sources[k]);
-        b->row_bytes[k] = tfc_value_nbytes(sources[k]) / (size_t)n;
-        for (int i = 0; i < 2; i++) {
-            struct slot *s = &b->slots[i];
-            size_t bytes = (size_t)b->max_rows * b->row_bytes[k];
-            s->bufs[k] = malloc(bytes ? bytes : 1);
-            if (!s->bufs[k]) goto nomem;
-            st = wrap_rows(sources[k], b->max_rows, s->bufs[k], &s->full[k]);
-            if (!st && partial) st = wrap_rows(sources[k], b->last_rows, s->bufs[k], &s->part[k]);
-            if (st) goto fail;
-            st = TFC_ERR_OUT_OF_MEMORY;
-        }
-    }
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->cv, NULL);
-    if (pthread_create(&b->thread, NULL, loader_main, b) != 0) {
-        pthread_mutex_destroy(&b->mu);
-        pthread_cond_destroy(&b->cv);
-        st = tfc_fail_global(TFC_ERR_RUNTIME, "batcher: cannot start the loader thread");
-        goto fail;
-    }
-    b->thread_started = 1;
     *out = b;
     return TFC_OK;
-nomem:
-    st = tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "batcher: no memory for %d sources of %lld-row "
-                         "batches", n_sources, (long long)b->max_rows);
-fail:
-    tfc_batcher_destroy(b);
-    return st;
 }
 
 tfc_status tfc_batcher_next(tfc_batcher *b, tfc_value **batch_values, int *epoch_done)
