@@ -4,13 +4,15 @@
 # produces is copied through a task pinned to the OpenCL worker, so each edge crosses memory
 # nodes and a stale host read shows up as a wrong result), with every op task that has an
 # OpenCL kernel pinned to it (TFC_TEST_WHERE=opencl), and alternating OpenCL and CPU
-# (TFC_TEST_WHERE=alternate). Then the training tests (tests/test_train: SGD, XOR with Adam,
+# (TFC_TEST_WHERE=alternate). Then the gradient sweep (tests/test_grad) with every op task
+# that has an OpenCL kernel pinned to the OpenCL worker, and the training tests (tests/test_train: SGD, XOR with Adam,
 # and a small MLP whose losses and weights must equal a CPU-only run of it) with every session
 # on the OpenCL worker and alternating, under each scheduler. Exits 0 when all pass, 1 on a
 # failure, 77 (skip) when StarPU finds no OpenCL device.
 #
 # automake runs this from the build directory (the script itself may live in the source
-# directory); the test binaries are the build directory's tests/test_ops and tests/test_train.
+# directory); the test binaries are the build directory's tests/test_ops, tests/test_grad and
+# tests/test_train.
 
 find_bin() {
     for cand in "${builddir:-.}/tests/$1" "$(dirname "$0")/$1"; do
@@ -40,6 +42,11 @@ for where in opencl alternate; do
     rc=$?
     [ $rc -eq 0 ] || exit $rc
 done
+grad=$(find_bin test_grad) || exit 99
+echo "run-opencl.sh: tests/test_grad, TFC_TEST_WHERE=opencl (the gradient sweep on the device)"
+TFC_TEST_WHERE=opencl STARPU_SCHED=eager "$grad"
+rc=$?
+[ $rc -eq 0 ] || exit $rc
 for where in opencl alternate; do
     for sched in $TFC_TEST_SCHEDS; do
         echo "run-opencl.sh: tests/test_train, TFC_TEST_WHERE=$where STARPU_SCHED=$sched"

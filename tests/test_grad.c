@@ -26,7 +26,10 @@
  * NO_GRADIENT: flow stops silently; no builder: an error naming the op), registered and
  * per-node user gradients.
  *
- * Environment: TFC_TEST_WHERE=cuda pins every op task to the CUDA worker (exits 77 without one).
+ * Environment: TFC_TEST_WHERE=cuda pins every op task to the CUDA worker (exits 77 without one);
+ * TFC_TEST_WHERE=opencl pins every op task that has an OpenCL kernel for its kind and dtypes
+ * to the OpenCL worker (the rest run on the CPU; exits 77 without an OpenCL worker, e.g. PoCL
+ * with STARPU_OPENCL_ON_CPUS=1).
  */
 #include <CUnit/Basic.h>
 #include <math.h>
@@ -135,7 +138,7 @@ static const struct {
 /* ---- globals and reporting ------------------------------------------------------------- */
 
 static tfc_ctx *g_ctx;
-static int g_cuda;
+static int g_cuda, g_ocl;
 static int g_cases, g_runs;
 static unsigned char g_verified[512];
 static double g_t0, g_worst; /* worst |got - want| / (atol + rtol |want|) seen */
@@ -235,6 +238,7 @@ static tfc_status open_session(tfc_graph *g, tfc_session **s)
     tfc_status st = tfc_session_create(g_ctx, g, s);
     if (st) return st;
     if (g_cuda) tfc_session_set_where(*s, STARPU_CUDA);
+    if (g_ocl) tfc_session_set_where(*s, STARPU_OPENCL);
     return TFC_OK;
 }
 
@@ -1805,10 +1809,13 @@ static int suite_init(enum tfc_dtype dt)
         fprintf(stderr, "tfc_ctx_create: %s\n", tfc_errmsg());
         return 1;
     }
-    if (g_cuda) {
+    if (g_cuda || g_ocl) {
         tfc_ctx_info info;
-        if (tfc_ctx_info_get(g_ctx, &info) || info.n_cuda_workers == 0) {
-            fprintf(stderr, "TFC_TEST_WHERE=cuda but StarPU has no CUDA worker: skipped\n");
+        int have = !tfc_ctx_info_get(g_ctx, &info) &&
+                   (g_cuda ? info.n_cuda_workers : info.n_opencl_workers) > 0;
+        if (!have) {
+            fprintf(stderr, "TFC_TEST_WHERE=%s but StarPU has no such worker: skipped\n",
+                    g_cuda ? "cuda" : "opencl");
             tfc_ctx_destroy(g_ctx);
             exit(77);
         }
@@ -1876,8 +1883,9 @@ int main(void)
 {
     const char *where = getenv("TFC_TEST_WHERE");
     g_cuda = where && strcmp(where, "cuda") == 0;
-    if (where && *where && !g_cuda) {
-        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'cuda' is known\n", where);
+    g_ocl = where && strcmp(where, "opencl") == 0;
+    if (where && *where && !g_cuda && !g_ocl) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'cuda' and 'opencl' are known\n", where);
         return 1;
     }
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
