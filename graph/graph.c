@@ -463,6 +463,15 @@ static tfc_status infer_outputs(tfc_graph *g, const struct tfc_op *op, const cha
     struct tfc_infer inf = {n_inputs, in, attrs, n, out, msg};
     tfc_status st = op->infer(&inf);
     if (st) return tfc_graph_error(g, st, "node '%s' (%s): %s", label, op->name, msg);
+    for (int k = 0; k < n; k++) {
+        char sh[160];
+        if (tfc_shape_too_large(&out[k].shape, out[k].dtype))
+            return tfc_graph_error(g, TFC_ERR_SHAPE,
+                                   "node '%s' (%s): output %d of shape %s and dtype %s is more "
+                                   "bytes than 64 bits count", label, op->name, k,
+                                   tfc_shape_str(&out[k].shape, sh, sizeof sh),
+                                   tfc_dtype_name(out[k].dtype));
+    }
     *n_out = n;
     return TFC_OK;
 }

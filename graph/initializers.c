@@ -70,6 +70,9 @@ tfc_status tfc_init_fill(const tfc_init *init, uint64_t graph_seed, enum tfc_dty
                          const tfc_shape *shape, void *data, char *msg)
 {
     int64_t n = tfc_shape_numel(shape);
+    if (n < 0 || tfc_shape_too_large(shape, dtype))
+        return tfc_fail(msg, TFC_ERR_SHAPE, "initializer: a shape with unknown dimensions or "
+                        "more bytes than 64 bits count");
     int random = init->kind >= TFC_INIT_UNIFORM;
     if (random && !tfc_dtype_is_float(dtype))
         return tfc_fail(msg, TFC_ERR_DTYPE, "random initializers need a float variable, not %s",

@@ -288,7 +288,8 @@ tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t 
     tfc_status st = check_sources(n_sources, sources, &n);
     if (st) return st;
     int drop_last = (flags & TFC_BATCHER_DROP_LAST) != 0;
-    int64_t steps = drop_last ? n / batch : (n + batch - 1) / batch;
+    /* (n + batch - 1) / batch would overflow for a batch near INT64_MAX */
+    int64_t steps = n / batch + (!drop_last && n % batch != 0);
     if (steps == 0)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: drop_last with batch size %lld"
                                " and %lld rows leaves no batch", (long long)batch, (long long)n);

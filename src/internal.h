@@ -37,6 +37,10 @@ tfc_status tfc_vfail(char *buf, tfc_status status, const char *fmt, va_list ap)
 int tfc_dtype_valid(int dtype);
 int tfc_dtype_is_float(enum tfc_dtype dtype);
 int tfc_dtype_is_integer(enum tfc_dtype dtype); /* int32, int64, uint8 */
+/* 1 when a tensor of this shape and dtype would hold more bytes than int64 counts (unknown
+ * dims count as 1; a zero dim makes it empty): every size that enters the library from the
+ * API, a store row or a file header is checked with it before anything is allocated. */
+int tfc_shape_too_large(const tfc_shape *shape, enum tfc_dtype dtype);
 /* Parses "float32", "f32", "int64", ...; returns -1 when unknown. */
 int tfc_dtype_parse(const char *name);
 /* Writes "[2, -1, 3]" into buf. */

@@ -113,11 +113,19 @@ tfc_shape tfc_shape_of(int rank, const int64_t *dims)
 int64_t tfc_shape_numel(const tfc_shape *shape)
 {
     int64_t n = 1;
-    for (int i = 0; i < shape->rank; i++) {
-        if (shape->dims[i] < 0) return -1;
-        n *= shape->dims[i];
-    }
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] < 0 || __builtin_mul_overflow(n, shape->dims[i], &n)) return -1;
     return n;
+}
+
+int tfc_shape_too_large(const tfc_shape *shape, enum tfc_dtype dtype)
+{
+    int64_t bytes = (int64_t)tfc_dtype_size(dtype);
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] == 0) return 0; /* no elements, whatever the other dims say */
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] > 0 && __builtin_mul_overflow(bytes, shape->dims[i], &bytes)) return 1;
+    return 0;
 }
 
 const char *tfc_shape_str(const tfc_shape *s, char *buf, size_t len)

@@ -102,7 +102,8 @@ typedef struct tfc_shape {
 
 /* A shape from a dims array (rank 0 to TFC_MAX_RANK; dims may be NULL when rank is 0). */
 TFC_API tfc_shape tfc_shape_of(int rank, const int64_t *dims);
-/* The number of elements, or -1 when a dimension is unknown. */
+/* The number of elements, or -1 when a dimension is unknown or negative, or when the count
+ * does not fit in int64 (never a wrapped-around count). */
 TFC_API int64_t tfc_shape_numel(const tfc_shape *shape);
 
 /* ---- Values: host data for feeds, fetches, constants and variable reads --------------- */

@@ -22,9 +22,14 @@ static tfc_status check(enum tfc_dtype dtype, const tfc_shape *shape, tfc_value 
     if (shape->rank < 0 || shape->rank > TFC_MAX_RANK)
         return tfc_fail_global(TFC_ERR_SHAPE, "value: rank %d is outside [0, %d]", shape->rank,
                                TFC_MAX_RANK);
-    if (tfc_shape_numel(shape) < 0)
-        return tfc_fail_global(TFC_ERR_SHAPE, "value: shape %s has a negative dimension",
-                               tfc_shape_str(shape, buf, sizeof buf));
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] < 0)
+            return tfc_fail_global(TFC_ERR_SHAPE, "value: shape %s has a negative dimension",
+                                   tfc_shape_str(shape, buf, sizeof buf));
+    if (tfc_shape_too_large(shape, dtype))
+        return tfc_fail_global(TFC_ERR_SHAPE, "value: shape %s of %s is more bytes than 64 bits "
+                               "count", tfc_shape_str(shape, buf, sizeof buf),
+                               tfc_dtype_name(dtype));
     return TFC_OK;
 }
 

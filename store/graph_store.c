@@ -182,10 +182,12 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
                         st->path, l->name, l->rec.attrs);
     const struct tfc_kattr *dtype = &attrs[SOURCE_DTYPE], *dims = &attrs[SOURCE_SHAPE];
     tfc_shape shape = tfc_shape_of(dims->n, dims->v);
-    if (!tfc_dtype_valid((int)dtype->i) || tfc_shape_numel(&shape) < 0 ||
-        tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
+    if (!tfc_dtype_valid((int)dtype->i) || tfc_shape_numel(&shape) < 0)
         return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
                         st->path, l->name, l->rec.attrs);
+    if (tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': %s", st->path,
+                        l->name, tfc_errmsg());
     sqlite3_reset(dq);
     sqlite3_bind_int(dq, 1, id);
     *rc = tfc_store_get_chunks(dq, tfc_value_data(l->value), tfc_value_nbytes(l->value),

@@ -725,6 +725,14 @@ static void test_batcher_order(void)
         CU_ASSERT_EQUAL(done, 1);
     }
     tfc_batcher_destroy(b);
+    /* the largest batch size: one batch of all rows, no overflow in the step count */
+    CU_ASSERT_EQUAL_FATAL(tfc_batcher_create(4, d.src, INT64_MAX, 1, 0, &b), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_batcher_steps_per_epoch(b), 1);
+    CU_ASSERT_EQUAL(take(b, idx, 16, &done), 10);
+    CU_ASSERT_EQUAL(done, 1);
+    tfc_batcher_destroy(b);
+    CU_ASSERT_EQUAL_FATAL(tfc_batcher_create(4, d.src, INT64_MAX, 1, TFC_BATCHER_DROP_LAST, &b),
+                          TFC_ERR_INVALID_ARGUMENT); /* no full batch */
     ds_free(&d);
 }
 

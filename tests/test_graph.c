@@ -190,6 +190,38 @@ static void test_build_errors_name_the_node(void)
     tfc_graph_destroy(g);
 }
 
+/* A tensor whose bytes do not fit in int64 is refused where it is built, naming the node, so
+ * nothing downstream (initializers, plans, the store) sees a wrapped-around size. */
+static void test_sizes_that_overflow(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    const int64_t t40 = INT64_C(1099511627776), t62 = INT64_C(4611686018427387904);
+    CU_ASSERT_PTR_NULL(tfc_variable(g, "w", TFC_FLOAT32, S2(t40, t40), tfc_init_zeros()));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "'w'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "64 bits"));
+    tfc_graph_clear_error(g);
+    /* the known dims of a placeholder already overflow: 2^62 float32 per row */
+    CU_ASSERT_PTR_NULL(tfc_placeholder(g, "p", TFC_FLOAT32, S2(-1, t62)));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    tfc_graph_clear_error(g);
+    /* inference that multiplies fits each input but not the output */
+    tfc_tensor *a = tfc_placeholder(g, "a", TFC_UINT8, S2(t40, 1));
+    tfc_tensor *b = tfc_placeholder(g, "b", TFC_UINT8, S2(1, t40));
+    CU_ASSERT_PTR_NOT_NULL(a);
+    CU_ASSERT_PTR_NOT_NULL(b);
+    CU_ASSERT_PTR_NULL(tfc_add(g, a, b));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "(add)"));
+    tfc_graph_clear_error(g);
+    /* the generic builder from text too */
+    CU_ASSERT_PTR_NULL(tfc_op(g, "fill", 0, NULL, "dtype=float64,shape=[4611686018427387904,2]",
+                              NULL, 0));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    tfc_graph_destroy(g);
+}
+
 static void test_control_inputs(void)
 {
     tfc_graph *g;
@@ -213,5 +245,6 @@ int main(void)
     TEST_ADD(test_generic_op_and_attributes);
     TEST_ADD(test_build_errors_name_the_node);
     TEST_ADD(test_control_inputs);
+    TEST_ADD(test_sizes_that_overflow);
     return test_main();
 }

@@ -258,6 +258,40 @@ static int records_equal(const tfc_graph *a, const tfc_graph *b)
     return 1;
 }
 
+/* Stored rows whose shapes do not fit in 64 bits (a variable of 2^80 elements, a constant of
+ * 2^62 floats): loading the graph is an error naming the node, not a crash or zero elements. */
+static void test_stored_sizes_that_overflow(void)
+{
+    static const struct {
+        const char *node, *from, *to;
+    } cases[] = {
+        {"w", "shape=[4,6]", "shape=[1099511627776,1099511627776]"},
+        {"c", "shape=[6]", "shape=[4611686018427387904]"},
+    };
+    for (int i = 0; i < 2; i++) {
+        tfc_tensor *x, *y;
+        tfc_graph *g = build_model(&x, &y), *g2 = (tfc_graph *)1;
+        tfc_store *st = create_store("overflow.db");
+        CU_ASSERT_EQUAL_FATAL(tfc_store_save_graph(st, g), TFC_OK);
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE nodes SET attrs = replace(attrs, '%s', '%s') "
+                 "WHERE name = '%s'", cases[i].from, cases[i].to, cases[i].node);
+        CU_ASSERT_EQUAL(tfc_store_exec_sql(st, sql), TFC_OK);
+        int64_t n = 0;
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM nodes WHERE attrs LIKE '%%%s%%'",
+                 cases[i].to);
+        CU_ASSERT_EQUAL(tfc_store_query_int(st, sql, &n), TFC_OK);
+        CU_ASSERT_EQUAL(n, 1); /* the row did change */
+        tfc_status r = tfc_store_load_graph(st, &g2);
+        CU_ASSERT_NOT_EQUAL(r, TFC_OK);
+        CU_ASSERT_PTR_NULL(g2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), cases[i].node));
+        printf("    %s: %s\n", cases[i].node, tfc_store_errmsg(st));
+        tfc_store_close(st);
+        tfc_graph_destroy(g);
+    }
+}
+
 static void test_graph_roundtrip(void)
 {
     tfc_tensor *x, *y;
@@ -1411,6 +1445,7 @@ int main(void)
     TEST_SUITE("store", suite_init, suite_clean);
     TEST_ADD(test_open_close);
     TEST_ADD(test_graph_roundtrip);
+    TEST_ADD(test_stored_sizes_that_overflow);
     TEST_ADD(test_signatures);
     TEST_ADD(test_checkpoint_restore);
     TEST_ADD(test_shape_mismatch);

@@ -72,6 +72,31 @@ static void test_bad_arguments(void)
                     TFC_ERR_INVALID_ARGUMENT);
     CU_ASSERT_EQUAL(tfc_value_create(TFC_FLOAT32, tfc_shape_of(0, NULL), NULL), TFC_ERR_INVALID_ARGUMENT);
     tfc_value_destroy(NULL);
+    /* sizes that overflow: an error naming the shape, never a wrapped count */
+    static const struct {
+        int rank;
+        int64_t dims[3];
+        enum tfc_dtype dtype;
+    } huge[] = {
+        {1, {INT64_C(4611686018427387904)}, TFC_FLOAT32},        /* 2^62 x 4 bytes */
+        {2, {INT64_C(1099511627776), INT64_C(1099511627776)}, TFC_UINT8}, /* 2^80 elements */
+        {3, {INT64_C(3037000500), INT64_C(3037000500), 2}, TFC_FLOAT64},
+        {1, {INT64_MAX}, TFC_INT32},
+    };
+    for (int i = 0; i < (int)(sizeof huge / sizeof huge[0]); i++) {
+        tfc_shape sh = tfc_shape_of(huge[i].rank, huge[i].dims);
+        v = (tfc_value *)1;
+        CU_ASSERT_EQUAL(tfc_value_create(huge[i].dtype, sh, &v), TFC_ERR_SHAPE);
+        CU_ASSERT_PTR_NULL(v);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "64 bits"));
+        if (i == 1) CU_ASSERT_EQUAL(tfc_shape_numel(&sh), -1); /* overflows: no count */
+    }
+    /* a zero dimension makes any other dimension harmless: no elements */
+    tfc_shape empty = tfc_shape_of(3, (int64_t[]){0, INT64_MAX, INT64_MAX});
+    CU_ASSERT_EQUAL(tfc_shape_numel(&empty), 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_value_create(TFC_FLOAT64, empty, &v), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_value_numel(v), 0);
+    tfc_value_destroy(v);
     CU_ASSERT_EQUAL(tfc_value_numel(NULL), 0);
 }
 
