@@ -9,6 +9,8 @@
  * checkpoint, per-step metrics), which the `tfc` tool can then train further, evaluate, run,
  * draw and plot without this program.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,14 +57,18 @@ static int parse(int argc, char **argv, struct options *o)
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), -1;
         if (!v) return usage("an option needs a value");
-        if (!strcmp(a, "--epochs")) o->epochs = (int)strtol(v, &end, 10);
+        errno = 0; /* out-of-range numbers are refused, not wrapped */
+        if (!strcmp(a, "--epochs")) {
+            long e = strtol(v, &end, 10);
+            o->epochs = e > INT_MAX ? 0 : (int)e;
+        }
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
         else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
         else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
         else if (!strcmp(a, "--data")) o->data = v, end = (char *)v + strlen(v);
         else if (!strcmp(a, "--save")) o->save = v, end = (char *)v + strlen(v);
         else return usage("unknown option"), -1;
-        if (!end || *end || o->epochs < 1 || o->batch < 1 || o->lr <= 0)
+        if (!end || *end || errno || o->epochs < 1 || o->batch < 1 || !(o->lr > 0))
             return usage("bad value"), -1;
         i++;
     }

@@ -1,6 +1,7 @@
 /* info.c: `tfc info` (a model's graph summary, parameter count, signatures, variables,
  * checkpoints and latest metrics) and `tfc dot` (the graph in Graphviz DOT). Both read the
  * store only: no runtime is started. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -247,8 +248,11 @@ static int tensor_node(const struct name_index *idx, int n, const char *tensor, 
             node[len] = 0;
             int k = find_node(idx, n, node);
             if (k >= 0) {
-                *out_index = atoi(colon + 1);
-                return k;
+                long idx_k = strtol(colon + 1, NULL, 10); /* digits only: no sign, may be huge */
+                if (idx_k <= INT_MAX) {
+                    *out_index = (int)idx_k;
+                    return k;
+                }
             }
         }
     }
