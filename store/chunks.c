@@ -101,6 +101,7 @@ int tfc_store_get_chunks(sqlite3_stmt *sel, void *dst, size_t nbytes, size_t ele
                      (long long)seq);
             return -1;
         }
+        if (!n) continue; /* an empty blob reads as NULL: nothing to copy (not memcpy of NULL) */
         memcpy(p + off, blob, n);
 #if TFC_BIG_ENDIAN
         swap_elems(p + off, n, elem_size);

@@ -703,6 +703,44 @@ static void test_retention(void)
     tfc_graph_destroy(g);
 }
 
+/* A checkpoint chunk emptied or shortened in the file: restoring it is a store error naming
+ * the variable and the problem, and the session's values stay as they were. */
+static void test_damaged_chunks(void)
+{
+    static const struct {
+        const char *sql, *what;
+    } cases[] = {
+        /* an empty blob with the CRC of nothing: it reaches the copy (a NULL blob of 0 bytes) */
+        {"UPDATE variable_chunks SET data = zeroblob(0), crc32 = 0", "bytes of data"},
+        {"UPDATE variable_chunks SET data = substr(data, 1, 4)", "CRC-32"},
+        {"UPDATE variable_chunks SET crc32 = crc32 + 1", "CRC-32"},
+    };
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *v = tfc_variable(g, "v", TFC_FLOAT32, S1(3), tfc_init_ones());
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    tfc_session_init_variables(s);
+    for (int i = 0; i < 3; i++) {
+        tfc_store *st = create_store("damaged.db");
+        CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 1, NULL), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_store_exec_sql(st, cases[i].sql), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_store_restore(st, s, NULL, NULL), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "'v'"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), cases[i].what));
+        if (!strstr(tfc_store_errmsg(st), cases[i].what))
+            fprintf(stderr, "\n  %s: %s\n", cases[i].sql, tfc_store_errmsg(st));
+        tfc_value *val = NULL;
+        CU_ASSERT_EQUAL(tfc_session_read_variable(s, v, &val), TFC_OK);
+        if (val) CU_ASSERT_EQUAL(tfc_value_get(val, 2), 1.0);
+        tfc_value_destroy(val);
+        tfc_store_close(st);
+    }
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 /* ---- checkpoints while training runs --------------------------------------------------------- */
 
 struct trainer {
@@ -1446,6 +1484,7 @@ int main(void)
     TEST_ADD(test_open_close);
     TEST_ADD(test_graph_roundtrip);
     TEST_ADD(test_stored_sizes_that_overflow);
+    TEST_ADD(test_damaged_chunks);
     TEST_ADD(test_signatures);
     TEST_ADD(test_checkpoint_restore);
     TEST_ADD(test_shape_mismatch);

@@ -390,12 +390,15 @@ int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *
             fprintf(stderr, "tfc %s: note: feed '%s' is a %s, not a placeholder\n", cmd,
                     sig->feeds[i], tfc_tensor_op(t));
         f->tensors[i] = t;
-        if (read_any(cmd, sig->feeds[i], paths[i], &f->values[i]) ||
-            convert(cmd, sig->feeds[i], paths[i], t, &f->values[i])) {
+        if (read_any(cmd, sig->feeds[i], paths[i], &f->values[i])) {
             tool_feeds_clear(f);
             return TOOL_FAIL;
         }
-        f->n = i + 1;
+        f->n = i + 1; /* values[i] is freed by tool_feeds_clear from here on */
+        if (convert(cmd, sig->feeds[i], paths[i], t, &f->values[i])) {
+            tool_feeds_clear(f);
+            return TOOL_FAIL;
+        }
         int64_t rows = tfc_value_shape(f->values[i]).dims[0];
         if (i == 0) f->rows = rows;
         else if (rows != f->rows) {
