@@ -8,6 +8,7 @@
  * (sched/tiling.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "plan.h"
 #include "passes.h"
 #include "../codelets/opencl_common.h"
@@ -28,6 +29,7 @@ struct builder {
     int last_warned;   /* node id of the last soft-fallback warning (one per node) */
     int n_alternated;  /* OpenCL-capable op steps seen by the alternate test hook */
     struct tfc_cse *cse; /* common-subexpression table (sched/passes.c), NULL when off */
+    uint64_t mem_limit;  /* largest_memory_node(), once per plan (0: not asked yet) */
     tfc_status status;
     char *msg;
 };
@@ -65,16 +67,58 @@ static void *grow(void *arr, int *cap, int need, size_t elem)
     return p;
 }
 
+/* The largest buffer any memory node could hold: this machine's RAM, or a device's memory
+ * when that is larger. A tensor beyond it can never be allocated, and StarPU 1.3 retries a
+ * failed allocation forever, so the plan refuses it. */
+static uint64_t largest_memory_node(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t best = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    unsigned nodes = starpu_memory_nodes_get_count();
+    for (unsigned i = 0; i < nodes; i++) {
+        starpu_ssize_t total = starpu_memory_get_total(i);
+        if (total > 0 && (uint64_t)total > best) best = (uint64_t)total;
+    }
+    return best;
+}
+
+/* Whether a tensor of this description can be a StarPU buffer: StarPU 1.3's data interfaces
+ * count elements in 32 bits, and no memory node may be too small for it. */
+static int slot_fits(struct builder *b, enum slot_kind kind, const struct tfc_desc *d, int ref,
+                     int64_t numel)
+{
+    if (numel < 0) return 1; /* unknown after feeding: lower_node reports it */
+    const char *name = kind == SLOT_FEED ? b->feeds[ref]->name : b->g->nodes[ref]->name;
+    if (numel > (int64_t)UINT32_MAX) {
+        tfc_sched_fail(&b->status, b->msg, TFC_ERR_INVALID_ARGUMENT,
+                       "tensor '%s' has %lld elements: StarPU 1.3's data interfaces hold at "
+                       "most %u elements per tensor",
+                       name, (long long)numel, UINT32_MAX);
+        return 0;
+    }
+    if (!b->mem_limit) b->mem_limit = largest_memory_node();
+    uint64_t bytes = (uint64_t)numel * tfc_dtype_size(d->dtype), limit = b->mem_limit;
+    if (bytes > limit) {
+        tfc_sched_fail(&b->status, b->msg, TFC_ERR_OUT_OF_MEMORY,
+                       "tensor '%s' needs %llu bytes, more than the %llu bytes of the largest "
+                       "memory node (RAM or device)",
+                       name, (unsigned long long)bytes, (unsigned long long)limit);
+        return 0;
+    }
+    return 1;
+}
+
 static int add_slot(struct builder *b, enum slot_kind kind, const struct tfc_desc *d, int ref)
 {
     struct plan *p = b->p;
+    int64_t numel = tfc_shape_numel(&d->shape);
+    if (!slot_fits(b, kind, d, ref, numel)) return -1;
     struct slot *s = grow(p->slots, &b->cap_slots, p->n_slots + 1, sizeof *s);
     if (!s) {
         no_memory(b);
         return -1;
     }
     p->slots = s;
-    int64_t numel = tfc_shape_numel(&d->shape);
     s[p->n_slots] = (struct slot){numel == 0 ? SLOT_EMPTY : kind, *d, numel, ref};
     return p->n_slots++;
 }

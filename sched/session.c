@@ -308,6 +308,11 @@ tfc_status tfc_persist_get(tfc_session *s, struct tfc_node *n, struct persist **
     const struct tfc_desc *d = &n->outputs[0].desc;
     int64_t numel = tfc_shape_numel(&d->shape);
     if (p->h || numel == 0) return TFC_OK;
+    if (numel > (int64_t)UINT32_MAX) /* StarPU 1.3's vector interface counts in 32 bits */
+        return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
+                        "variable '%s' has %lld elements: StarPU 1.3's data interfaces hold at "
+                        "most %u elements per tensor",
+                        n->name, (long long)numel, UINT32_MAX);
     size_t bytes = (size_t)numel * tfc_dtype_size(d->dtype);
     if (starpu_malloc(&p->ptr, bytes) != 0)
         return tfc_fail(s->msg, TFC_ERR_OUT_OF_MEMORY, "variable '%s': no memory for %zu bytes",

@@ -1,7 +1,9 @@
 /* test_errors.c: bad input gets a status and a message naming what is wrong, never an abort:
  * cycles, missing and mis-shaped feeds, wrong dtypes, tensors of another graph, NULL handles,
  * uninitialized variables, kernels failing at run time. Run under ASan/LSan in CI for leaks. */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "testutil.h"
 
 static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
@@ -156,6 +158,52 @@ static void test_uninitialized_and_variables(void)
     tfc_graph_destroy(g);
 }
 
+/* A tensor StarPU cannot hold (more than 2^32-1 elements: its interfaces count in 32 bits) or no
+ * memory node could (more bytes than this machine's RAM) is refused when the run is planned,
+ * naming it: before, the count wrapped (a kernel wrote past a small buffer) or StarPU retried
+ * the allocation forever. */
+static void run_expect(tfc_graph *g, tfc_tensor *fetch, tfc_status want, const char *name,
+                       const char *why)
+{
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    tfc_value *out = NULL;
+    CU_ASSERT_EQUAL(tfc_session_run(s, 0, NULL, NULL, 1, &fetch, &out, 0, NULL), want);
+    CU_ASSERT_PTR_NULL(out);
+    HAS(tfc_session_errmsg(s), name);
+    HAS(tfc_session_errmsg(s), why);
+    tfc_session_destroy(s);
+}
+
+static void test_tensors_too_large_for_starpu(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t big = (int64_t)1 << 33;
+    tfc_tensor *f = tfc_fill(g, tfc_shape_of(1, &big), TFC_FLOAT32, 1.0);
+    tfc_tensor_set_name(f, "huge_fill");
+    run_expect(g, tfc_reduce_sum(g, tfc_sin(g, f), 0, NULL, 0), TFC_ERR_INVALID_ARGUMENT,
+               "'huge_fill'", "4294967295 elements");
+    tfc_tensor *v = tfc_variable(g, "huge_var", TFC_FLOAT32, tfc_shape_of(1, &big),
+                                 tfc_init_zeros());
+    run_expect(g, tfc_reduce_sum(g, v, 0, NULL, 0), TFC_ERR_INVALID_ARGUMENT, "'huge_var'",
+               "4294967295 elements");
+    /* within StarPU's count, beyond the RAM: 2^32-1 doubles are 32 GiB */
+    int64_t most = (int64_t)UINT32_MAX;
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (ram < (double)most * 8) {
+        tfc_tensor *d = tfc_fill(g, tfc_shape_of(1, &most), TFC_FLOAT64, 1.0);
+        tfc_tensor_set_name(d, "ram_fill");
+        run_expect(g, tfc_reduce_sum(g, tfc_sin(g, d), 0, NULL, 0), TFC_ERR_OUT_OF_MEMORY,
+                   "'ram_fill'", "largest memory node");
+    } else {
+        printf("(this machine has %.0f GiB of RAM: the out-of-memory case needs under 32)\n",
+               ram / (1 << 30));
+    }
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    tfc_graph_destroy(g);
+}
+
 static void test_null_handles(void)
 {
     tfc_session *s = (tfc_session *)1;
@@ -188,5 +236,6 @@ int main(void)
     TEST_ADD(test_kernel_errors_fail_the_run);
     TEST_ADD(test_uninitialized_and_variables);
     TEST_ADD(test_null_handles);
+    TEST_ADD(test_tensors_too_large_for_starpu);
     return test_main();
 }
