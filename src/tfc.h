@@ -480,7 +480,10 @@ TFC_API tfc_graph *tfc_session_graph(const tfc_session *s);
 
 /* Runs the part of the graph that fetches and targets need. feeds[i] gives the value of the
  * placeholder (or any tensor) feed_tensors[i]; fetched values are new tfc_values written to
- * fetch_values[i], owned by the caller. Safe to call from several threads at once. */
+ * fetch_values[i], owned by the caller. Safe to call from several threads at once.
+ * A tensor the run needs may hold at most 2^32-1 elements (StarPU 1.3 counts a buffer's elements
+ * in 32 bits; more is TFC_ERR_INVALID_ARGUMENT) and no more bytes than the largest memory node
+ * (TFC_ERR_OUT_OF_MEMORY), each refused before any task starts, naming the tensor. */
 TFC_API tfc_status tfc_session_run(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
                                    tfc_value *const *feeds, int n_fetches,
                                    tfc_tensor *const *fetches, tfc_value **fetch_values,
