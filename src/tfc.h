@@ -410,7 +410,8 @@ TFC_API tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr);
 
 /* Adds the gradient of loss with respect to vars and one update per variable, each a task
  * that updates the variable and its slot variables (named "<var>/<slot>", ordinary variables,
- * so they are initialized and checkpointed like any other) in place. Returns the training
+ * so they are initialized and checkpointed like any other) in place. Any number of variables
+ * (n_vars >= 1; so for tfc_apply_gradients and tfc_clip_by_global_norm). Returns the training
  * step to run as a target. Every read of a variable built before the call precedes its update
  * within a run. global_step, when given (tfc_global_step), is incremented by each step. */
 TFC_API tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars,
