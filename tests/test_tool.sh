@@ -3,8 +3,8 @@
 # 16-16-4 MLP on synthetic 4x4 images): info, train with checkpoints, training runs stopped by
 # SIGTERM and SIGINT (exit 143/130 after a checkpoint), resuming to the end (bit for bit the
 # result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), and
-# misuse (exit 2 or 1 with a message). Run by `make check` from the build directory; takes a
-# few seconds.
+# misuse (exit 2 or 1 with a message); then progress lines in a log file (no \r, no escape
+# codes). Run by `make check` from the build directory; takes a few seconds.
 set -u
 build=$(pwd)
 tfc=$build/src/tfc
@@ -195,4 +195,13 @@ bad 1 "images" eval model.db --data images=missing.npy --data labels=test-y.npy
 bad 1 "feed 'images'" eval model.db --data images=test-y.npy --data labels=test-y.npy
 bad 1 "rows" eval model.db --data images=test-x.npy --data labels=train-labels.idx
 bad 1 "no metric 'nosuch'" plot model.db -o x.svg --metric nosuch
+
+# ---- progress with stderr in a file: plain lines, no carriage return or escape code ----
+cp model.db progress.db
+ok train progress.db $train_data --epochs $((end + 1)) --batch 32
+has "^epoch $((end + 1))/$((end + 1)): step 32/32, loss [0-9.]*, [0-9]* ex/s" err
+[ "$(tr -d '\r\033' <err | wc -c)" -eq "$(wc -c <err)" ] ||
+    fail "carriage returns or escape codes in progress to a file: $(od -c err | head -n 2)"
+echo "ok: progress in a log file: plain lines"
+
 echo "PASS"
