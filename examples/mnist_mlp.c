@@ -1,6 +1,7 @@
 /* mnist_mlp.c: the flagship example. Trains a 784-256-128-10 ReLU network (mlp_model.c) with
- * Adam on Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch,
- * then prints the test accuracy and a final machine-readable line test_accuracy=0.xxxx.
+ * Adam on Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress bar per epoch
+ * (plain lines when stderr is not a terminal), then prints the test accuracy and a final
+ * machine-readable line test_accuracy=0.xxxx.
  *
  *   mnist_mlp [--epochs N] [--seed S] [--batch B] [--lr LR] [--data DIR] [--save MODEL.db]
  *             [--quiet]
@@ -96,9 +97,20 @@ static int save_model(const char *path, tfc_graph *g, tfc_store **out)
     return 0;
 }
 
-static void progress(int epoch, int epochs, int64_t step, int64_t steps, double loss,
+/* Seconds between two progress lines when stderr is not a terminal (a log file, a pipe). */
+#define PLAIN_PROGRESS_EVERY_S 10.0
+
+/* An epoch's progress on stderr: on a terminal (tty) a bar redrawn in place with \r; elsewhere
+ * a plain line, with no carriage return or escape code, so that logs stay readable. */
+static void progress(int tty, int epoch, int epochs, int64_t step, int64_t steps, double loss,
                      double ex_per_s, double left)
 {
+    if (!tty) {
+        fprintf(stderr, "epoch %d/%d: step %lld/%lld, loss %.4f, %.0f ex/s, %.0f s left\n",
+                epoch, epochs, (long long)step, (long long)steps, loss, ex_per_s, left);
+        fflush(stderr);
+        return;
+    }
     char bar[31];
     int fill = (int)(30 * step / steps);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
@@ -151,8 +163,9 @@ static int train(const struct options *o, const struct flagship *f, tfc_session 
     tfc_tensor *feeds[2] = {f->m.images, f->m.labels}, *loss = f->m.loss;
     int64_t steps = f->steps, n_train = tfc_value_shape(sources[0]).dims[0];
     double t_start = now();
+    int tty = isatty(STDERR_FILENO); /* a bar every 20 steps, else a line every 10 s */
     for (int epoch = 1; epoch <= o->epochs; epoch++) {
-        double t0 = now(), loss_sum = 0;
+        double t0 = now(), loss_sum = 0, last_line = t0;
         for (int64_t step = 1; step <= steps; step++) {
             tfc_value *batch[2], *lv;
             if (tfc_batcher_next(batches, batch, NULL))
@@ -164,13 +177,16 @@ static int train(const struct options *o, const struct flagship *f, tfc_session 
                 tfc_store_log_metric(store, (epoch - 1) * steps + step, "loss",
                                      tfc_value_get(lv, 0));
             tfc_value_destroy(lv);
-            if (!o->quiet && (step % 20 == 0 || step == steps)) {
-                double dt = now() - t0, rate = (double)(step * o->batch) / dt;
+            double tn = now();
+            int due = tty ? step % 20 == 0 : tn - last_line >= PLAIN_PROGRESS_EVERY_S;
+            if (!o->quiet && (due || step == steps)) {
+                double dt = tn - t0, rate = (double)(step * o->batch) / dt;
                 double left = dt / (double)step * (double)(steps - step);
-                progress(epoch, o->epochs, step, steps, loss_sum / (double)step, rate, left);
+                progress(tty, epoch, o->epochs, step, steps, loss_sum / (double)step, rate, left);
+                last_line = tn;
             }
         }
-        if (!o->quiet) fprintf(stderr, "\n");
+        if (!o->quiet && tty) fprintf(stderr, "\n"); /* plain lines end with theirs */
         printf("epoch %d: mean loss %.4f, %.1f s, %.0f examples/s\n", epoch,
                loss_sum / (double)steps, now() - t0, (double)n_train / (now() - t0));
     }

@@ -3,6 +3,7 @@
  * into one training-step tensor. Learning-rate schedules and global-norm clipping are graph
  * nodes too, so they run as tasks inside the step. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "grad.h"
 
@@ -55,21 +56,50 @@ static void unique(tfc_graph *g, const char *base, char *out, size_t len)
     for (int i = 1; tfc_graph_find(g, out); i++) snprintf(out, len, "%s_%d", base, i);
 }
 
+/* One tensor from n by a variadic builder (add_n, group) that takes at most TFC_MAX_OPERANDS
+ * inputs: level by level in chunks, so any n works (a tree of depth log64 n; one node, as
+ * before, for n <= TFC_MAX_OPERANDS). Overwrites t[0..n). */
+typedef tfc_tensor *variadic_builder(tfc_graph *g, int n, tfc_tensor *const *inputs);
+static tfc_tensor *combine(tfc_graph *g, variadic_builder *build, int n, tfc_tensor **t)
+{
+    while (n > TFC_MAX_OPERANDS) {
+        int m = 0;
+        for (int i = 0; i < n; i += TFC_MAX_OPERANDS) { /* t[m] with m <= i: read already */
+            int k = n - i < TFC_MAX_OPERANDS ? n - i : TFC_MAX_OPERANDS;
+            t[m++] = k == 1 ? t[i] : build(g, k, t + i);
+        }
+        n = m;
+    }
+    return build(g, n, t);
+}
+
+/* An array of n tensor pointers, or NULL with the graph failed naming what. */
+static tfc_tensor **tensor_array(tfc_graph *g, size_t n, const char *what)
+{
+    tfc_tensor **a = malloc(sizeof *a * n);
+    if (!a)
+        tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "%s: no memory for %zu tensors", what, n);
+    return a;
+}
+
 tfc_tensor *tfc_clip_by_global_norm(tfc_graph *g, int n, tfc_tensor *const *grads,
                                     double clip_norm, tfc_tensor **out)
 {
     if (!g) return NULL;
-    if (n < 1 || n > TFC_MAX_OPERANDS || !grads || !out || clip_norm <= 0)
+    if (n < 1 || !grads || !out || !(clip_norm > 0))
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "clip_by_global_norm: needs 1 to %d gradients and clip_norm > 0",
-                              TFC_MAX_OPERANDS);
-    tfc_tensor *sq[TFC_MAX_OPERANDS];
+                              "clip_by_global_norm: needs at least 1 gradient (got %d), an out "
+                              "array and clip_norm > 0 (got %g)",
+                              n, clip_norm);
+    tfc_tensor **sq = tensor_array(g, (size_t)n, "clip_by_global_norm");
+    if (!sq) return NULL;
     for (int i = 0; i < n; i++) {
         tfc_tensor *gi = grads[i];
         if (gi && gi->desc.dtype != TFC_FLOAT64) gi = tfc_cast(g, gi, TFC_FLOAT64);
         sq[i] = tfc_reduce_sum(g, tfc_square(g, gi), 0, NULL, 0);
     }
-    tfc_tensor *norm = tfc_sqrt(g, n > 1 ? tfc_add_n(g, n, sq) : sq[0]);
+    tfc_tensor *norm = tfc_sqrt(g, n > 1 ? combine(g, tfc_add_n, n, sq) : sq[0]);
+    free(sq);
     tfc_tensor *limit = tfc_scalar(g, TFC_FLOAT64, clip_norm);
     tfc_tensor *scale = tfc_div(g, limit, tfc_maximum(g, norm, limit));
     for (int i = 0; i < n; i++) {
@@ -127,15 +157,40 @@ static tfc_tensor *update(tfc_graph *g, const tfc_optimizer *o, tfc_tensor *var,
     return tfc_build(g, op, n, in, at);
 }
 
+/* The updates of every variable, the optimizer's step count and the global step, grouped into
+ * one training-step tensor. grads are the (clipped) gradients. */
+static tfc_tensor *group_updates(tfc_graph *g, int n_vars, tfc_tensor *const *grads,
+                                 tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                 tfc_tensor *global_step)
+{
+    tfc_tensor **ops = tensor_array(g, (size_t)n_vars + 2, "apply_gradients");
+    if (!ops) return NULL;
+    /* the optimizer's own step count (Adam's bias correction) */
+    char name[256];
+    unique(g, "optimizer/iterations", name, sizeof name);
+    tfc_tensor *iterations =
+        tfc_variable(g, name, TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+    tfc_tensor *lr = opt->lr_tensor ? opt->lr_tensor : tfc_scalar(g, TFC_FLOAT32, opt->lr);
+    int n = 0;
+    for (int i = 0; i < n_vars; i++) ops[n++] = update(g, opt, vars[i], grads[i], lr, iterations);
+    /* created after the updates: they read the counts before the increments */
+    ops[n++] = tfc_assign_add(g, iterations, tfc_scalar(g, TFC_INT64, 1));
+    if (global_step) ops[n++] = tfc_assign_add(g, global_step, tfc_scalar(g, TFC_INT64, 1));
+    tfc_tensor *step = combine(g, tfc_group, n, ops);
+    free(ops);
+    return step;
+}
+
 tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *grads,
                                 tfc_tensor *const *vars, const tfc_optimizer *opt,
                                 tfc_tensor *global_step)
 {
     if (!g || g->status) return NULL;
-    if (!opt || n_vars < 1 || n_vars > TFC_MAX_OPERANDS - 2 || !grads || !vars)
+    if (!opt || n_vars < 1 || !grads || !vars)
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "apply_gradients: needs an optimizer and 1 to %d variables",
-                              TFC_MAX_OPERANDS - 2);
+                              "apply_gradients: needs an optimizer and at least 1 variable with "
+                              "its gradient (got %d)",
+                              n_vars);
     if (opt->kind < TFC_OPT_SGD || opt->kind > TFC_OPT_ADAMW)
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "apply_gradients: unknown optimizer %d",
                               (int)opt->kind);
@@ -143,34 +198,28 @@ tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *gra
         if (!vars[i] || vars[i]->node->op != &tfc_op_variable || !grads[i])
             return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
                                   "apply_gradients: entry %d needs a variable and its gradient", i);
-    tfc_tensor *g2[TFC_MAX_OPERANDS];
-    memcpy(g2, grads, sizeof(tfc_tensor *) * (size_t)n_vars);
-    if (opt->clip_norm > 0 && !tfc_clip_by_global_norm(g, n_vars, grads, opt->clip_norm, g2))
-        return NULL;
-    /* the optimizer's own step count (Adam's bias correction) */
-    char name[256];
-    unique(g, "optimizer/iterations", name, sizeof name);
-    tfc_tensor *iterations = tfc_variable(g, name, TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
-    tfc_tensor *lr = opt->lr_tensor ? opt->lr_tensor : tfc_scalar(g, TFC_FLOAT32, opt->lr);
-    tfc_tensor *ops[TFC_MAX_OPERANDS];
-    int n = 0;
-    for (int i = 0; i < n_vars; i++) ops[n++] = update(g, opt, vars[i], g2[i], lr, iterations);
-    /* created after the updates: they read the counts before the increments */
-    ops[n++] = tfc_assign_add(g, iterations, tfc_scalar(g, TFC_INT64, 1));
-    if (global_step) ops[n++] = tfc_assign_add(g, global_step, tfc_scalar(g, TFC_INT64, 1));
-    return tfc_group(g, n, ops);
+    if (!(opt->clip_norm > 0)) return group_updates(g, n_vars, grads, vars, opt, global_step);
+    tfc_tensor **clipped = tensor_array(g, (size_t)n_vars, "apply_gradients");
+    tfc_tensor *step = NULL;
+    if (clipped && tfc_clip_by_global_norm(g, n_vars, grads, opt->clip_norm, clipped))
+        step = group_updates(g, n_vars, clipped, vars, opt, global_step);
+    free(clipped);
+    return step;
 }
 
 tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars, tfc_tensor *const *vars,
                          const tfc_optimizer *opt, tfc_tensor *global_step)
 {
     if (!g || g->status) return NULL;
-    if (n_vars < 1 || n_vars > TFC_MAX_OPERANDS - 2 || !vars)
-        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "minimize: needs 1 to %d variables",
-                              TFC_MAX_OPERANDS - 2);
-    tfc_tensor *grads[TFC_MAX_OPERANDS];
-    if (tfc_gradients(g, 1, &loss, NULL, n_vars, vars, grads)) return NULL;
-    return tfc_apply_gradients(g, n_vars, grads, vars, opt, global_step);
+    if (n_vars < 1 || !vars)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                              "minimize: needs at least 1 variable (got %d)", n_vars);
+    tfc_tensor **grads = tensor_array(g, (size_t)n_vars, "minimize");
+    tfc_tensor *step = NULL;
+    if (grads && !tfc_gradients(g, 1, &loss, NULL, n_vars, vars, grads))
+        step = tfc_apply_gradients(g, n_vars, grads, vars, opt, global_step);
+    free(grads);
+    return step;
 }
 
 static tfc_tensor *schedule(tfc_graph *g, int kind, double base, tfc_tensor *step, double period,

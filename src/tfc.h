@@ -410,7 +410,8 @@ TFC_API tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr);
 
 /* Adds the gradient of loss with respect to vars and one update per variable, each a task
  * that updates the variable and its slot variables (named "<var>/<slot>", ordinary variables,
- * so they are initialized and checkpointed like any other) in place. Returns the training
+ * so they are initialized and checkpointed like any other) in place. Any number of variables
+ * (n_vars >= 1; so for tfc_apply_gradients and tfc_clip_by_global_norm). Returns the training
  * step to run as a target. Every read of a variable built before the call precedes its update
  * within a run. global_step, when given (tfc_global_step), is incremented by each step. */
 TFC_API tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars,
@@ -884,6 +885,17 @@ TFC_API tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char 
  * caller: free(); NULL and n = 0 when there are none). */
 TFC_API tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n,
                                          int64_t **steps, double **values);
+/* One metric of a store: its name and the steps its values cover. */
+typedef struct tfc_metric_info {
+    const char *name;
+    int64_t count;                 /* values logged */
+    int64_t first_step, last_step; /* the least and greatest step */
+    double last_value;             /* the last of tfc_store_read_metric's values (NaN if NaN) */
+} tfc_metric_info;
+/* Every metric in the store, including those still buffered, in the order they were first
+ * logged (one allocation with the names, owned by the caller: free(); NULL and n = 0 when
+ * there are none). TFC_ERR_STORE on a read error. */
+TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info **out);
 
 #ifdef __cplusplus
 }

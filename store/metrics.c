@@ -174,3 +174,95 @@ tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n, int64_
     }
     return status;
 }
+
+/* ---- listing the metrics (read side) ------------------------------------------------- */
+
+/* Rows of the listing before packing: names owned here. */
+struct metric_rows {
+    int n, cap;
+    tfc_metric_info *info;
+};
+
+static void rows_free(struct metric_rows *r)
+{
+    for (int i = 0; i < r->n; i++) free((char *)r->info[i].name);
+    free(r->info);
+}
+
+/* Appends the row q stands on; -1 when out of memory. */
+static int rows_add(struct metric_rows *r, sqlite3_stmt *q)
+{
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        tfc_metric_info *a = realloc(r->info, (size_t)cap * sizeof *a);
+        if (!a) return -1;
+        r->info = a;
+        r->cap = cap;
+    }
+    const char *name = (const char *)sqlite3_column_text(q, 0);
+    char *copy = strdup(name ? name : "");
+    if (!copy) return -1;
+    r->info[r->n++] = (tfc_metric_info){
+        .name = copy,
+        .count = sqlite3_column_int64(q, 1),
+        .first_step = sqlite3_column_int64(q, 2),
+        .last_step = sqlite3_column_int64(q, 3),
+        .last_value = sqlite3_column_type(q, 4) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 4),
+    };
+    return 0;
+}
+
+/* The rows as one allocation, the names after the array, so that free() releases all. */
+static tfc_metric_info *rows_pack(const struct metric_rows *r)
+{
+    size_t bytes = (size_t)r->n * sizeof(tfc_metric_info);
+    for (int i = 0; i < r->n; i++) bytes += strlen(r->info[i].name) + 1;
+    tfc_metric_info *out = malloc(bytes);
+    if (!out) return NULL;
+    char *names = (char *)(out + r->n);
+    for (int i = 0; i < r->n; i++) {
+        size_t len = strlen(r->info[i].name) + 1;
+        out[i] = r->info[i];
+        out[i].name = memcpy(names, r->info[i].name, len);
+        names += len;
+    }
+    return out;
+}
+
+/* One row per name, in the order first logged; the last value is the one read_metric gives
+ * last (greatest step, then latest logged). */
+static const char list_sql[] =
+    "SELECT name, count(*), min(step), max(step),"
+    " (SELECT value FROM metrics AS l WHERE l.name = m.name ORDER BY step DESC, id DESC LIMIT 1)"
+    " FROM metrics AS m GROUP BY name ORDER BY min(id)";
+
+tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info **out)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "list_metrics: store is NULL");
+    if (!n || !out)
+        return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "list_metrics: NULL argument");
+    *n = 0;
+    *out = NULL;
+    tfc_store_drain(st); /* what was logged before is listed */
+    struct metric_rows rows = {0};
+    tfc_status status = TFC_OK;
+    sqlite3_stmt *q = NULL;
+    pthread_mutex_lock(&st->db_mu);
+    int rc = sqlite3_prepare_v2(st->db, list_sql, -1, &q, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        if (rows_add(&rows, q)) {
+            status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "list_metrics: no memory");
+            break;
+        }
+    }
+    if (!status && rc != SQLITE_DONE)
+        status = tfc_store_sqlfail(st, st->db, rc, st->msg, "listing the metrics");
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&st->db_mu);
+    if (!status && rows.n && !(*out = rows_pack(&rows)))
+        status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "list_metrics: no memory");
+    if (!status) *n = rows.n;
+    rows_free(&rows);
+    return status;
+}

@@ -994,6 +994,55 @@ static void test_metrics(void)
     tfc_store_close(st);
 }
 
+/* tfc_store_list_metrics: every metric once, in the order first logged, with its count, step
+ * range and last value (NaN stays NaN), those still buffered included; none in a fresh store;
+ * the same after reopening read-only. */
+static void check_listed(const tfc_metric_info *m, const char *name, int64_t count,
+                         int64_t first, int64_t last, double last_value)
+{
+    CU_ASSERT_STRING_EQUAL(m->name, name);
+    CU_ASSERT_EQUAL(m->count, count);
+    CU_ASSERT_EQUAL(m->first_step, first);
+    CU_ASSERT_EQUAL(m->last_step, last);
+    CU_ASSERT(isnan(last_value) ? isnan(m->last_value) : m->last_value == last_value);
+}
+
+static void test_list_metrics(void)
+{
+    tfc_store *st = create_store("list_metrics.db");
+    int n = -1;
+    tfc_metric_info *m = NULL;
+    CU_ASSERT_EQUAL(tfc_store_list_metrics(st, &n, &m), TFC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_PTR_NULL(m);
+    for (int64_t step = 1; step <= 50; step++) {
+        if (step <= 10 || step > 40) /* a gap of 30 steps */
+            CU_ASSERT_EQUAL(tfc_store_log_metric(st, step, "loss", 1.0 / (double)step), TFC_OK);
+        if (step == 3) CU_ASSERT_EQUAL(tfc_store_log_metric(st, step, "lr", NAN), TFC_OK);
+        if (step % 5 == 0)
+            CU_ASSERT_EQUAL(tfc_store_log_metric(st, step, "val_loss", (double)step), TFC_OK);
+    }
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 7, "a metric, still buffered", 0.25), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 2, "loss", 2.0), TFC_OK); /* step 2 again */
+    for (int pass = 0; pass < 2; pass++) {
+        CU_ASSERT_EQUAL_FATAL(tfc_store_list_metrics(st, &n, &m), TFC_OK);
+        CU_ASSERT_EQUAL_FATAL(n, 4);
+        check_listed(&m[0], "loss", 21, 1, 50, 1.0 / 50);
+        check_listed(&m[1], "lr", 1, 3, 3, NAN);
+        check_listed(&m[2], "val_loss", 10, 5, 50, 50.0);
+        check_listed(&m[3], "a metric, still buffered", 1, 7, 7, 0.25);
+        free(m);
+        tfc_store_close(st);
+        CU_ASSERT_EQUAL_FATAL(tfc_store_open(tpath("list_metrics.db"), TFC_STORE_READONLY, &st),
+                              TFC_OK);
+    }
+    CU_ASSERT_EQUAL(tfc_store_list_metrics(st, NULL, &m), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "list_metrics"));
+    CU_ASSERT_EQUAL(tfc_store_list_metrics(NULL, &n, &m), TFC_ERR_INVALID_ARGUMENT);
+    tfc_store_close(st);
+}
+
 /* ---- schema versions ------------------------------------------------------------------------- */
 
 static void test_migrations(void)
@@ -1494,6 +1543,7 @@ int main(void)
     TEST_ADD(test_consistent_cut);
     TEST_ADD(test_resume_training);
     TEST_ADD(test_metrics);
+    TEST_ADD(test_list_metrics);
     TEST_ADD(test_migrations);
     TEST_ADD(test_not_a_database);
     TEST_ADD(test_truncated_and_corrupted);

@@ -3,8 +3,9 @@
 # 16-16-4 MLP on synthetic 4x4 images): info, train with checkpoints, training runs stopped by
 # SIGTERM and SIGINT (exit 143/130 after a checkpoint), resuming to the end (bit for bit the
 # result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), and
-# misuse (exit 2 or 1 with a message). Run by `make check` from the build directory; takes a
-# few seconds.
+# misuse (exit 2 or 1 with a message); then progress lines in a log file (no \r, no escape
+# codes), and info and plot showing a metric no signature names, with its gap left a gap. Run
+# by `make check` from the build directory; takes a few seconds.
 set -u
 build=$(pwd)
 tfc=$build/src/tfc
@@ -195,4 +196,35 @@ bad 1 "images" eval model.db --data images=missing.npy --data labels=test-y.npy
 bad 1 "feed 'images'" eval model.db --data images=test-y.npy --data labels=test-y.npy
 bad 1 "rows" eval model.db --data images=test-x.npy --data labels=train-labels.idx
 bad 1 "no metric 'nosuch'" plot model.db -o x.svg --metric nosuch
+
+# ---- progress with stderr in a file: plain lines, no carriage return or escape code ----
+cp model.db progress.db
+ok train progress.db $train_data --epochs $((end + 1)) --batch 32
+has "^epoch $((end + 1))/$((end + 1)): step 32/32, loss [0-9.]*, [0-9]* ex/s" err
+[ "$(tr -d '\r\033' <err | wc -c)" -eq "$(wc -c <err)" ] ||
+    fail "carriage returns or escape codes in progress to a file: $(od -c err | head -n 2)"
+echo "ok: progress in a log file: plain lines"
+
+# ---- every recorded metric in info and plot; a gap in a series stays a gap ----
+command -v sqlite3 >/dev/null || fail "the sqlite3 shell (package sqlite3) is not installed"
+cp model.db metrics.db
+# val_loss, which no signature names: steps 1 to 10 and 41 to 50 (30 steps missing between)
+sqlite3 metrics.db "WITH RECURSIVE s(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM s WHERE k < 50)
+    INSERT INTO metrics(step, name, value, time) SELECT k, 'val_loss', 1.0 / k, 0 FROM s
+    WHERE k <= 10 OR k > 40" || fail "sqlite3 could not add a metric to metrics.db"
+ok info metrics.db
+has "val_loss .* at step 50 (20 values), from step 1"; has "accuracy .* from step 1"
+ok plot metrics.db -o metrics.svg
+has "3 metrics"
+# polylines of a panel's first path: each starts with a move (M)
+polylines() {
+    awk -v t=">$1</text>" 'index($0, t) { p = 1 } p && /^<path/ { print; exit }' metrics.svg |
+        grep -o 'M[0-9]' | wc -l
+}
+[ "$(polylines val_loss)" -eq 2 ] ||
+    fail "val_loss (a gap of 30 steps) is drawn as $(polylines val_loss) polylines, expected 2"
+[ "$(polylines accuracy)" -eq 1 ] ||
+    fail "accuracy (no gap) is drawn as $(polylines accuracy) polylines, expected 1"
+ok plot metrics.db -o metrics.png; has "3 metrics"
+echo "ok: info and plot list val_loss (not in a signature); its gap stays a gap"
 echo "PASS"

@@ -12,8 +12,8 @@ static const char info_usage[] =
     "Prints a summary of the model: node count and nodes by op, the parameter count (elements\n"
     "of the variables, not counting optimizer slots \"<var>/<slot>\" and integer counters such\n"
     "as global_step, which are counted apart), the \"train\" and \"predict\" signatures, every\n"
-    "variable (name, dtype, shape), the checkpoints (step, time, size, input position) and the\n"
-    "latest value of each metric.\n";
+    "variable (name, dtype, shape), the checkpoints (step, time, size, input position) and\n"
+    "every metric recorded in the store (its latest value, count and first step).\n";
 
 static const char dot_usage[] =
     "usage: tfc dot MODEL.db > graph.dot\n\n"
@@ -102,13 +102,11 @@ static void print_parameters(tfc_graph *g, int n, const struct tool_node *nodes)
            "%d counters)\n", (long long)params, n_params, (long long)slot_elems, n_slots, n_counters);
 }
 
-/* The "train" and "predict" signatures; returns the train one (NULL when absent) for the
- * metrics, owned by the caller. */
-static tfc_signature *print_signatures(tfc_store *store)
+/* The "train" and "predict" signatures. */
+static void print_signatures(tfc_store *store)
 {
     printf("signatures:\n");
     static const char *const sig_names[] = {"train", "predict"};
-    tfc_signature *train_sig = NULL;
     for (int k = 0; k < 2; k++) {
         tfc_signature *sig = NULL;
         tfc_status st = tfc_store_get_signature(store, sig_names[k], &sig);
@@ -126,10 +124,8 @@ static tfc_signature *print_signatures(tfc_store *store)
         if (sig->loss) printf("    %-9s%s\n", "loss", sig->loss);
         if (sig->n_metrics || sig->loss) print_list("metrics", sig->n_metrics, sig->metrics);
         if (sig->train_op) printf("    %-9s%s\n", "train_op", sig->train_op);
-        if (k == 0) train_sig = sig;
-        else tfc_signature_free(sig);
+        tfc_signature_free(sig);
     }
-    return train_sig;
 }
 
 static void print_variables(tfc_graph *g, int n, const struct tool_node *nodes)
@@ -169,25 +165,23 @@ static void print_checkpoints(tfc_store *store)
     free(ck);
 }
 
-/* The latest value of each metric worth showing (see tool_metric_candidates). */
-static void print_metrics(tfc_store *store, const tfc_signature *train_sig)
+/* Every metric recorded in the store (whatever logged it, signature or not), in the order first
+ * logged: its latest value, how many values and the steps they span. */
+static void print_metrics(tfc_store *store)
 {
-    const char *names[TOOL_MAX_METRICS];
-    int n_names = tool_metric_candidates(train_sig, 0, NULL, names, TOOL_MAX_METRICS);
-    int shown = 0;
-    for (int i = 0; i < n_names; i++) {
-        int count = 0;
-        int64_t *steps = NULL;
-        double *values = NULL;
-        if (!tfc_store_read_metric(store, names[i], &count, &steps, &values) && count > 0) {
-            if (!shown++) printf("metrics (latest):\n");
-            printf("  %-24s %-12.6g at step %lld (%d values)\n", names[i], values[count - 1],
-                   (long long)steps[count - 1], count);
-        }
-        free(steps);
-        free(values);
+    int n = 0;
+    tfc_metric_info *m = NULL;
+    if (tfc_store_list_metrics(store, &n, &m)) {
+        printf("metrics: unreadable: %s\n", tfc_store_errmsg(store));
+        return;
     }
-    if (!shown) printf("metrics: none\n");
+    if (!n) printf("metrics: none\n");
+    else printf("metrics (latest):\n");
+    for (int i = 0; i < n; i++)
+        printf("  %-24s %-12.6g at step %lld (%lld values), from step %lld\n", m[i].name,
+               m[i].last_value, (long long)m[i].last_step, (long long)m[i].count,
+               (long long)m[i].first_step);
+    free(m);
 }
 
 int cmd_info(int argc, char **argv)
@@ -206,11 +200,10 @@ int cmd_info(int argc, char **argv)
     printf("model %s\n", o.model);
     print_ops(n, nodes);
     print_parameters(m.graph, n, nodes);
-    tfc_signature *train_sig = print_signatures(m.store);
+    print_signatures(m.store);
     print_variables(m.graph, n, nodes);
     print_checkpoints(m.store);
-    print_metrics(m.store, train_sig);
-    tfc_signature_free(train_sig);
+    print_metrics(m.store);
     tool_nodes_free(n, nodes);
     tool_model_close(&m);
     return TOOL_OK;

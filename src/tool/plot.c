@@ -13,8 +13,9 @@ static const char plot_usage[] =
     "usage: tfc plot MODEL.db -o FILE.svg|FILE.png [--metric NAME ...]\n\n"
     "Draws the metrics logged in the model store (by `tfc train`: the \"train\" signature's loss\n"
     "and metrics at every step) against the step, one panel per metric: by default every\n"
-    "metric found (the train signature's loss and metrics, and test_accuracy), or the ones\n"
-    "named by --metric. FILE ending in .png gives a PNG image, anything else SVG.\n";
+    "metric recorded in the store, in the order first logged (at most 64), or the ones named\n"
+    "by --metric. A gap in a series (steps missing over more than twice its usual spacing)\n"
+    "is left as a gap in its line. FILE ending in .png gives a PNG image, anything else SVG.\n";
 
 /* ---- Layout ------------------------------------------------------------------------- */
 
@@ -59,7 +60,8 @@ static void tick_label(const struct axis *a, double v, char *buf, size_t len)
 }
 
 /* A series' points in panel pixels, decimated to a min and a max per pixel column when it
- * has many more points than columns. Non-finite values break the line (pen up). */
+ * has many more points than columns. Non-finite values and gaps in the steps break the line
+ * (pen up). */
 struct pt {
     double x, y;
     int pen_up;
@@ -69,6 +71,7 @@ struct panel {
     const struct tool_series *s;
     double *smooth;     /* a moving average of s->values when the series is long, else NULL */
     struct axis ax, ay;
+    double gap_over;    /* a step difference above this is a gap (0: none) */
     int top;      /* y of the panel's top */
     int x0, y0, x1, y1; /* plot area */
 };
@@ -81,6 +84,42 @@ static double px(const struct panel *p, double step)
 static double py(const struct panel *p, double v)
 {
     return p->y1 - (v - p->ay.lo) / (p->ay.hi - p->ay.lo) * (p->y1 - p->y0);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Steps as doubles: int64 differences could overflow. */
+static double step_diff(const struct tool_series *s, int i)
+{
+    return (double)s->steps[i] - (double)s->steps[i - 1];
+}
+
+/* Twice the series' usual spacing (the median step difference): a larger difference is a gap,
+ * steps missing rather than logged sparsely; drawn across, it would read as a plateau. 0 when
+ * the series has too few distinct steps to say. */
+static double gap_threshold(const struct tool_series *s)
+{
+    double *d = s->n > 2 ? malloc(sizeof *d * (size_t)s->n) : NULL;
+    int n = 0;
+    for (int i = 1; d && i < s->n; i++)
+        if (step_diff(s, i) > 0) d[n++] = step_diff(s, i);
+    double over = 0;
+    if (n >= 2) {
+        qsort(d, (size_t)n, sizeof *d, by_value);
+        over = 2 * d[n / 2];
+    }
+    free(d);
+    return over;
+}
+
+/* Whether a gap lies between the series' points i - 1 and i. */
+static int gap_before(const struct panel *p, int i)
+{
+    return i > 0 && p->gap_over > 0 && step_diff(p->s, i) > p->gap_over;
 }
 
 /* A panel for s, its x axis covering [xlo, xhi] (shared by the panels). Long noisy series
@@ -97,13 +136,16 @@ static void layout(const struct tool_series *s, double xlo, double xhi, int top,
     if (!isfinite(ylo)) ylo = 0, yhi = 1;
     p->s = s;
     p->smooth = NULL;
+    p->gap_over = gap_threshold(s);
     int window = s->n / 50;
     if (window >= 3 && (p->smooth = malloc(sizeof *p->smooth * (size_t)s->n))) {
         double sum = 0;
-        int count = 0;
+        int count = 0, start = 0; /* the average starts again after a gap */
         for (int i = 0; i < s->n; i++) {
+            if (gap_before(p, i)) sum = 0, count = 0, start = i;
             if (isfinite(s->values[i])) sum += s->values[i], count++;
-            if (i >= window && isfinite(s->values[i - window])) sum -= s->values[i - window], count--;
+            if (i - window >= start && isfinite(s->values[i - window]))
+                sum -= s->values[i - window], count--;
             p->smooth[i] = count ? sum / count : NAN;
         }
     }
@@ -126,6 +168,7 @@ static struct pt *points(const struct panel *p, const double *values, int *n_out
     if (!out) return *n_out = 0, NULL;
     if (s->n <= 2 * cols) {
         for (int i = 0; i < s->n; i++) {
+            if (gap_before(p, i)) pen_up = 1;
             if (!isfinite(values[i])) {
                 pen_up = 1;
                 continue;
@@ -139,7 +182,9 @@ static struct pt *points(const struct panel *p, const double *values, int *n_out
             int col = (int)(px(p, (double)s->steps[i]) - p->x0);
             double mn = INFINITY, mx = -INFINITY;
             int imn = -1, imx = -1, gap = 0;
+            /* a gap inside a column breaks the line at the column: the same pixel */
             for (; i < s->n && (int)(px(p, (double)s->steps[i]) - p->x0) == col; i++) {
+                gap |= gap_before(p, i);
                 double v = values[i];
                 if (!isfinite(v)) {
                     gap = 1;
@@ -440,12 +485,22 @@ int cmd_plot(int argc, char **argv)
     }
     struct tool_model m;
     if (tool_model_open("plot", o.model, 0, 0, &m)) return TOOL_FAIL;
-    tfc_signature *sig = NULL;
-    if (!o.n_metrics) tfc_store_get_signature(m.store, "train", &sig);
     const char *names[TOOL_MAX_METRICS];
-    int n_names = o.n_metrics ? o.n_metrics
-                              : tool_metric_candidates(sig, 0, NULL, names, TOOL_MAX_METRICS);
-    if (o.n_metrics) memcpy(names, o.metrics, sizeof *names * (size_t)o.n_metrics);
+    int n_names = o.n_metrics, n_listed = 0;
+    tfc_metric_info *listed = NULL;
+    if (o.n_metrics) {
+        memcpy(names, o.metrics, sizeof *names * (size_t)o.n_metrics);
+    } else if (tfc_store_list_metrics(m.store, &n_listed, &listed)) {
+        tool_error("plot", "%s: listing the metrics: %s", o.model, tfc_store_errmsg(m.store));
+        tool_model_close(&m);
+        return TOOL_FAIL;
+    } else { /* every metric recorded, whatever logged it */
+        n_names = n_listed < TOOL_MAX_METRICS ? n_listed : TOOL_MAX_METRICS;
+        for (int i = 0; i < n_names; i++) names[i] = listed[i].name;
+        if (n_listed > n_names)
+            fprintf(stderr, "tfc plot: note: %s has %d metrics: plotting the first %d (choose "
+                            "with --metric)\n", o.model, n_listed, n_names);
+    }
     struct tool_series series[TOOL_MAX_METRICS];
     int n = 0;
     rc = TOOL_OK;
@@ -470,7 +525,7 @@ int cmd_plot(int argc, char **argv)
         free(series[i].steps);
         free(series[i].values);
     }
-    tfc_signature_free(sig);
+    free(listed);
     tool_model_close(&m);
     return rc;
 }

@@ -52,9 +52,21 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
-                     double ex_per_s, double left)
+/* Seconds between two progress lines when stderr is not a terminal (a log file, a pipe). */
+#define PLAIN_PROGRESS_EVERY_S 10.0
+
+/* An epoch's progress on stderr: on a terminal (tty) a bar redrawn in place with \r; elsewhere
+ * a plain line, with no carriage return or escape code, so that logs stay readable. */
+static void progress(int tty, int64_t epoch, int64_t epochs, int64_t step, int64_t steps,
+                     double loss, double ex_per_s, double left)
 {
+    if (!tty) {
+        fprintf(stderr, "epoch %lld/%lld: step %lld/%lld, loss %.4f, %.0f ex/s, %.0f s left\n",
+                (long long)epoch, (long long)epochs, (long long)step, (long long)steps, loss,
+                ex_per_s, left);
+        fflush(stderr);
+        return;
+    }
     char bar[31];
     int fill = (int)(30 * step / steps);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
@@ -229,7 +241,8 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
  * and the checkpoints every `every` steps. */
 static int train_epoch(struct trainer *t, struct epoch_run *e)
 {
-    double last_bar = 0;
+    int tty = isatty(STDERR_FILENO); /* a bar every 0.1 s, else a line every 10 s */
+    double last_bar = tty ? 0 : e->t0;
     memset(t->sums, 0, sizeof *t->sums * (size_t)t->f.n);
     for (int epoch_done = 0; !epoch_done && !stop_signal;) {
         tfc_value *b[TOOL_MAX_DATA];
@@ -237,16 +250,16 @@ static int train_epoch(struct trainer *t, struct epoch_run *e)
             return tool_error("train", "%s", tfc_batcher_errmsg(t->batcher));
         if (train_step(t, b, e)) return TOOL_FAIL;
         double tn = now();
-        if (!t->quiet && (tn - last_bar > 0.1 || epoch_done)) {
+        if (!t->quiet && (tn - last_bar > (tty ? 0.1 : PLAIN_PROGRESS_EVERY_S) || epoch_done)) {
             double dt = tn - e->t0;
-            progress(e->epoch + 1, t->epochs, e->bstep, t->steps,
+            progress(tty, e->epoch + 1, t->epochs, e->bstep, t->steps,
                      t->f.has_loss ? t->sums[0] / (double)e->rows : 0, (double)e->rows / dt,
                      dt / (double)e->done_steps * (double)(t->steps - e->bstep));
             last_bar = tn;
         }
         if (t->every > 0 && t->gstep % t->every == 0 && checkpoint(t, "")) return TOOL_FAIL;
     }
-    if (!t->quiet) fputc('\n', stderr);
+    if (!t->quiet && tty) fputc('\n', stderr); /* plain lines end with theirs */
     return TOOL_OK;
 }
 
