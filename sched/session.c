@@ -79,7 +79,9 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
     }
-    st = tfc_report_init(&s->rep, msg); /* TFC_REPORT, TFC_TRACE */
+    static unsigned n_sessions; /* numbers sessions in messages and trace files */
+    s->id = __atomic_add_fetch(&n_sessions, 1, __ATOMIC_RELAXED);
+    st = tfc_report_init(&s->rep, s->id, msg); /* TFC_REPORT, TFC_TRACE */
     if (st) {
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
@@ -95,7 +97,7 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
     s->ctx = ctx;
     s->max_plans = (int)cache;
     pthread_mutex_init(&s->lock, NULL);
-    if (s->rep.on_stderr || s->rep.trace) tfc_session_set_profiling(s, 1);
+    if (s->rep.on_stderr || s->rep.trace.fd >= 0) tfc_session_set_profiling(s, 1);
     *out = s;
     return TFC_OK;
 }

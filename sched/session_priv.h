@@ -3,23 +3,44 @@
 #ifndef TFC_SESSION_PRIV_H
 #define TFC_SESSION_PRIV_H
 
+#include <sys/types.h>
 #include "plan.h"
+
+/* sched/trace.c: a session's TFC_TRACE file (Chrome's JSON array format, valid without its
+ * closing ']', so a crash leaves a trace that opens). */
+struct tfc_trace {
+    int fd;                 /* open and locked while the session lives; -1: no trace */
+    char *path;             /* TFC_TRACE with %p and %s expanded */
+    off_t len;              /* bytes of whole events written (a failed write is cut back) */
+    unsigned session;
+};
+
+/* Expands pattern, claims the file (refused while another session holds it: the message
+ * names the path and the holder), empties it and writes the header; nonzero with msg. */
+tfc_status tfc_trace_open(struct tfc_trace *t, const char *pattern, unsigned session, char *msg);
+/* Appends a completed run's events in one write. */
+void tfc_trace_run(struct tfc_trace *t, const tfc_run_summary *sm);
+/* Writes the closing ']' and releases the file. */
+void tfc_trace_close(struct tfc_trace *t);
+/* A whole trace of one run into path (claimed like TFC_TRACE's file, then released). */
+tfc_status tfc_trace_write_file(const char *path, unsigned session, const tfc_run_summary *sm,
+                                char *msg);
 
 /* sched/report.c: what profiled runs report (bus bytes, worker times, tables, traces). */
 struct tfc_snap;            /* StarPU's bus and worker counters, accumulated, at one time */
 
 struct tfc_report {
     int on_stderr;          /* TFC_REPORT=1 */
-    FILE *trace;            /* TFC_TRACE: open while the session lives */
-    char *trace_path;
+    struct tfc_trace trace; /* TFC_TRACE */
     int have;               /* a profiled run has completed */
     tfc_run_summary sum;    /* tasks = the session's records */
     tfc_link_record *links;
     tfc_worker_record *workers;
 };
 
-/* Reads the environment (TFC_REPORT, TFC_TRACE) and opens the trace; nonzero with msg. */
-tfc_status tfc_report_init(struct tfc_report *r, char *msg);
+/* Reads the environment (TFC_REPORT, TFC_TRACE) and opens the trace of session number
+ * session; nonzero with msg. */
+tfc_status tfc_report_init(struct tfc_report *r, unsigned session, char *msg);
 void tfc_report_fini(struct tfc_report *r);
 /* Counters now (NULL when out of memory). */
 struct tfc_snap *tfc_snap_take(void);
@@ -36,6 +57,7 @@ struct persist {        /* a variable's or constant's data, living across runs *
 };
 
 struct tfc_session {
+    unsigned id;            /* the n-th session of the process, from 1 (messages, traces) */
     tfc_graph *g;
     tfc_ctx *ctx;
     pthread_mutex_t lock;   /* submissions, the plan cache, persistent handles, stats */
