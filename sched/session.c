@@ -159,19 +159,23 @@ void tfc_cache_evict(tfc_session *s, struct plan *p)
     }
 }
 
-void tfc_session_destroy(tfc_session *s)
+void tfc_session_track_run(tfc_session *s, struct tfc_run *run)
 {
-    if (!s) return;
-    while (s->mru) tfc_cache_evict(s, s->mru);
-    for (int i = 0; i < s->n_pers; i++) {
-        if (s->pers[i].h) starpu_data_unregister(s->pers[i].h);
-        if (s->pers[i].ptr) starpu_free(s->pers[i].ptr);
-    }
-    free(s->pers);
-    free(s->records);
-    tfc_report_fini(&s->rep);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+    run->id = ++s->n_submitted;
+    run->prev_in_flight = NULL;
+    run->next_in_flight = s->in_flight;
+    if (s->in_flight) s->in_flight->prev_in_flight = run;
+    s->in_flight = run;
+}
+
+void tfc_session_untrack_run(tfc_session *s, struct tfc_run *run)
+{
+    if (run->prev_in_flight)
+        run->prev_in_flight->next_in_flight = run->next_in_flight;
+    else if (s->in_flight == run)
+        s->in_flight = run->next_in_flight;
+    if (run->next_in_flight) run->next_in_flight->prev_in_flight = run->prev_in_flight;
+    run->prev_in_flight = run->next_in_flight = NULL;
 }
 
 tfc_graph *tfc_session_graph(const tfc_session *s)

@@ -1,5 +1,6 @@
 /* session_priv.h: the session and run structures shared by sched/session.c (sessions,
- * variables, the plan cache) and sched/run.c (submitting and waiting for runs). */
+ * variables, the plan cache), sched/run.c (submitting and waiting for runs),
+ * sched/session_close.c (the end of a session), sched/report.c and sched/trace.c. */
 #ifndef TFC_SESSION_PRIV_H
 #define TFC_SESSION_PRIV_H
 
@@ -71,6 +72,8 @@ struct tfc_session {
     int n_records;
     struct tfc_report rep;  /* the last profiled run's summary; TFC_REPORT / TFC_TRACE */
     struct plan_options opt;
+    struct tfc_run *in_flight; /* runs submitted, not yet waited for (newest first) */
+    uint64_t n_submitted;      /* runs submitted so far: numbers them from 1 */
     char msg[TFC_MSG_LEN];
     char warning[TFC_MSG_LEN]; /* of the last run submitted (tfc_session_last_warning) */
 };
@@ -90,6 +93,8 @@ struct fetch_cb {
 
 struct tfc_run {
     tfc_session *s;
+    uint64_t id;              /* the n-th run submitted to the session */
+    struct tfc_run *prev_in_flight, *next_in_flight;
     struct plan *plan;
     struct instance *inst;
     starpu_data_handle_t *feed_handles;
@@ -108,6 +113,10 @@ struct tfc_run {
 };
 
 /* Under the session lock. */
+/* A submitted run joins the session's runs in flight (and gets its number); tfc_run_wait
+ * takes it out. tfc_session_destroy waits for those left (sched/session_close.c). */
+void tfc_session_track_run(tfc_session *s, struct tfc_run *run);
+void tfc_session_untrack_run(tfc_session *s, struct tfc_run *run);
 tfc_status tfc_persist_get(tfc_session *s, struct tfc_node *n, struct persist **out);
 void tfc_cache_unlink(tfc_session *s, struct plan *p);
 void tfc_cache_push_front(tfc_session *s, struct plan *p);

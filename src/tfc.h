@@ -473,6 +473,12 @@ typedef struct tfc_run tfc_run;
 /* A session runs one graph on one context; it owns the variables' state. The graph and the
  * context must outlive it; nodes may still be added to the graph between runs. */
 TFC_API tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out);
+/* Frees the session. A run of tfc_session_run_async not yet passed to tfc_run_wait is waited
+ * for first (its tasks still read the feeds and the session's buffers; StarPU cannot withdraw
+ * them), its fetched values are dropped and its tfc_run handle is freed; each such run is
+ * reported on stderr ("tfc: warning: tfc_session_destroy: session N still has run M (fetches
+ * 'y') in flight ..."), as is its failure if it failed. Not to be called while another thread
+ * uses the session or waits for one of its runs. */
 TFC_API void tfc_session_destroy(tfc_session *s);
 TFC_API const char *tfc_session_errmsg(const tfc_session *s);
 /* The graph the session runs (borrowed). */
