@@ -1,13 +1,13 @@
 /* report.c: seeing where things ran. For profiled runs: the bytes moved on each bus link and
  * each worker's executing/sleeping/idle time (differences of StarPU's profiling counters
  * around the run), a table on a FILE (TFC_REPORT=1: stderr, every run) and Chrome-trace JSON
- * (TFC_TRACE=path: every run of the session; tfc_session_write_trace: the last run).
+ * (TFC_TRACE=path: every run of the session; tfc_session_write_trace: the last run; written
+ * by sched/trace.c).
  *
  * StarPU 1.3's starpu_bus_get_profiling_info and starpu_profiling_worker_get_info return the
  * counters since the last call and reset them, so every read goes through tfc_snap_take,
  * which adds them into process-wide totals under one mutex; a run's figures are the
  * difference of two snapshots of those totals. Nothing here runs unless profiling is on. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,88 +101,27 @@ struct tfc_snap *tfc_snap_take(void)
 
 /* ---- environment ----------------------------------------------------------------------- */
 
-tfc_status tfc_report_init(struct tfc_report *r, char *msg)
+tfc_status tfc_report_init(struct tfc_report *r, unsigned session, char *msg)
 {
     memset(r, 0, sizeof *r);
+    r->trace.fd = -1;
     const char *tr = getenv("TFC_TRACE");
     tfc_status st = tfc_env_bool("TFC_REPORT", 0, &r->on_stderr, msg);
     if (st) return st;
-    if (tr) {
-        if (!*tr)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "TFC_TRACE is empty: set it to the path of a JSON file to write "
-                            "(or unset it)");
-        r->trace = fopen(tr, "w");
-        if (!r->trace)
-            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "TFC_TRACE: cannot create '%s': %s",
-                            tr, strerror(errno));
-        r->trace_path = strdup(tr);
-    }
-    return TFC_OK;
+    if (tr && !*tr)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                        "TFC_TRACE is empty: set it to the path of a JSON file to write "
+                        "(or unset it)");
+    return tr ? tfc_trace_open(&r->trace, tr, session, msg) : TFC_OK; /* sched/trace.c */
 }
-
-/* ---- Chrome trace ---------------------------------------------------------------------- */
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void trace_open(FILE *f)
-{
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
-          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
-          "\"args\":{\"name\":\"tfc-starpu\"}}", f);
-    int n = (int)starpu_worker_get_count();
-    for (int w = 0; w < n; w++) {
-        char name[64];
-        starpu_worker_get_name(w, name, sizeof name);
-        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":"
-                   "{\"name\":", w);
-        json_str(f, name);
-        fputs("}}", f);
-    }
-}
-
-static void trace_events(FILE *f, const tfc_run_summary *sm)
-{
-    for (int i = 0; i < sm->n_tasks; i++) {
-        const tfc_task_record *t = &sm->tasks[i];
-        fputs(",\n{\"name\":", f);
-        json_str(f, t->node);
-        fprintf(f, ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,"
-                   "\"dur\":%.3f,\"args\":{\"op\":", t->worker, t->start_us,
-                t->end_us - t->start_us);
-        json_str(f, t->op);
-        if (isfinite(t->predicted_us))
-            fprintf(f, ",\"predicted_us\":%.3f}}", t->predicted_us);
-        else
-            fputs(",\"predicted_us\":null}}", f);
-    }
-}
-
-static void trace_close(FILE *f) { fputs("\n]}\n", f); }
 
 void tfc_report_fini(struct tfc_report *r)
 {
-    if (r->trace) {
-        trace_close(r->trace);
-        fclose(r->trace);
-    }
-    free(r->trace_path);
+    tfc_trace_close(&r->trace);
     free(r->links);
     free(r->workers);
     memset(r, 0, sizeof *r);
+    r->trace.fd = -1;
 }
 
 /* ---- the run's summary ---------------------------------------------------------------- */
@@ -267,11 +206,7 @@ void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const s
     sm->links = r->links;
     sm->workers = r->workers;
     if (r->on_stderr) print_report(stderr, sm);
-    if (r->trace) {
-        if (ftell(r->trace) == 0) trace_open(r->trace);
-        trace_events(r->trace, sm);
-        fflush(r->trace);
-    }
+    tfc_trace_run(&r->trace, sm);
 }
 
 /* ---- the public getters ------------------------------------------------------------- */
@@ -314,22 +249,12 @@ tfc_status tfc_session_write_trace(tfc_session *s, const char *path)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "write_trace: %s is NULL",
                                !s ? "session" : "path");
     pthread_mutex_lock(&s->lock);
-    tfc_status st = TFC_OK;
-    FILE *f = NULL;
+    tfc_status st;
     if (!s->rep.have)
         st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
                       "write_trace: no profiled run has completed");
-    else if (!(f = fopen(path, "w")))
-        st = tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT, "write_trace: cannot create '%s': %s", path,
-                      strerror(errno));
-    if (f) {
-        trace_open(f);
-        trace_events(f, &s->rep.sum);
-        trace_close(f);
-        if (fclose(f))
-            st = tfc_fail(s->msg, TFC_ERR_RUNTIME, "write_trace: writing '%s': %s", path,
-                          strerror(errno));
-    }
+    else
+        st = tfc_trace_write_file(path, s->id, &s->rep.sum, s->msg); /* sched/trace.c */
     pthread_mutex_unlock(&s->lock);
     return st;
 }

@@ -486,6 +486,7 @@ tfc_status tfc_session_run_async(tfc_session *s, int n_feeds, tfc_tensor *const 
         free(run);
         return st;
     }
+    tfc_session_track_run(s, run); /* tfc_session_destroy waits for it if the caller does not */
     pthread_mutex_unlock(&s->lock);
     run->status = st; /* a failure after some tasks were submitted: reported at wait */
     if (st) snprintf(run->msg, sizeof run->msg, "%s", msg);
@@ -524,6 +525,7 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
     free(run->fetch_values);
     run->fetch_values = NULL;
     pthread_mutex_lock(&s->lock);
+    tfc_session_untrack_run(s, run);
     run->inst->next_free = p->free_instances;
     p->free_instances = run->inst;
     p->running--;

@@ -79,7 +79,9 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
     }
-    st = tfc_report_init(&s->rep, msg); /* TFC_REPORT, TFC_TRACE */
+    static unsigned n_sessions; /* numbers sessions in messages and trace files */
+    s->id = __atomic_add_fetch(&n_sessions, 1, __ATOMIC_RELAXED);
+    st = tfc_report_init(&s->rep, s->id, msg); /* TFC_REPORT, TFC_TRACE */
     if (st) {
         free(s);
         return tfc_fail_global(st, "session_create: %s", msg);
@@ -95,7 +97,7 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
     s->ctx = ctx;
     s->max_plans = (int)cache;
     pthread_mutex_init(&s->lock, NULL);
-    if (s->rep.on_stderr || s->rep.trace) tfc_session_set_profiling(s, 1);
+    if (s->rep.on_stderr || s->rep.trace.fd >= 0) tfc_session_set_profiling(s, 1);
     *out = s;
     return TFC_OK;
 }
@@ -157,19 +159,23 @@ void tfc_cache_evict(tfc_session *s, struct plan *p)
     }
 }
 
-void tfc_session_destroy(tfc_session *s)
+void tfc_session_track_run(tfc_session *s, struct tfc_run *run)
 {
-    if (!s) return;
-    while (s->mru) tfc_cache_evict(s, s->mru);
-    for (int i = 0; i < s->n_pers; i++) {
-        if (s->pers[i].h) starpu_data_unregister(s->pers[i].h);
-        if (s->pers[i].ptr) starpu_free(s->pers[i].ptr);
-    }
-    free(s->pers);
-    free(s->records);
-    tfc_report_fini(&s->rep);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+    run->id = ++s->n_submitted;
+    run->prev_in_flight = NULL;
+    run->next_in_flight = s->in_flight;
+    if (s->in_flight) s->in_flight->prev_in_flight = run;
+    s->in_flight = run;
+}
+
+void tfc_session_untrack_run(tfc_session *s, struct tfc_run *run)
+{
+    if (run->prev_in_flight)
+        run->prev_in_flight->next_in_flight = run->next_in_flight;
+    else if (s->in_flight == run)
+        s->in_flight = run->next_in_flight;
+    if (run->next_in_flight) run->next_in_flight->prev_in_flight = run->prev_in_flight;
+    run->prev_in_flight = run->next_in_flight = NULL;
 }
 
 tfc_graph *tfc_session_graph(const tfc_session *s)

@@ -1,25 +1,47 @@
 /* session_priv.h: the session and run structures shared by sched/session.c (sessions,
- * variables, the plan cache) and sched/run.c (submitting and waiting for runs). */
+ * variables, the plan cache), sched/run.c (submitting and waiting for runs),
+ * sched/session_close.c (the end of a session), sched/report.c and sched/trace.c. */
 #ifndef TFC_SESSION_PRIV_H
 #define TFC_SESSION_PRIV_H
 
+#include <sys/types.h>
 #include "plan.h"
+
+/* sched/trace.c: a session's TFC_TRACE file (Chrome's JSON array format, valid without its
+ * closing ']', so a crash leaves a trace that opens). */
+struct tfc_trace {
+    int fd;                 /* open and locked while the session lives; -1: no trace */
+    char *path;             /* TFC_TRACE with %p and %s expanded */
+    off_t len;              /* bytes of whole events written (a failed write is cut back) */
+    unsigned session;
+};
+
+/* Expands pattern, claims the file (refused while another session holds it: the message
+ * names the path and the holder), empties it and writes the header; nonzero with msg. */
+tfc_status tfc_trace_open(struct tfc_trace *t, const char *pattern, unsigned session, char *msg);
+/* Appends a completed run's events in one write. */
+void tfc_trace_run(struct tfc_trace *t, const tfc_run_summary *sm);
+/* Writes the closing ']' and releases the file. */
+void tfc_trace_close(struct tfc_trace *t);
+/* A whole trace of one run into path (claimed like TFC_TRACE's file, then released). */
+tfc_status tfc_trace_write_file(const char *path, unsigned session, const tfc_run_summary *sm,
+                                char *msg);
 
 /* sched/report.c: what profiled runs report (bus bytes, worker times, tables, traces). */
 struct tfc_snap;            /* StarPU's bus and worker counters, accumulated, at one time */
 
 struct tfc_report {
     int on_stderr;          /* TFC_REPORT=1 */
-    FILE *trace;            /* TFC_TRACE: open while the session lives */
-    char *trace_path;
+    struct tfc_trace trace; /* TFC_TRACE */
     int have;               /* a profiled run has completed */
     tfc_run_summary sum;    /* tasks = the session's records */
     tfc_link_record *links;
     tfc_worker_record *workers;
 };
 
-/* Reads the environment (TFC_REPORT, TFC_TRACE) and opens the trace; nonzero with msg. */
-tfc_status tfc_report_init(struct tfc_report *r, char *msg);
+/* Reads the environment (TFC_REPORT, TFC_TRACE) and opens the trace of session number
+ * session; nonzero with msg. */
+tfc_status tfc_report_init(struct tfc_report *r, unsigned session, char *msg);
 void tfc_report_fini(struct tfc_report *r);
 /* Counters now (NULL when out of memory). */
 struct tfc_snap *tfc_snap_take(void);
@@ -36,6 +58,7 @@ struct persist {        /* a variable's or constant's data, living across runs *
 };
 
 struct tfc_session {
+    unsigned id;            /* the n-th session of the process, from 1 (messages, traces) */
     tfc_graph *g;
     tfc_ctx *ctx;
     pthread_mutex_t lock;   /* submissions, the plan cache, persistent handles, stats */
@@ -49,6 +72,8 @@ struct tfc_session {
     int n_records;
     struct tfc_report rep;  /* the last profiled run's summary; TFC_REPORT / TFC_TRACE */
     struct plan_options opt;
+    struct tfc_run *in_flight; /* runs submitted, not yet waited for (newest first) */
+    uint64_t n_submitted;      /* runs submitted so far: numbers them from 1 */
     char msg[TFC_MSG_LEN];
     char warning[TFC_MSG_LEN]; /* of the last run submitted (tfc_session_last_warning) */
 };
@@ -68,6 +93,8 @@ struct fetch_cb {
 
 struct tfc_run {
     tfc_session *s;
+    uint64_t id;              /* the n-th run submitted to the session */
+    struct tfc_run *prev_in_flight, *next_in_flight;
     struct plan *plan;
     struct instance *inst;
     starpu_data_handle_t *feed_handles;
@@ -86,6 +113,10 @@ struct tfc_run {
 };
 
 /* Under the session lock. */
+/* A submitted run joins the session's runs in flight (and gets its number); tfc_run_wait
+ * takes it out. tfc_session_destroy waits for those left (sched/session_close.c). */
+void tfc_session_track_run(tfc_session *s, struct tfc_run *run);
+void tfc_session_untrack_run(tfc_session *s, struct tfc_run *run);
 tfc_status tfc_persist_get(tfc_session *s, struct tfc_node *n, struct persist **out);
 void tfc_cache_unlink(tfc_session *s, struct plan *p);
 void tfc_cache_push_front(tfc_session *s, struct plan *p);

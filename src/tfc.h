@@ -474,6 +474,12 @@ typedef struct tfc_run tfc_run;
 /* A session runs one graph on one context; it owns the variables' state. The graph and the
  * context must outlive it; nodes may still be added to the graph between runs. */
 TFC_API tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out);
+/* Frees the session. A run of tfc_session_run_async not yet passed to tfc_run_wait is waited
+ * for first (its tasks still read the feeds and the session's buffers; StarPU cannot withdraw
+ * them), its fetched values are dropped and its tfc_run handle is freed; each such run is
+ * reported on stderr ("tfc: warning: tfc_session_destroy: session N still has run M (fetches
+ * 'y') in flight ..."), as is its failure if it failed. Not to be called while another thread
+ * uses the session or waits for one of its runs. */
 TFC_API void tfc_session_destroy(tfc_session *s);
 TFC_API const char *tfc_session_errmsg(const tfc_session *s);
 /* The graph the session runs (borrowed). */
@@ -607,15 +613,25 @@ typedef struct tfc_run_summary {
 TFC_API tfc_status tfc_session_last_summary(tfc_session *s, tfc_run_summary *out);
 /* Writes the last profiled run's report (a table per task, per link, per worker) to out. */
 TFC_API tfc_status tfc_session_write_report(tfc_session *s, FILE *out);
-/* Writes the last profiled run as a Chrome trace (chrome://tracing, ui.perfetto.dev): one
- * complete event per task, tid = worker id, ts/dur in microseconds. */
+/* Writes the last profiled run as a Chrome trace (chrome://tracing, ui.perfetto.dev) in the
+ * JSON array format: one complete event per task, pid = the process id, tid = worker id,
+ * ts/dur in microseconds. A path that a session's TFC_TRACE holds (see below) is refused with
+ * TFC_ERR_INVALID_ARGUMENT naming the holder. */
 TFC_API tfc_status tfc_session_write_trace(tfc_session *s, const char *path);
 /* Environment (read at tfc_session_create; either one turns profiling on for the session):
- * TFC_REPORT=1 prints every run's report on stderr (0: off, the default); TFC_TRACE=path
- * creates path at tfc_session_create and appends each run's events to it as the run
- * completes; the JSON is closed at tfc_session_destroy. Any other TFC_REPORT value, an empty
- * TFC_TRACE or a path that cannot be created fails tfc_session_create with
- * TFC_ERR_INVALID_ARGUMENT and a message. */
+ * TFC_REPORT=1 prints every run's report on stderr (0: off, the default). TFC_TRACE=path gives
+ * each session a Chrome trace of all its runs: path, with %p replaced by the process id, %s
+ * by the session number (the n-th session of the process) and %% by '%', is created (or
+ * emptied) at tfc_session_create and held, under a lock, until tfc_session_destroy. The file
+ * starts with '[' and each run's events are appended with one write as the run is waited for
+ * (tfc_run_wait, or the end of tfc_session_run), so between runs it is a JSON array without
+ * its closing ']', which Chrome and Perfetto open as it is (appending ']' makes it strict
+ * JSON): a process that crashes or is killed leaves a trace of every run it completed. The
+ * ']' is written at tfc_session_destroy. A path another live session holds, in this process
+ * or another, fails tfc_session_create with TFC_ERR_INVALID_ARGUMENT and a message naming the
+ * path and the holder (its session number and process id); a dead process's lock is released
+ * by the kernel. Any other TFC_REPORT value, an empty TFC_TRACE, a '%' followed by anything
+ * but p, s or %, or a path that cannot be created fails tfc_session_create the same way. */
 
 /* Plan-time graph passes, run when a plan is built (cached runs pay nothing), in this order:
  * TFC_PASS_CSE merges a node into an earlier one with the same op, attributes, inputs and

@@ -1,10 +1,18 @@
 /* test_report.c: seeing where things ran. A profiled run records each task's worker, measured
  * and predicted time; its summary has the bytes moved per bus link and each worker's times;
  * the report prints, the Chrome trace (API and TFC_TRACE) is valid JSON with one complete
- * event per task; TFC_REPORT / TFC_TRACE values are checked at tfc_session_create; with the
- * hop hook on the OpenCL worker (PoCL), bytes move between RAM and the OpenCL node. */
+ * event per task, and opens in Chrome while a session writes it and after its process was
+ * killed; a trace file has one session (another is refused; %p and %s give each its own);
+ * TFC_REPORT / TFC_TRACE values are checked at tfc_session_create; with the hop hook on the
+ * OpenCL worker (PoCL), bytes move between RAM and the OpenCL node. */
+#define _GNU_SOURCE /* dprintf, environ */
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <starpu.h>
 #include "testutil.h"
@@ -102,22 +110,63 @@ static int count(const char *s, const char *what)
     return n;
 }
 
-/* Checks that path holds one valid JSON document with n_events complete ("X") events. */
-static void check_trace(const char *path, int n_events)
+/* Chrome's trace importer (catapult's trace_event_importer): text that starts with '[' may
+ * lack its closing ']' (trailing newlines, then a trailing comma, are dropped and ']'
+ * appended), then it must be JSON. 1 when it opens so. */
+static int chrome_parses(const char *text)
+{
+    size_t n = strlen(text);
+    char *t = malloc(n + 2);
+    if (!t) return 0;
+    memcpy(t, text, n + 1);
+    if (t[0] == '[') {
+        while (n && (t[n - 1] == '\n' || t[n - 1] == '\r')) t[--n] = 0;
+        size_t k = n;
+        while (k && strchr(" \t\r\n", t[k - 1])) k--;
+        if (k && t[k - 1] == ',') {
+            n = k - 1;
+            while (n && strchr(" \t\r\n", t[n - 1])) n--;
+            t[n] = 0;
+        }
+        if (!n || t[n - 1] != ']') strcpy(t + n, "]");
+    }
+    const char *end = js_value(t, 0);
+    int ok = end && !*js_ws(end);
+    free(t);
+    return ok;
+}
+
+static int strict_parses(const char *text)
+{
+    const char *end = js_value(text, 0);
+    return end && !*js_ws(end);
+}
+
+enum trace_state { CLOSED, UNTERMINATED };
+
+/* Checks that path holds a Chrome trace in the JSON array format with n_events complete ("X")
+ * events and a named row for each of n_workers workers (-1: not checked): strict JSON once
+ * closed; while a session writes it, or after its process died, without the ']' that Chrome
+ * adds. */
+static void check_trace(const char *path, int n_events, int n_workers, enum trace_state state)
 {
     char *j = slurp(path);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
-    const char *end = js_value(j, 0);
-    CU_ASSERT_PTR_NOT_NULL(end);
-    if (end) CU_ASSERT_EQUAL(*js_ws(end), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"traceEvents\""));
+    CU_ASSERT_EQUAL(j[0], '[');
+    CU_ASSERT(chrome_parses(j));
+    CU_ASSERT_EQUAL(strict_parses(j), state == CLOSED);
     CU_ASSERT_EQUAL(count(j, "\"ph\":\"X\""), n_events);
-    CU_ASSERT_EQUAL(count(j, "\"name\":\"thread_name\""), (int)starpu_worker_get_count());
+    if (n_workers >= 0) CU_ASSERT_EQUAL(count(j, "\"name\":\"thread_name\""), n_workers);
+    CU_ASSERT_EQUAL(count(j, "\"name\":\"process_name\""), 1);
     free(j);
-    if (access("/usr/bin/python3", X_OK) == 0) { /* a second opinion, where there is one */
-        char cmd[512];
+    if (access("/usr/bin/python3", X_OK) == 0) { /* a second opinion: catapult's Python side */
+        char cmd[1024];
         snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s", path);
+                 "/usr/bin/python3 -c 'import json,re,sys; t=open(sys.argv[1]).read(); "
+                 "closed=sys.argv[2]==\"1\"\n"
+                 "if not closed: t=re.sub(r\"\\s*,\\s*$\", \"\", re.sub(r\"[\\r\\n]*$\", \"\", t)); "
+                 "t=t if t.endswith(\"]\") else t+\"]\"\n"
+                 "json.loads(t)' %s %d", path, state == CLOSED);
         CU_ASSERT_EQUAL(system(cmd), 0);
     }
 }
@@ -138,7 +187,9 @@ static void small_build(struct small *m)
     tfc_graph_create(&m->g);
     tfc_shape sh = tfc_shape_of(2, (int64_t[]){64, 64});
     m->x = tfc_placeholder(m->g, "x", TFC_FLOAT32, sh);
-    tfc_tensor *w = tfc_constant(m->g, "w", m->xv = test_f32(2, (int64_t[]){64, 64}, xd));
+    m->xv = NULL; /* no CUnit assertion here: the traced child builds it too */
+    tfc_value_from_data(TFC_FLOAT32, sh, xd, &m->xv);
+    tfc_tensor *w = tfc_constant(m->g, "w", m->xv);
     tfc_tensor *h = tfc_relu(m->g, tfc_matmul(m->g, m->x, w, 0, 0));
     m->y = tfc_exp(m->g, h);
     tfc_tensor_set_name(m->y, "back\\slash");
@@ -223,7 +274,7 @@ static void test_records_summary_trace(void)
     CU_ASSERT_FATAL(fd >= 0);
     close(fd);
     CU_ASSERT_EQUAL(tfc_session_write_trace(s, path), TFC_OK);
-    check_trace(path, n);
+    check_trace(path, n, (int)starpu_worker_get_count(), CLOSED);
     CU_ASSERT_EQUAL(tfc_session_write_trace(s, "/nonexistent-dir/t.json"),
                     TFC_ERR_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "/nonexistent-dir/t.json"));
@@ -260,11 +311,185 @@ static void test_environment(void)
     unsetenv("TFC_REPORT");
     unsetenv("TFC_TRACE");
     tfc_session_set_where(s, STARPU_CPU);
-    for (int run = 0; run < 2; run++) CU_ASSERT_EQUAL(small_run(s, &m), TFC_OK);
+    check_trace(path, 0, (int)starpu_worker_get_count(), UNTERMINATED); /* the header */
+    for (int run = 0; run < 2; run++) {
+        CU_ASSERT_EQUAL(small_run(s, &m), TFC_OK);
+        check_trace(path, 3 * (run + 1), -1, UNTERMINATED); /* on disk as each run ends */
+    }
     const tfc_task_record *r;
     CU_ASSERT_EQUAL(tfc_session_last_records(s, &r), 3);
     tfc_session_destroy(s); /* closes the JSON */
-    check_trace(path, 2 * 3);
+    check_trace(path, 2 * 3, (int)starpu_worker_get_count(), CLOSED);
+    unlink(path);
+    small_free(&m);
+}
+
+static tfc_session *traced_session(struct small *m, const char *trace, tfc_status *st)
+{
+    tfc_session *s = NULL;
+    setenv("TFC_TRACE", trace, 1);
+    *st = tfc_session_create(test_ctx, m->g, &s);
+    unsetenv("TFC_TRACE");
+    if (s) tfc_session_set_where(s, STARPU_CPU);
+    return s;
+}
+
+/* Two sessions on one TFC_TRACE path: the second is refused with a message naming the path
+ * and the holder, and the holder's trace is untouched; tfc_session_write_trace is refused
+ * there too. With %s (or %p) in the path each session has its own file. */
+static void test_trace_one_session_per_file(void)
+{
+    struct small m;
+    small_build(&m);
+    char dir[] = "/tmp/tfc-trace-XXXXXX", path[64], pattern[64], mine[2][64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    tfc_status st;
+    tfc_session *a = traced_session(&m, path, &st), *b;
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    CU_ASSERT_EQUAL(small_run(a, &m), TFC_OK);
+    b = traced_session(&m, path, &st);
+    CU_ASSERT_EQUAL(st, TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(b);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "of this process"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "%s"));
+    CU_ASSERT_EQUAL(tfc_session_write_trace(a, path), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(a), "is being written by session"));
+    CU_ASSERT_EQUAL(small_run(a, &m), TFC_OK);
+    check_trace(path, 2 * 3, -1, UNTERMINATED); /* a's two runs, nothing else */
+    tfc_session_destroy(a);
+    check_trace(path, 2 * 3, -1, CLOSED);
+    /* released: a new session may take the path, and starts it afresh */
+    a = traced_session(&m, path, &st);
+    CU_ASSERT_EQUAL(st, TFC_OK);
+    tfc_session_destroy(a);
+    check_trace(path, 0, -1, CLOSED);
+    unlink(path);
+    /* a file per session */
+    snprintf(pattern, sizeof pattern, "%s/t-%%p-%%s.json", dir);
+    a = traced_session(&m, pattern, &st);
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    b = traced_session(&m, pattern, &st);
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    CU_ASSERT_EQUAL(small_run(a, &m), TFC_OK);
+    CU_ASSERT_EQUAL(small_run(b, &m), TFC_OK);
+    CU_ASSERT_EQUAL(small_run(b, &m), TFC_OK);
+    tfc_session_destroy(a);
+    tfc_session_destroy(b);
+    int found = 0;
+    for (unsigned id = 1; id < 1000 && found < 2; id++) { /* session numbers are process-wide */
+        snprintf(mine[found], sizeof mine[found], "%s/t-%ld-%u.json", dir, (long)getpid(), id);
+        if (access(mine[found], F_OK) == 0) found++;
+    }
+    CU_ASSERT_EQUAL_FATAL(found, 2);
+    check_trace(mine[0], 3, -1, CLOSED);
+    check_trace(mine[1], 2 * 3, -1, CLOSED);
+    unlink(mine[0]);
+    unlink(mine[1]);
+    /* what is not a pattern */
+    snprintf(pattern, sizeof pattern, "%s/t-%%d.json", dir);
+    b = traced_session(&m, pattern, &st);
+    CU_ASSERT_EQUAL(st, TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "'%d' is not a pattern"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), pattern));
+    CU_ASSERT_EQUAL(rmdir(dir), 0); /* a refused session created no file */
+    small_free(&m);
+}
+
+/* ---- a traced process killed with SIGKILL ---------------------------------------------- */
+
+/* The child: this program again (--traced-child TRACE FD), its own StarPU with one CPU worker,
+ * TFC_TRACE=TRACE. Two runs, then a third submitted and never waited for; it writes
+ * "ready EVENTS\n" on FD and waits to be killed. */
+static int traced_child(const char *trace, int fd)
+{
+    char home[PATH_MAX];
+    const char *base = getenv("STARPU_HOME");
+    snprintf(home, sizeof home, "%s/traced-child", base ? base : "/tmp");
+    mkdir(home, 0700); /* its own: bus calibrations of one home must not overlap */
+    setenv("STARPU_HOME", home, 1);
+    setenv("STARPU_NCPU", "1", 1);
+    setenv("STARPU_NCUDA", "0", 1);
+    unsetenv("STARPU_OPENCL_ON_CPUS");
+    setenv("TFC_TRACE", trace, 1);
+    if (test_ctx_open()) return 2;
+    struct small m;
+    small_build(&m);
+    tfc_session *s;
+    if (tfc_session_create(test_ctx, m.g, &s)) return 3;
+    tfc_session_set_where(s, STARPU_CPU);
+    int events = 0;
+    const tfc_task_record *r;
+    for (int i = 0; i < 2; i++) {
+        if (small_run(s, &m)) return 4;
+        events += tfc_session_last_records(s, &r);
+    }
+    tfc_run *run;
+    if (tfc_session_run_async(s, 1, &m.x, &m.xv, 1, &m.y, 0, NULL, &run)) return 5;
+    dprintf(fd, "ready %d\n", events);
+    for (;;) pause();
+}
+
+/* Starts the child; its pid, and the read end of its pipe in *rd. */
+static pid_t spawn_traced_child(const char *trace, int *rd)
+{
+    char exe[PATH_MAX], fd_arg[16];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    int p[2];
+    if (n <= 0 || pipe(p)) return -1;
+    exe[n] = 0;
+    snprintf(fd_arg, sizeof fd_arg, "%d", p[1]);
+    char *argv[] = {exe, "--traced-child", (char *)trace, fd_arg, NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, exe, NULL, NULL, argv, environ);
+    close(p[1]);
+    if (rc) {
+        close(p[0]);
+        return -1;
+    }
+    *rd = p[0];
+    return pid;
+}
+
+/* A process killed with SIGKILL in the middle of a run leaves a trace that Chrome opens, with
+ * every event of its completed runs; while it lived, its path was refused to this process
+ * (the message names the child's pid), and once it died the path is free again. */
+static void test_trace_survives_kill(void)
+{
+    char path[] = "/tmp/tfc-trace-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    int rd;
+    pid_t pid = spawn_traced_child(path, &rd);
+    CU_ASSERT_FATAL(pid > 0);
+    char line[64] = {0};
+    FILE *f = fdopen(rd, "r");
+    int events = -1;
+    if (!f || !fgets(line, sizeof line, f) || sscanf(line, "ready %d", &events) != 1)
+        fprintf(stderr, "the traced child did not get ready: '%s' ", line);
+    CU_ASSERT(events > 0);
+    struct small m;
+    small_build(&m);
+    tfc_status st;
+    tfc_session *s = traced_session(&m, path, &st);
+    CU_ASSERT_EQUAL(st, TFC_ERR_INVALID_ARGUMENT);
+    char holder[64];
+    snprintf(holder, sizeof holder, "of process %ld", (long)pid);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), holder));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), path));
+    tfc_session_destroy(s);
+    kill(pid, SIGKILL);
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (f) fclose(f);
+    check_trace(path, events, 1, UNTERMINATED);
+    s = traced_session(&m, path, &st); /* the kernel dropped the dead process's lock */
+    CU_ASSERT_EQUAL(st, TFC_OK);
+    tfc_session_destroy(s);
+    check_trace(path, 0, -1, CLOSED);
     unlink(path);
     small_free(&m);
 }
@@ -318,12 +543,15 @@ static int open_with_opencl(void)
     return test_ctx_open();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--traced-child")) return traced_child(argv[2], atoi(argv[3]));
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     TEST_SUITE("report", open_with_opencl, test_ctx_close);
     TEST_ADD(test_records_summary_trace);
     TEST_ADD(test_environment);
+    TEST_ADD(test_trace_one_session_per_file);
+    TEST_ADD(test_trace_survives_kill);
     TEST_ADD(test_bus_bytes_opencl);
     return test_main();
 }

@@ -1,11 +1,13 @@
 /* test_session.c: running graphs: pruning (an unneeded node never runs), plan caching keyed by
  * feed shapes, repeated runs without graph work, asynchronous runs, concurrent runs from
  * several threads, overlap of independent nodes seen in StarPU's profiling records, variables
- * (initializers, reads through StarPU, snapshot of a fetched variable updated in the same run). */
+ * (initializers, reads through StarPU, snapshot of a fetched variable updated in the same run);
+ * destroying a session with runs in flight waits for them and says so. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "testutil.h"
 
 static tfc_shape S1(int64_t a) { return tfc_shape_of(1, (int64_t[]){a}); }
@@ -428,6 +430,103 @@ static void test_write_variable_and_feed_override(void)
     tfc_graph_destroy(g);
 }
 
+/* The text a call writes on stderr (fd 2), read back from a temporary file. */
+struct stderr_capture {
+    int saved;
+    FILE *file;
+};
+
+static void stderr_capture_begin(struct stderr_capture *c)
+{
+    fflush(stderr);
+    c->file = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c->file);
+    c->saved = dup(2);
+    dup2(fileno(c->file), 2);
+}
+
+static char *stderr_capture_end(struct stderr_capture *c)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    long n = ftell(c->file);
+    char *text = calloc(1, n > 0 ? (size_t)n + 1 : 1);
+    rewind(c->file);
+    if (text && n > 0 && fread(text, 1, (size_t)n, c->file) != (size_t)n) text[0] = 0;
+    fclose(c->file);
+    return text;
+}
+
+static int count_str(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; p && (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* Destroying a session with runs submitted by tfc_session_run_async and never waited for:
+ * destroy waits for them (their tasks read the feed and the session's buffers), says so on
+ * stderr naming the session and each run, and drops their fetches. The feed is freed right
+ * after destroy (a kernel still reading it would be a use after free for AddressSanitizer)
+ * and the runs' tasks are all in the session's trace (TFC_TRACE records a run when it is
+ * waited for): they completed before the session went. */
+static void test_destroy_with_runs_in_flight(void)
+{
+    enum { N = 256, DEPTH = 12 };
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(N, N));
+    tfc_tensor *z = x;
+    for (int i = 0; i < DEPTH; i++) z = tfc_matmul(g, z, x, 0, 0); /* x = I: stays I */
+    tfc_tensor *y = tfc_add(g, z, x);                             /* reads the feed last */
+    tfc_tensor_set_name(y, "y");
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_value *xv;
+    CU_ASSERT_EQUAL_FATAL(tfc_value_create(TFC_FLOAT32, S2(N, N), &xv), TFC_OK);
+    float *xd = tfc_value_data(xv);
+    for (int i = 0; i < N; i++) xd[i * N + i] = 1;
+    char trace[] = "/tmp/tfc-session-trace-XXXXXX";
+    int fd = mkstemp(trace);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    tfc_session *s;
+    setenv("TFC_TRACE", trace, 1);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    unsetenv("TFC_TRACE");
+    tfc_value *out;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &xv, 1, &y, &out, 0, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_value_get(out, 0), 2.0);
+    CU_ASSERT_EQUAL(tfc_value_get(out, 1), 0.0);
+    tfc_value_destroy(out);
+    const tfc_task_record *r;
+    int tasks = tfc_session_last_records(s, &r);
+    CU_ASSERT(tasks >= DEPTH);
+    tfc_run *fetching, *targeting;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run_async(s, 1, &x, &xv, 1, &y, 0, NULL, &fetching), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run_async(s, 1, &x, &xv, 0, NULL, 1, &y, &targeting), TFC_OK);
+    struct stderr_capture cap;
+    stderr_capture_begin(&cap);
+    tfc_session_destroy(s); /* neither run was waited for */
+    char *said = stderr_capture_end(&cap);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+    fprintf(stderr, "%s", said ? said : "");
+    CU_ASSERT_EQUAL(count_str(said, "tfc_session_destroy: session "), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "run 2 (fetches 'y') in flight"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "run 3 (targets 'y') in flight"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "tfc_run_wait"));
+    free(said);
+    FILE *f = fopen(trace, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[512];
+    int events = 0;
+    while (fgets(line, sizeof line, f)) events += strstr(line, "\"ph\":\"X\"") != NULL;
+    fclose(f);
+    CU_ASSERT_EQUAL(events, 3 * tasks); /* the synchronous run and both runs in flight */
+    unlink(trace);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -442,5 +541,6 @@ int main(void)
     TEST_ADD(test_fetch_reads_before_update);
     TEST_ADD(test_initializers);
     TEST_ADD(test_write_variable_and_feed_override);
+    TEST_ADD(test_destroy_with_runs_in_flight);
     return test_main();
 }
