@@ -842,11 +842,12 @@ TFC_API tfc_status tfc_store_flush(tfc_store *st);
  * Applied now and in the transaction of every checkpoint; deleting a checkpoint deletes its
  * data. */
 TFC_API tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_every);
-/* The stored checkpoints, oldest first (array owned by the caller: free()). */
+/* The stored checkpoints in step order, the latest last (by step, then id: never by arrival);
+ * array owned by the caller: free(). */
 TFC_API tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info **out);
 
 typedef struct tfc_restore_options {
-    int64_t step;              /* the checkpoint of this step; -1: the latest */
+    int64_t step;              /* the checkpoint of this step; -1: the latest (highest step) */
     int n_names;               /* restore only these variables (0: all) */
     const char *const *names;
     const char *const *from;   /* optional name map: variable names[i] takes the stored

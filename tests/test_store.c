@@ -1453,6 +1453,56 @@ static void test_disk_full(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- the latest checkpoint: by step, never by arrival ---------------------------------------- */
+
+/* A session over one initialized float variable "v", to checkpoint. */
+static tfc_session *var_session(tfc_graph **g, tfc_tensor **v)
+{
+    tfc_graph_create(g);
+    *v = tfc_variable(*g, "v", TFC_FLOAT32, S1(1), tfc_init_ones());
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, *g, &s), TFC_OK);
+    tfc_session_init_variables(s);
+    return s;
+}
+
+static void test_latest_by_step(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s = var_session(&g, &v);
+    tfc_store *st = create_store("order.db");
+    /* step 30 first, then 10 and 20 (a resume from an older checkpoint, or a second writer):
+     * the newest ids hold the older steps */
+    int64_t steps[] = {30, 10, 20};
+    for (int i = 0; i < 3; i++) {
+        set_var(s, v, (double)steps[i]);
+        CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, steps[i], NULL), TFC_OK);
+    }
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    set_var(s, v, 0);
+    tfc_restore_report rep;
+    CU_ASSERT_EQUAL(tfc_store_restore(st, s, NULL, &rep), TFC_OK);
+    CU_ASSERT_EQUAL(rep.step, 30);
+    CU_ASSERT_EQUAL(var0(s, v), 30);
+    tfc_restore_report_clear(&rep);
+    tfc_checkpoint_info *info;
+    int n;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    for (int i = 0; i < n && i < 3; i++) CU_ASSERT_EQUAL(info[i].step, 10 * (i + 1));
+    free(info);
+    /* retention keeps the newest by step */
+    CU_ASSERT_EQUAL(tfc_store_set_retention(st, 1, 0), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1) CU_ASSERT_EQUAL(info[0].step, 30);
+    free(info);
+    tfc_store_close(st);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1501,5 +1551,6 @@ int main(void)
     TEST_ADD(test_two_processes);
     TEST_ADD(test_readonly_mount);
     TEST_ADD(test_disk_full);
+    TEST_ADD(test_latest_by_step);
     return test_main();
 }
