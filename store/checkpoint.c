@@ -5,6 +5,7 @@
  * every dtype and shape, and read every byte, before the first variable is written. */
 #include <stdlib.h>
 #include <string.h>
+#include "lock.h"
 #include "store_internal.h"
 
 /* A snapshot for the writer: the variables' names and values at one step. */
@@ -60,6 +61,7 @@ tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "checkpoint: store is NULL");
     tfc_status status = tfc_store_check_writable(st, "checkpoint");
+    if (!status) status = tfc_store_train_lock(st); /* one training writer per store */
     tfc_graph *g = NULL;
     if (!status) status = session_graph(st, s, "checkpoint", &g);
     if (status) return status;

@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include "lock.h"
 #include "store_internal.h"
 #include "../src/env.h"
 
@@ -97,6 +98,7 @@ static void store_free(tfc_store *st)
     if (!st) return;
     if (st->wdb && st->wdb != st->db) sqlite3_close(st->wdb);
     if (st->db) sqlite3_close(st->db);
+    tfc_store_lock_detach(st); /* after the connections: it may close descriptors on the file */
     pthread_mutex_destroy(&st->db_mu);
     pthread_mutex_destroy(&st->write_mu);
     pthread_mutex_destroy(&st->q_mu);
@@ -150,13 +152,32 @@ static tfc_status open_main(tfc_store *st)
     return TFC_OK;
 }
 
+/* After an open that found the file locked (exclusive locking mode: nobody else may even
+ * read): appends the training writer the file records, read from the main file without any
+ * lock, so that the message names the holder on another host too, where /proc/locks cannot
+ * (a trainer checkpoints its record into the main file when it takes the lock). */
+static void note_trainer(tfc_store *st)
+{
+    char *uri = immutable_uri(st->path), who[512];
+    sqlite3 *db = NULL;
+    if (uri && sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
+                   SQLITE_OK && !tfc_store_train_holder(db, who, sizeof who)) {
+        size_t n = strlen(st->msg);
+        snprintf(st->msg + n, sizeof st->msg - n, "; the store records %s as its training "
+                 "writer", who);
+    }
+    sqlite3_close(db);
+    free(uri);
+}
+
 tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
 {
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
     *out = NULL;
     if (!path || !*path)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: path is NULL or empty");
-    if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE))
+    if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE |
+                            TFC_STORE_TRAINER))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': unknown flags 0x%x",
                                path, flags);
     int env_exclusive;
@@ -164,10 +185,10 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
     if (tfc_env_bool("TFC_STORE_EXCLUSIVE", 0, &env_exclusive, emsg))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': %s", path, emsg);
     if (env_exclusive) flags |= TFC_STORE_EXCLUSIVE;
-    if ((flags & TFC_STORE_READONLY) && (flags & TFC_STORE_CREATE))
+    if ((flags & TFC_STORE_READONLY) && (flags & (TFC_STORE_CREATE | TFC_STORE_TRAINER)))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
-                               "store_open '%s': TFC_STORE_READONLY and TFC_STORE_CREATE "
-                               "together", path);
+                               "store_open '%s': TFC_STORE_READONLY and TFC_STORE_%s together",
+                               path, flags & TFC_STORE_CREATE ? "CREATE" : "TRAINER");
     int exists = file_exists(path, NULL);
     if (exists < 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': is a directory", path);
@@ -194,6 +215,7 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
     /* read and check first: nothing is written to a file that is not ours or too new */
     int version = 0;
     tfc_status status = open_main(st);
+    if (!status) status = tfc_store_lock_attach(st);
     if (!status) status = tfc_store_schema_inspect(st, &version);
     if (!status && !st->readonly && configure_rw(st, st->db)) status = TFC_ERR_STORE;
     if (!status && !st->readonly) status = tfc_store_schema_upgrade(st, version);
@@ -207,8 +229,11 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
                    configure_rw(st, st->wdb))
             status = TFC_ERR_STORE;
     }
+    if (!status && (flags & TFC_STORE_TRAINER)) status = tfc_store_train_lock(st);
     if (!status && !st->readonly) status = tfc_store_writer_start(st);
     if (status) {
+        if (st->db && (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY) note_trainer(st);
+        tfc_store_train_unlock(st);
         tfc_fail_global(status, "%s", st->msg);
         store_free(st);
         return status;
@@ -222,6 +247,7 @@ void tfc_store_close(tfc_store *st)
     if (!st) return;
     if (!st->readonly) {
         tfc_store_writer_stop(st);
+        tfc_store_train_unlock(st); /* after the last checkpoint is written */
         if (st->wdb != st->db) sqlite3_close(st->wdb);
         st->wdb = NULL;
         /* a closed model is one file: move the WAL into it and truncate it (SQLite removes

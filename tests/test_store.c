@@ -3,7 +3,9 @@
  * training equal bit for bit, retention, subsets and name maps, chunked variables, one larger
  * than 64 MiB), batched metrics, schema migrations, and bad input: not a database, truncated
  * and corrupted files, a newer schema, mismatched shapes, read-only stores and mounts, a full
- * disk, and a second process holding the lock. Each failure must be clean and lose nothing. */
+ * disk, and a second process holding the lock; one training writer per store (a second one
+ * refused naming the holder, a killed one taken over, exclusive mode), and the latest
+ * checkpoint by step. Each failure must be clean and lose nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1503,6 +1506,214 @@ static void test_latest_by_step(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- the training lock: one training writer per store --------------------------------------- */
+
+static const char *host_name(void)
+{
+    static char host[256];
+    if (gethostname(host, sizeof host)) strcpy(host, "?");
+    host[sizeof host - 1] = 0;
+    return host;
+}
+
+/* The message names the holder as "process PID on host 'HOST'". */
+static int names_holder(const char *msg, long long pid, const char *host)
+{
+    char want[512];
+    snprintf(want, sizeof want, "process %lld on host '%s'", pid, host);
+    if (!strstr(msg, want)) fprintf(stderr, "no \"%s\" in: %s\n", want, msg);
+    return strstr(msg, want) != NULL;
+}
+
+/* The training writer's pid recorded in the store at path (read-only), -1 when none. */
+static int64_t recorded_trainer(const char *path)
+{
+    tfc_store *st;
+    int64_t pid = -1;
+    if (tfc_store_open(path, TFC_STORE_READONLY, &st)) return -2;
+    if (tfc_store_query_int(st, "SELECT value FROM meta WHERE key = 'trainer_pid'", &pid))
+        pid = -1;
+    tfc_store_close(st);
+    return pid;
+}
+
+static void test_training_lock_two_processes(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s = var_session(&g, &v);
+    const char *path = tpath("trained.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int pid = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(pid, c.pid);
+
+    /* a second training writer is refused at open, naming the holder's process and host */
+    tfc_store *st = NULL;
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(st);
+    CU_ASSERT(names_holder(tfc_errmsg(), pid, host_name()));
+    printf("\n    second trainer: %s\n", tfc_errmsg());
+    /* a writer opened without the flag is refused at its first checkpoint: nothing stored */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, 0, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 1, NULL), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_store_errmsg(st), pid, host_name()));
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    int64_t n = -1;
+    CU_ASSERT_EQUAL(tfc_store_query_int(st, "SELECT count(*) FROM checkpoints", &n), TFC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    tfc_store_close(st);
+    /* readers take no lock */
+    CU_ASSERT_EQUAL(recorded_trainer(path), pid);
+
+    /* the holder closes: its record goes, and the next trainer takes the lock */
+    CU_ASSERT_EQUAL(child_wait(&c), 0);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 2, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* Writes a training writer's record into the store at path, as a writer that is not one. */
+static void fake_record(const char *path, long long pid, const char *host, const char *boot)
+{
+    tfc_store *st;
+    char sql[1024];
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(key, value) VALUES ('trainer_pid', "
+             "%lld), ('trainer_host', '%s'), ('trainer_boot', '%s'), ('trainer_since', "
+             "1700000000.0)", pid, host, boot);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, 0, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_exec_sql(st, sql), TFC_OK);
+    tfc_store_close(st);
+}
+
+static void this_boot_id(char *boot, size_t len)
+{
+    boot[0] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f && !fgets(boot, (int)len, f)) boot[0] = 0;
+    if (f) fclose(f);
+    boot[strcspn(boot, "\n")] = 0;
+}
+
+/* Whether this process holds a POSIX read lock on path (SQLite's shared lock of a WAL
+ * connection), from /proc/locks. */
+static int holds_read_lock(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb)) return 0;
+    char line[256], kind[16], type[16];
+    unsigned maj, min;
+    unsigned long long ino;
+    int pid, found = 0;
+    FILE *f = fopen("/proc/locks", "r");
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%llu", kind, type, &pid, &maj, &min,
+                       &ino) == 6 && !strcmp(kind, "POSIX") && !strcmp(type, "READ") &&
+                pid == (int)getpid() && maj == major(sb.st_dev) && min == minor(sb.st_dev) &&
+                ino == (unsigned long long)sb.st_ino;
+    if (f) fclose(f);
+    return found;
+}
+
+static void test_training_lock_takeover(void)
+{
+    const char *path = tpath("takeover.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int dead = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(dead, c.pid);
+    /* killed: its record stays, its OS lock dies with it, and the next trainer takes over */
+    kill(c.pid, SIGKILL);
+    CU_ASSERT_EQUAL(child_wait(&c), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(recorded_trainer(path), dead);
+    tfc_store *st, *st2 = NULL, *reader;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+
+    /* a second training writer in this process is refused as well */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st2), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(st2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "this process"));
+    printf("\n    same process: %s\n", tfc_errmsg());
+    /* closing a trainer keeps the other stores' SQLite locks on the file (a close() of any
+     * descriptor on it would drop them all) */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &reader), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+    CU_ASSERT(holds_read_lock(path));
+    tfc_store_close(st);
+    CU_ASSERT(holds_read_lock(path));
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT(holds_read_lock(path));
+    tfc_store_close(reader);
+
+    /* a file system without working locks: the record alone decides */
+    char boot[64];
+    this_boot_id(boot, sizeof boot);
+    tfc_store_set_os_locks(0);
+    fake_record(path, dead, host_name(), boot); /* this host, the process is gone */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    fake_record(path, 1, host_name(), boot); /* this host, running (init) */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_errmsg(), 1, host_name()));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "since 2023-11-14 22:13:20 UTC"));
+    printf("    running on this host: %s\n", tfc_errmsg());
+    fake_record(path, 1, host_name(), "an-earlier-boot"); /* from before the host restarted */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    fake_record(path, 1, "elsewhere.example", boot); /* another host: cannot tell */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_errmsg(), 1, "elsewhere.example"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "DELETE FROM meta"));
+    printf("    another host: %s\n", tfc_errmsg());
+    tfc_store_set_os_locks(1);
+    /* with locks, the free OS lock proves that host's writer gone */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+}
+
+/* Exclusive locking mode (NFS, Lustre): nobody else can even open the store, and the message
+ * still names the training writer, by process and host, from its record. */
+static void test_training_lock_exclusive(void)
+{
+    const char *path = tpath("trained_excl.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, "exclusive", NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int pid = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(pid, c.pid);
+    tfc_store_set_busy_timeout(NULL, 300);
+    tfc_store *st = NULL;
+    unsigned flags[] = {TFC_STORE_TRAINER | TFC_STORE_EXCLUSIVE, TFC_STORE_TRAINER, 0,
+                        TFC_STORE_READONLY};
+    printf("\n");
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(tfc_store_open(path, flags[i], &st), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NULL(st);
+        CU_ASSERT(names_holder(tfc_errmsg(), pid, host_name()));
+        if (i == 0) printf("    exclusive trainer: %s\n", tfc_errmsg());
+    }
+    tfc_store_set_busy_timeout(NULL, 0);
+    CU_ASSERT_EQUAL(child_wait(&c), 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER | TFC_STORE_EXCLUSIVE, &st),
+                          TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1552,5 +1763,8 @@ int main(void)
     TEST_ADD(test_readonly_mount);
     TEST_ADD(test_disk_full);
     TEST_ADD(test_latest_by_step);
+    TEST_ADD(test_training_lock_two_processes);
+    TEST_ADD(test_training_lock_takeover);
+    TEST_ADD(test_training_lock_exclusive);
     return test_main();
 }
