@@ -770,7 +770,7 @@ enum tfc_store_flags {
  * trainer_host, trainer_since). A second writer fails with TFC_ERR_STORE naming the holder's
  * process id, host and start; a record left by a killed writer is taken over (its lock is
  * free; where the file system has no locks: same host and the process is gone). Readers never
- * take it. */
+ * take it, and a read-only open leaves the file as it was, one file. */
 
 /* Opens (or creates) a model store: WAL journal, schema migrated forward to the current
  * version in one transaction (a failed migration leaves the store as it was). Errors:

@@ -109,6 +109,49 @@ static void store_free(tfc_store *st)
     free(st);
 }
 
+/* "<path><suffix>" (malloc'ed; NULL when out of memory). */
+static char *side_path(const char *path, const char *suffix)
+{
+    size_t len = strlen(path), slen = strlen(suffix);
+    char *p = malloc(len + slen + 1);
+    if (p) {
+        memcpy(p, path, len);
+        memcpy(p + len, suffix, slen + 1);
+    }
+    return p;
+}
+
+/* A reader's connection that leaves the store one file. A read-only SQLite connection to a
+ * WAL database creates -wal and -shm files and, unable to checkpoint, never removes them; a
+ * read-write one with query_only set writes nothing, and when it is the last connection to
+ * close it removes them, as any writer's last close does (SQLite's own test: it can lock the
+ * file exclusively, so no trainer or other reader is left). Used only when the WAL holds no
+ * frame (missing or empty): then closing it copies nothing into the database file, unless a
+ * writer that came meanwhile committed frames and left first, which is its data to move.
+ * 0 with *out set, or -1 (no write permission, read-only media: the caller reads read-only). */
+static int open_reader(tfc_store *st, sqlite3 **out)
+{
+    char *wal = side_path(st->path, "-wal"), *journal = side_path(st->path, "-journal");
+    off_t wsize = 0;
+    /* a rollback journal beside it may be hot: a read-write connection would play it back */
+    int ok = wal && journal && (!file_exists(wal, &wsize) || wsize == 0) &&
+             !file_exists(journal, NULL);
+    free(wal);
+    free(journal);
+    sqlite3 *db = NULL;
+    if (!ok || sqlite3_open_v2(st->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_db_readonly(db, "main") != 0 || tfc_store_exec(db, "PRAGMA query_only=1") ||
+        ((st->flags & TFC_STORE_EXCLUSIVE) &&
+         tfc_store_exec(db, "PRAGMA locking_mode=EXCLUSIVE"))) {
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, st->busy_ms);
+    *out = db;
+    return 0;
+}
+
 /* Opens the caller's connection and reads the schema version (the first read: a file that is
  * not a database or is truncated fails here, before anything is written). */
 static tfc_status open_main(tfc_store *st)
@@ -116,7 +159,9 @@ static tfc_status open_main(tfc_store *st)
     int create = (st->flags & TFC_STORE_CREATE) && !st->readonly;
     int flags = st->readonly ? SQLITE_OPEN_READONLY
                              : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-    if (open_connection(st, st->path, flags, &st->db)) return TFC_ERR_STORE;
+    if ((!st->readonly || open_reader(st, &st->db)) &&
+        open_connection(st, st->path, flags, &st->db))
+        return TFC_ERR_STORE;
     if (!st->readonly && sqlite3_db_readonly(st->db, "main") == 1)
         return tfc_fail(st->msg, TFC_ERR_STORE,
                         "store '%s': the file or its file system is read-only (no write "
@@ -127,13 +172,10 @@ static tfc_status open_main(tfc_store *st)
                                             (rc & 0xff) == SQLITE_READONLY)) {
         /* A WAL database on read-only media without its -shm file: SQLite cannot create
          * the index. With no -wal file either, nobody is writing it: read it as immutable. */
-        size_t len = strlen(st->path);
-        char *wal = malloc(len + 5);
+        char *wal = side_path(st->path, "-wal");
         off_t wsize = 0;
         int has_wal = 1;
         if (wal) {
-            memcpy(wal, st->path, len);
-            memcpy(wal + len, "-wal", 5);
             has_wal = file_exists(wal, &wsize) && wsize > 0;
             free(wal);
         }
@@ -189,12 +231,18 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
                                "store_open '%s': TFC_STORE_READONLY and TFC_STORE_%s together",
                                path, flags & TFC_STORE_CREATE ? "CREATE" : "TRAINER");
-    int exists = file_exists(path, NULL);
+    off_t size = 0;
+    int exists = file_exists(path, &size);
     if (exists < 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': is a directory", path);
     if (!exists && !(flags & TFC_STORE_CREATE))
         return tfc_fail_global(TFC_ERR_NOT_FOUND,
                                "store '%s' does not exist (TFC_STORE_CREATE creates it)", path);
+    /* SQLite takes an empty file for an empty database and would write a schema into it */
+    if (exists && size == 0 && !(flags & TFC_STORE_CREATE))
+        return tfc_fail_global(TFC_ERR_STORE,
+                               "store '%s': an empty file (0 bytes), not a model store; it was "
+                               "left unchanged (TFC_STORE_CREATE makes a new store in it)", path);
     if (sqlite3_threadsafe() == 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': SQLite was built without threads",
                                path);

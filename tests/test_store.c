@@ -4,8 +4,9 @@
  * than 64 MiB), batched metrics, schema migrations, and bad input: not a database, truncated
  * and corrupted files, a newer schema, mismatched shapes, read-only stores and mounts, a full
  * disk, and a second process holding the lock; one training writer per store (a second one
- * refused naming the holder, a killed one taken over, exclusive mode), and the latest
- * checkpoint by step. Each failure must be clean and lose nothing. */
+ * refused naming the holder, a killed one taken over, exclusive mode), the latest checkpoint
+ * by step, readers that leave the store one file and unchanged, and an empty file. Each
+ * failure must be clean and lose nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -1714,6 +1715,122 @@ static void test_training_lock_exclusive(void)
     CU_ASSERT_EQUAL(recorded_trainer(path), -1);
 }
 
+/* ---- readers leave the store one file, unchanged; an empty file is not a store --------------- */
+
+static int has_side_files(const char *path)
+{
+    char b[PATH_MAX];
+    off_t size;
+    snprintf(b, sizeof b, "%s-wal", path);
+    int wal = file_size(b, &size);
+    snprintf(b, sizeof b, "%s-shm", path);
+    return wal || file_size(b, &size);
+}
+
+/* Reads everything a read-only command reads. */
+static void read_all(tfc_store *st, tfc_session *s)
+{
+    tfc_graph *g2 = NULL;
+    CU_ASSERT_EQUAL(tfc_store_load_graph(st, &g2), TFC_OK);
+    tfc_graph_destroy(g2);
+    tfc_checkpoint_info *info = NULL;
+    int n = 0;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(info);
+    CU_ASSERT_EQUAL(tfc_store_restore(st, s, NULL, NULL), TFC_OK);
+}
+
+static void test_readers_leave_one_file(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s;
+    make_pattern_store("reader.db", &g, &v, &s);
+    const char *path = tpath("reader.db");
+    size_t len;
+    char *before = read_file(path, &len);
+    CU_ASSERT_FATAL(before && !has_side_files(path));
+    tfc_store *st, *w;
+    unsigned flags[] = {TFC_STORE_READONLY, TFC_STORE_READONLY | TFC_STORE_EXCLUSIVE};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, flags[i], &st), TFC_OK);
+        read_all(st, s);
+        CU_ASSERT_EQUAL(tfc_store_exec_sql(st, "DELETE FROM checkpoints"), TFC_ERR_STORE);
+        tfc_store_close(st);
+        CU_ASSERT(!has_side_files(path));
+        CU_ASSERT(same_file(path, before, len));
+    }
+
+    /* a trainer comes while a reader reads, writes, and leaves first: the reader sees its
+     * data, and the last one out leaves one file */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &w), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 1, "loss", 0.5), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    tfc_store_close(w);
+    CU_ASSERT(has_side_files(path)); /* the reader is still open */
+    int n = 0;
+    int64_t *steps = NULL;
+    double *values = NULL;
+    CU_ASSERT_EQUAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(steps);
+    free(values);
+    read_all(st, s);
+    tfc_store_close(st);
+    CU_ASSERT(!has_side_files(path));
+
+    /* a reader while a trainer runs: the trainer's files stay until it closes */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &w), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 2, "loss", 0.25), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    read_all(st, s);
+    tfc_store_close(st);
+    CU_ASSERT(has_side_files(path));
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 3, "loss", 0.125), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    tfc_store_close(w);
+    CU_ASSERT(!has_side_files(path));
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    free(steps);
+    free(values);
+    tfc_store_close(st);
+    CU_ASSERT(!has_side_files(path));
+    free(before);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_zero_byte_file(void)
+{
+    const char *path = tpath("empty.db");
+    remove_store(path);
+    write_file(path, "", 0);
+    unsigned flags[] = {0, TFC_STORE_TRAINER, TFC_STORE_READONLY, TFC_STORE_EXCLUSIVE};
+    printf("\n");
+    for (int i = 0; i < 4; i++) {
+        tfc_store *st = NULL;
+        CU_ASSERT_EQUAL(tfc_store_open(path, flags[i], &st), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NULL(st);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "empty file (0 bytes)"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), path));
+        off_t size = -1;
+        CU_ASSERT(file_size(path, &size) && size == 0);
+        CU_ASSERT(!has_side_files(path));
+        if (i == 0) printf("    zero bytes: %s\n", tfc_errmsg());
+    }
+    /* TFC_STORE_CREATE makes a store in it */
+    tfc_store *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st), TFC_OK);
+    tfc_store_close(st);
+    off_t size = 0;
+    CU_ASSERT(file_size(path, &size) && size > 0);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1766,5 +1883,7 @@ int main(void)
     TEST_ADD(test_training_lock_two_processes);
     TEST_ADD(test_training_lock_takeover);
     TEST_ADD(test_training_lock_exclusive);
+    TEST_ADD(test_readers_leave_one_file);
+    TEST_ADD(test_zero_byte_file);
     return test_main();
 }

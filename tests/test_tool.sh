@@ -4,7 +4,8 @@
 # SIGTERM and SIGINT (exit 143/130 after a checkpoint), resuming to the end (bit for bit the
 # result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), one
 # training writer per store (a second refused naming the first, a killed one taken over, in
-# exclusive mode too), and misuse (exit 2 or 1 with a message). Run by `make check` from the build directory; takes a
+# exclusive mode too), read-only commands that leave the store one unchanged file, an empty
+# file, and misuse (exit 2 or 1 with a message). Run by `make check` from the build directory; takes a
 # few seconds.
 set -u
 build=$(pwd)
@@ -216,6 +217,39 @@ bg=
 [ $rc -eq 143 ] || fail "the exclusive trainer exited with $rc after SIGTERM, expected 143"
 [ "$(ls excl.db*)" = excl.db ] || fail "the exclusive trainer left $(ls excl.db*)"
 echo "ok: exclusive mode: a second trainer is refused naming the first"
+
+# ---- read-only commands leave the store one file, byte for byte as it was ----
+mkdir ro
+cp model.db ro/model.db
+sum=$(cksum <ro/model.db)
+unchanged() { # what ran
+    [ "$(ls ro)" = model.db ] || fail "$1 left $(ls ro | tr '\n' ' ')beside the store"
+    [ "$(cksum <ro/model.db)" = "$sum" ] || fail "$1 changed the store's bytes"
+}
+for c in "info ro/model.db" "eval ro/model.db $test_data" "dot ro/model.db" \
+         "run ro/model.db --data images=test-x.npy --out ro-pred" "plot ro/model.db -o ro.svg"; do
+    ok $c
+    unchanged "tfc $c"
+    TFC_STORE_EXCLUSIVE=1 ok $c
+    unchanged "TFC_STORE_EXCLUSIVE=1 tfc $c"
+done
+# beside a running trainer: its files stay while it runs, and go with it
+cp model.db ro/model.db
+train_bg ro/model.db
+ok info ro/model.db
+has "checkpoints: "
+kill -TERM $bg
+wait $bg
+bg=
+[ "$(ls ro)" = model.db ] || fail "a trainer and a reader left $(ls ro | tr '\n' ' ')"
+echo "ok: info, eval, dot, run and plot leave the store one file, unchanged"
+
+# ---- an empty file is not a store, and stays empty ----
+: >empty.db
+bad 1 "empty file (0 bytes)" train empty.db $train_data
+[ ! -s empty.db ] && [ "$(ls empty.db*)" = empty.db ] || fail "train changed the empty file"
+bad 1 "empty file (0 bytes)" info empty.db
+[ ! -s empty.db ] && [ "$(ls empty.db*)" = empty.db ] || fail "info changed the empty file"
 
 # ---- misuse ----
 bad 2 "usage"
