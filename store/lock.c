@@ -275,7 +275,7 @@ static tfc_status refuse(tfc_store *st, const struct holder *h, const char *why)
                     st->path, who, why);
 }
 
-/* The record, read in a read transaction of the caller's connection. */
+/* The record, read on the caller's connection. */
 static int holder_read_locked(tfc_store *st, struct holder *h)
 {
     pthread_mutex_lock(&st->db_mu);
@@ -299,8 +299,8 @@ static tfc_status record_take(tfc_store *st, enum os_lock os, int err)
         if (other_host)
             snprintf(why, sizeof why,
                      "; the file system gives no lock to tell whether it still runs (%s): if it "
-                     "has ended, remove its record: sqlite3 %s \"DELETE FROM meta WHERE key "
-                     "GLOB 'trainer_*'\"", err ? strerror(err) : "locks not used", st->path);
+                     "has ended, remove its record: sqlite3 \"%s\" \"DELETE FROM meta WHERE "
+                     "key GLOB 'trainer_*'\"", err ? strerror(err) : "OS locks off", st->path);
         else
             snprintf(why, sizeof why, " (it is still running on this host)");
         return refuse(st, &h, why);

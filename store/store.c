@@ -212,40 +212,49 @@ static void note_trainer(tfc_store *st)
     free(uri);
 }
 
-tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
+/* The checks before anything is opened: the arguments, the flags (TFC_STORE_EXCLUSIVE added
+ * from the environment into *flags) and the file. Sets the global error. */
+static tfc_status check_open(const char *path, unsigned *flags)
 {
-    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
-    *out = NULL;
     if (!path || !*path)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: path is NULL or empty");
-    if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE |
-                            TFC_STORE_TRAINER))
+    if (*flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE |
+                             TFC_STORE_TRAINER))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': unknown flags 0x%x",
-                               path, flags);
+                               path, *flags);
     int env_exclusive;
     char emsg[TFC_MSG_LEN];
     if (tfc_env_bool("TFC_STORE_EXCLUSIVE", 0, &env_exclusive, emsg))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': %s", path, emsg);
-    if (env_exclusive) flags |= TFC_STORE_EXCLUSIVE;
-    if ((flags & TFC_STORE_READONLY) && (flags & (TFC_STORE_CREATE | TFC_STORE_TRAINER)))
+    if (env_exclusive) *flags |= TFC_STORE_EXCLUSIVE;
+    if ((*flags & TFC_STORE_READONLY) && (*flags & (TFC_STORE_CREATE | TFC_STORE_TRAINER)))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
                                "store_open '%s': TFC_STORE_READONLY and TFC_STORE_%s together",
-                               path, flags & TFC_STORE_CREATE ? "CREATE" : "TRAINER");
+                               path, *flags & TFC_STORE_CREATE ? "CREATE" : "TRAINER");
     off_t size = 0;
     int exists = file_exists(path, &size);
     if (exists < 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': is a directory", path);
-    if (!exists && !(flags & TFC_STORE_CREATE))
+    if (!exists && !(*flags & TFC_STORE_CREATE))
         return tfc_fail_global(TFC_ERR_NOT_FOUND,
                                "store '%s' does not exist (TFC_STORE_CREATE creates it)", path);
     /* SQLite takes an empty file for an empty database and would write a schema into it */
-    if (exists && size == 0 && !(flags & TFC_STORE_CREATE))
+    if (exists && size == 0 && !(*flags & TFC_STORE_CREATE))
         return tfc_fail_global(TFC_ERR_STORE,
                                "store '%s': an empty file (0 bytes), not a model store; it was "
                                "left unchanged (TFC_STORE_CREATE makes a new store in it)", path);
     if (sqlite3_threadsafe() == 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': SQLite was built without threads",
                                path);
+    return TFC_OK;
+}
+
+tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
+    *out = NULL;
+    tfc_status checked = check_open(path, &flags);
+    if (checked) return checked;
 
     tfc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {

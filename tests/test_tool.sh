@@ -182,6 +182,7 @@ echo "ok: plot (SVG and PNG)"
 # train_bg DB: a long training run in the background (pid in $bg, output in bg.*), returning
 # once it has written a checkpoint. TFC_STORE_EXCLUSIVE set for the call reaches it.
 train_bg() {
+    rm -f bg.out bg.err # the run truncates them only once started: no earlier run's lines
     "$tfc" train "$1" $train_data --epochs 2000 --batch 32 --checkpoint-every 5 --keep 3 \
         --quiet >bg.out 2>bg.err &
     bg=$!
