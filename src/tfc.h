@@ -773,6 +773,7 @@ enum tfc_store_flags {
     TFC_STORE_CREATE = 1u << 1,    /* create the file when it does not exist */
     TFC_STORE_EXCLUSIVE = 1u << 2, /* exclusive locking mode, for file systems without shared
                                     * memory locking (NFS, Lustre): one process at a time */
+    TFC_STORE_TRAINER = 1u << 3,   /* take the store's training lock now (see below) */
 };
 /* Locking. By default the store uses SQLite's WAL mode, whose index lives in a memory-mapped
  * "-shm" file next to the database: any number of processes may read while one writes, which
@@ -781,7 +782,15 @@ enum tfc_store_flags {
  * index stays in the process's memory and the process holds the file's lock from open to close,
  * so other processes, readers included, wait (busy timeout 5 s) and then fail with a message
  * naming the holder when it is on this host. A write that finds another writer waits the same
- * 5 s, then fails with TFC_ERR_STORE "locked by process N". */
+ * 5 s, then fails with TFC_ERR_STORE "locked by process N".
+ * Training. One training writer per store, across processes and hosts: a store opened with
+ * TFC_STORE_TRAINER, or the first tfc_store_checkpoint on a store opened without it, takes the
+ * store's training lock until close: an fcntl lock on a byte of the file that SQLite never
+ * locks (it dies with the process) and a record of the holder in the meta table (trainer_pid,
+ * trainer_host, trainer_since). A second writer fails with TFC_ERR_STORE naming the holder's
+ * process id, host and start; a record left by a killed writer is taken over (its lock is
+ * free; where the file system has no locks: same host and the process is gone). Readers never
+ * take it, and a read-only open leaves the file as it was, one file. */
 
 /* Opens (or creates) a model store: WAL journal, schema migrated forward to the current
  * version in one transaction (a failed migration leaves the store as it was). Errors:
@@ -862,11 +871,12 @@ TFC_API tfc_status tfc_store_flush(tfc_store *st);
  * Applied now and in the transaction of every checkpoint; deleting a checkpoint deletes its
  * data. */
 TFC_API tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_every);
-/* The stored checkpoints, oldest first (array owned by the caller: free()). */
+/* The stored checkpoints in step order, the latest last (by step, then id: never by arrival);
+ * array owned by the caller: free(). */
 TFC_API tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info **out);
 
 typedef struct tfc_restore_options {
-    int64_t step;              /* the checkpoint of this step; -1: the latest */
+    int64_t step;              /* the checkpoint of this step; -1: the latest (highest step) */
     int n_names;               /* restore only these variables (0: all) */
     const char *const *names;
     const char *const *from;   /* optional name map: variable names[i] takes the stored

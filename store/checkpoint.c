@@ -5,6 +5,7 @@
  * every dtype and shape, and read every byte, before the first variable is written. */
 #include <stdlib.h>
 #include <string.h>
+#include "lock.h"
 #include "store_internal.h"
 
 /* A snapshot for the writer: the variables' names and values at one step. */
@@ -60,6 +61,7 @@ tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "checkpoint: store is NULL");
     tfc_status status = tfc_store_check_writable(st, "checkpoint");
+    if (!status) status = tfc_store_train_lock(st); /* one training writer per store */
     tfc_graph *g = NULL;
     if (!status) status = session_graph(st, s, "checkpoint", &g);
     if (status) return status;
@@ -121,11 +123,12 @@ int tfc_store_prune_locked(tfc_store *st, sqlite3 *db)
     pthread_mutex_unlock(&st->q_mu);
     if (keep_last <= 0) return SQLITE_OK; /* keep all */
     sqlite3_stmt *q;
-    /* the newest keep_last, plus the oldest checkpoint of each window of keep_every steps */
+    /* the newest keep_last (by step: never by arrival), plus the oldest checkpoint of each
+     * window of keep_every steps */
     int rc = sqlite3_prepare_v2(
         db,
         "DELETE FROM checkpoints WHERE id NOT IN "
-        "(SELECT id FROM checkpoints ORDER BY id DESC LIMIT ?1) "
+        "(SELECT id FROM checkpoints ORDER BY step DESC, id DESC LIMIT ?1) "
         "AND (?2 <= 0 OR id NOT IN (SELECT min(id) FROM checkpoints GROUP BY step / ?2))",
         -1, &q, NULL);
     if (rc) return rc;
@@ -266,7 +269,8 @@ tfc_status tfc_store_list_checkpoints(tfc_store *st, int *n, tfc_checkpoint_info
     int cap = 0;
     sqlite3_stmt *q = NULL;
     pthread_mutex_lock(&st->db_mu);
-    int rc = sqlite3_prepare_v2(st->db, "SELECT " CKPT_COLUMNS " FROM checkpoints ORDER BY id",
+    int rc = sqlite3_prepare_v2(st->db, "SELECT " CKPT_COLUMNS " FROM checkpoints "
+                                         "ORDER BY step, id",
                                 -1, &q, NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         rc = SQLITE_OK;
@@ -340,8 +344,10 @@ static void join_names(char *buf, size_t len, int n, const char *const *names)
 static int find_checkpoint(sqlite3 *db, int64_t step, tfc_checkpoint_info *c)
 {
     sqlite3_stmt *q;
+    /* the latest is the highest step (two writers, or a resume from an older checkpoint, can
+     * store an older step after a newer one), then the last stored of that step */
     int rc = sqlite3_prepare_v2(db, step < 0 ? "SELECT " CKPT_COLUMNS " FROM checkpoints "
-                                               "ORDER BY id DESC LIMIT 1"
+                                               "ORDER BY step DESC, id DESC LIMIT 1"
                                              : "SELECT " CKPT_COLUMNS " FROM checkpoints "
                                                "WHERE step = ?1 ORDER BY id DESC LIMIT 1",
                                 -1, &q, NULL);

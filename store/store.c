@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include "lock.h"
 #include "store_internal.h"
 #include "../src/env.h"
 
@@ -97,6 +98,7 @@ static void store_free(tfc_store *st)
     if (!st) return;
     if (st->wdb && st->wdb != st->db) sqlite3_close(st->wdb);
     if (st->db) sqlite3_close(st->db);
+    tfc_store_lock_detach(st); /* after the connections: it may close descriptors on the file */
     pthread_mutex_destroy(&st->db_mu);
     pthread_mutex_destroy(&st->write_mu);
     pthread_mutex_destroy(&st->q_mu);
@@ -107,6 +109,49 @@ static void store_free(tfc_store *st)
     free(st);
 }
 
+/* "<path><suffix>" (malloc'ed; NULL when out of memory). */
+static char *side_path(const char *path, const char *suffix)
+{
+    size_t len = strlen(path), slen = strlen(suffix);
+    char *p = malloc(len + slen + 1);
+    if (p) {
+        memcpy(p, path, len);
+        memcpy(p + len, suffix, slen + 1);
+    }
+    return p;
+}
+
+/* A reader's connection that leaves the store one file. A read-only SQLite connection to a
+ * WAL database creates -wal and -shm files and, unable to checkpoint, never removes them; a
+ * read-write one with query_only set writes nothing, and when it is the last connection to
+ * close it removes them, as any writer's last close does (SQLite's own test: it can lock the
+ * file exclusively, so no trainer or other reader is left). Used only when the WAL holds no
+ * frame (missing or empty): then closing it copies nothing into the database file, unless a
+ * writer that came meanwhile committed frames and left first, which is its data to move.
+ * 0 with *out set, or -1 (no write permission, read-only media: the caller reads read-only). */
+static int open_reader(tfc_store *st, sqlite3 **out)
+{
+    char *wal = side_path(st->path, "-wal"), *journal = side_path(st->path, "-journal");
+    off_t wsize = 0;
+    /* a rollback journal beside it may be hot: a read-write connection would play it back */
+    int ok = wal && journal && (!file_exists(wal, &wsize) || wsize == 0) &&
+             !file_exists(journal, NULL);
+    free(wal);
+    free(journal);
+    sqlite3 *db = NULL;
+    if (!ok || sqlite3_open_v2(st->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_db_readonly(db, "main") != 0 || tfc_store_exec(db, "PRAGMA query_only=1") ||
+        ((st->flags & TFC_STORE_EXCLUSIVE) &&
+         tfc_store_exec(db, "PRAGMA locking_mode=EXCLUSIVE"))) {
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, st->busy_ms);
+    *out = db;
+    return 0;
+}
+
 /* Opens the caller's connection and reads the schema version (the first read: a file that is
  * not a database or is truncated fails here, before anything is written). */
 static tfc_status open_main(tfc_store *st)
@@ -114,7 +159,9 @@ static tfc_status open_main(tfc_store *st)
     int create = (st->flags & TFC_STORE_CREATE) && !st->readonly;
     int flags = st->readonly ? SQLITE_OPEN_READONLY
                              : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-    if (open_connection(st, st->path, flags, &st->db)) return TFC_ERR_STORE;
+    if ((!st->readonly || open_reader(st, &st->db)) &&
+        open_connection(st, st->path, flags, &st->db))
+        return TFC_ERR_STORE;
     if (!st->readonly && sqlite3_db_readonly(st->db, "main") == 1)
         return tfc_fail(st->msg, TFC_ERR_STORE,
                         "store '%s': the file or its file system is read-only (no write "
@@ -125,13 +172,10 @@ static tfc_status open_main(tfc_store *st)
                                             (rc & 0xff) == SQLITE_READONLY)) {
         /* A WAL database on read-only media without its -shm file: SQLite cannot create
          * the index. With no -wal file either, nobody is writing it: read it as immutable. */
-        size_t len = strlen(st->path);
-        char *wal = malloc(len + 5);
+        char *wal = side_path(st->path, "-wal");
         off_t wsize = 0;
         int has_wal = 1;
         if (wal) {
-            memcpy(wal, st->path, len);
-            memcpy(wal + len, "-wal", 5);
             has_wal = file_exists(wal, &wsize) && wsize > 0;
             free(wal);
         }
@@ -150,33 +194,67 @@ static tfc_status open_main(tfc_store *st)
     return TFC_OK;
 }
 
-tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
+/* After an open that found the file locked (exclusive locking mode: nobody else may even
+ * read): appends the training writer the file records, read from the main file without any
+ * lock, so that the message names the holder on another host too, where /proc/locks cannot
+ * (a trainer checkpoints its record into the main file when it takes the lock). */
+static void note_trainer(tfc_store *st)
 {
-    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
-    *out = NULL;
+    char *uri = immutable_uri(st->path), who[512];
+    sqlite3 *db = NULL;
+    if (uri && sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
+                   SQLITE_OK && !tfc_store_train_holder(db, who, sizeof who)) {
+        size_t n = strlen(st->msg);
+        snprintf(st->msg + n, sizeof st->msg - n, "; the store records %s as its training "
+                 "writer", who);
+    }
+    sqlite3_close(db);
+    free(uri);
+}
+
+/* The checks before anything is opened: the arguments, the flags (TFC_STORE_EXCLUSIVE added
+ * from the environment into *flags) and the file. Sets the global error. */
+static tfc_status check_open(const char *path, unsigned *flags)
+{
     if (!path || !*path)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: path is NULL or empty");
-    if (flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE))
+    if (*flags & ~(unsigned)(TFC_STORE_READONLY | TFC_STORE_CREATE | TFC_STORE_EXCLUSIVE |
+                             TFC_STORE_TRAINER))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': unknown flags 0x%x",
-                               path, flags);
+                               path, *flags);
     int env_exclusive;
     char emsg[TFC_MSG_LEN];
     if (tfc_env_bool("TFC_STORE_EXCLUSIVE", 0, &env_exclusive, emsg))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open '%s': %s", path, emsg);
-    if (env_exclusive) flags |= TFC_STORE_EXCLUSIVE;
-    if ((flags & TFC_STORE_READONLY) && (flags & TFC_STORE_CREATE))
+    if (env_exclusive) *flags |= TFC_STORE_EXCLUSIVE;
+    if ((*flags & TFC_STORE_READONLY) && (*flags & (TFC_STORE_CREATE | TFC_STORE_TRAINER)))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
-                               "store_open '%s': TFC_STORE_READONLY and TFC_STORE_CREATE "
-                               "together", path);
-    int exists = file_exists(path, NULL);
+                               "store_open '%s': TFC_STORE_READONLY and TFC_STORE_%s together",
+                               path, *flags & TFC_STORE_CREATE ? "CREATE" : "TRAINER");
+    off_t size = 0;
+    int exists = file_exists(path, &size);
     if (exists < 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': is a directory", path);
-    if (!exists && !(flags & TFC_STORE_CREATE))
+    if (!exists && !(*flags & TFC_STORE_CREATE))
         return tfc_fail_global(TFC_ERR_NOT_FOUND,
                                "store '%s' does not exist (TFC_STORE_CREATE creates it)", path);
+    /* SQLite takes an empty file for an empty database and would write a schema into it */
+    if (exists && size == 0 && !(*flags & TFC_STORE_CREATE))
+        return tfc_fail_global(TFC_ERR_STORE,
+                               "store '%s': an empty file (0 bytes), not a model store; it was "
+                               "left unchanged (TFC_STORE_CREATE makes a new store in it)", path);
     if (sqlite3_threadsafe() == 0)
         return tfc_fail_global(TFC_ERR_STORE, "store '%s': SQLite was built without threads",
                                path);
+    return TFC_OK;
+}
+
+tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
+{
+    if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "store_open: out is NULL");
+    *out = NULL;
+    tfc_status checked = check_open(path, &flags);
+    if (checked) return checked;
 
     tfc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
@@ -194,6 +272,7 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
     /* read and check first: nothing is written to a file that is not ours or too new */
     int version = 0;
     tfc_status status = open_main(st);
+    if (!status) status = tfc_store_lock_attach(st);
     if (!status) status = tfc_store_schema_inspect(st, &version);
     if (!status && !st->readonly && configure_rw(st, st->db)) status = TFC_ERR_STORE;
     if (!status && !st->readonly) status = tfc_store_schema_upgrade(st, version);
@@ -207,8 +286,11 @@ tfc_status tfc_store_open(const char *path, unsigned flags, tfc_store **out)
                    configure_rw(st, st->wdb))
             status = TFC_ERR_STORE;
     }
+    if (!status && (flags & TFC_STORE_TRAINER)) status = tfc_store_train_lock(st);
     if (!status && !st->readonly) status = tfc_store_writer_start(st);
     if (status) {
+        if (st->db && (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY) note_trainer(st);
+        tfc_store_train_unlock(st);
         tfc_fail_global(status, "%s", st->msg);
         store_free(st);
         return status;
@@ -222,6 +304,7 @@ void tfc_store_close(tfc_store *st)
     if (!st) return;
     if (!st->readonly) {
         tfc_store_writer_stop(st);
+        tfc_store_train_unlock(st); /* after the last checkpoint is written */
         if (st->wdb != st->db) sqlite3_close(st->wdb);
         st->wdb = NULL;
         /* a closed model is one file: move the WAL into it and truncate it (SQLite removes

@@ -44,6 +44,7 @@ struct tfc_store {
     char *path;
     unsigned flags;
     int readonly;
+    struct store_lock *lock;    /* lock.c: the training lock, this file in the process's table */
     sqlite3 *db;                /* the caller's connection */
     sqlite3 *wdb;               /* the writer thread's own connection (db in exclusive mode) */
     pthread_mutex_t db_mu;      /* one thread at a time on db */

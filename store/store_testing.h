@@ -21,6 +21,9 @@ tfc_status tfc_store_query_int(tfc_store *st, const char *sql, int64_t *out);
 /* Adds one migration after the built-in ones (tfc_store_schema_version grows by one), to test
  * the migration path; NULL removes it. */
 void tfc_store_set_test_migration(const char *sql);
+/* 0: the training lock uses no OS lock, as on a file system without working locks (its
+ * record alone decides whether a holder may still run); 1 (default): back to normal. */
+void tfc_store_set_os_locks(int on);
 /* Write transactions committed through this store so far (metrics come in batches). */
 uint64_t tfc_store_write_transactions(tfc_store *st);
 

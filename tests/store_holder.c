@@ -2,6 +2,9 @@
  * starts StarPU).
  *   store_holder hold PATH [exclusive]  commits one metric, then holds a write transaction
  *       (or, with exclusive, the exclusive lock) and prints "ready PID" until stdin closes.
+ *   store_holder train PATH [exclusive]  opens the store as its training writer
+ *       (TFC_STORE_TRAINER: the training lock), prints "ready PID" and keeps it until stdin
+ *       closes, then closes the store (exit 0), or prints "error MESSAGE" (exit 1).
  *   store_holder romount DIR  in a private mount namespace, mounts a tmpfs on DIR, fills a
  *       store, remounts it read-only and checks that the store reads and refuses writes
  *       cleanly; a small tmpfs then checks a full disk. Exit 0 on success, 77 when the
@@ -51,6 +54,22 @@ static int hold(const char *path, int exclusive)
     char buf[64];
     while (fread(buf, 1, sizeof buf, stdin) > 0) {}
     tfc_store_exec_sql(st, "ROLLBACK");
+    tfc_store_close(st);
+    return 0;
+}
+
+static int train(const char *path, int exclusive)
+{
+    tfc_store *st;
+    unsigned flags = TFC_STORE_CREATE | TFC_STORE_TRAINER | (exclusive ? TFC_STORE_EXCLUSIVE : 0);
+    if (tfc_store_open(path, flags, &st)) {
+        printf("error %s\n", tfc_errmsg());
+        return 1;
+    }
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    char buf[64];
+    while (fread(buf, 1, sizeof buf, stdin) > 0) {}
     tfc_store_close(st);
     return 0;
 }
@@ -145,7 +164,9 @@ int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "hold"))
         return hold(argv[2], argc > 3 && !strcmp(argv[3], "exclusive"));
+    if (argc >= 3 && !strcmp(argv[1], "train"))
+        return train(argv[2], argc > 3 && !strcmp(argv[3], "exclusive"));
     if (argc == 3 && !strcmp(argv[1], "romount")) return romount(argv[2]);
-    fprintf(stderr, "usage: %s hold PATH [exclusive] | romount DIR\n", argv[0]);
+    fprintf(stderr, "usage: %s hold|train PATH [exclusive] | romount DIR\n", argv[0]);
     return 2;
 }

@@ -3,7 +3,10 @@
  * training equal bit for bit, retention, subsets and name maps, chunked variables, one larger
  * than 64 MiB), batched metrics, schema migrations, and bad input: not a database, truncated
  * and corrupted files, a newer schema, mismatched shapes, read-only stores and mounts, a full
- * disk, and a second process holding the lock. Each failure must be clean and lose nothing. */
+ * disk, and a second process holding the lock; one training writer per store (a second one
+ * refused naming the holder, a killed one taken over, exclusive mode), the latest checkpoint
+ * by step, readers that leave the store one file and unchanged, and an empty file. Each
+ * failure must be clean and lose nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1502,6 +1506,380 @@ static void test_disk_full(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- the latest checkpoint: by step, never by arrival ---------------------------------------- */
+
+/* A session over one initialized float variable "v", to checkpoint. */
+static tfc_session *var_session(tfc_graph **g, tfc_tensor **v)
+{
+    tfc_graph_create(g);
+    *v = tfc_variable(*g, "v", TFC_FLOAT32, S1(1), tfc_init_ones());
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, *g, &s), TFC_OK);
+    tfc_session_init_variables(s);
+    return s;
+}
+
+static void test_latest_by_step(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s = var_session(&g, &v);
+    tfc_store *st = create_store("order.db");
+    /* step 30 first, then 10 and 20 (a resume from an older checkpoint, or a second writer):
+     * the newest ids hold the older steps */
+    int64_t steps[] = {30, 10, 20};
+    for (int i = 0; i < 3; i++) {
+        set_var(s, v, (double)steps[i]);
+        CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, steps[i], NULL), TFC_OK);
+    }
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    set_var(s, v, 0);
+    tfc_restore_report rep;
+    CU_ASSERT_EQUAL(tfc_store_restore(st, s, NULL, &rep), TFC_OK);
+    CU_ASSERT_EQUAL(rep.step, 30);
+    CU_ASSERT_EQUAL(var0(s, v), 30);
+    tfc_restore_report_clear(&rep);
+    tfc_checkpoint_info *info;
+    int n;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    for (int i = 0; i < n && i < 3; i++) CU_ASSERT_EQUAL(info[i].step, 10 * (i + 1));
+    free(info);
+    /* retention keeps the newest by step */
+    CU_ASSERT_EQUAL(tfc_store_set_retention(st, 1, 0), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1) CU_ASSERT_EQUAL(info[0].step, 30);
+    free(info);
+    tfc_store_close(st);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* ---- the training lock: one training writer per store --------------------------------------- */
+
+static const char *host_name(void)
+{
+    static char host[256];
+    if (gethostname(host, sizeof host)) strcpy(host, "?");
+    host[sizeof host - 1] = 0;
+    return host;
+}
+
+/* The message names the holder as "process PID on host 'HOST'". */
+static int names_holder(const char *msg, long long pid, const char *host)
+{
+    char want[512];
+    snprintf(want, sizeof want, "process %lld on host '%s'", pid, host);
+    if (!strstr(msg, want)) fprintf(stderr, "no \"%s\" in: %s\n", want, msg);
+    return strstr(msg, want) != NULL;
+}
+
+/* The training writer's pid recorded in the store at path (read-only), -1 when none. */
+static int64_t recorded_trainer(const char *path)
+{
+    tfc_store *st;
+    int64_t pid = -1;
+    if (tfc_store_open(path, TFC_STORE_READONLY, &st)) return -2;
+    if (tfc_store_query_int(st, "SELECT value FROM meta WHERE key = 'trainer_pid'", &pid))
+        pid = -1;
+    tfc_store_close(st);
+    return pid;
+}
+
+static void test_training_lock_two_processes(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s = var_session(&g, &v);
+    const char *path = tpath("trained.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int pid = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(pid, c.pid);
+
+    /* a second training writer is refused at open, naming the holder's process and host */
+    tfc_store *st = NULL;
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(st);
+    CU_ASSERT(names_holder(tfc_errmsg(), pid, host_name()));
+    printf("\n    second trainer: %s\n", tfc_errmsg());
+    /* a writer opened without the flag is refused at its first checkpoint: nothing stored */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, 0, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 1, NULL), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_store_errmsg(st), pid, host_name()));
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    int64_t n = -1;
+    CU_ASSERT_EQUAL(tfc_store_query_int(st, "SELECT count(*) FROM checkpoints", &n), TFC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    tfc_store_close(st);
+    /* readers take no lock */
+    CU_ASSERT_EQUAL(recorded_trainer(path), pid);
+
+    /* the holder closes: its record goes, and the next trainer takes the lock */
+    CU_ASSERT_EQUAL(child_wait(&c), 0);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 2, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* Writes a training writer's record into the store at path, as a writer that is not one. */
+static void fake_record(const char *path, long long pid, const char *host, const char *boot)
+{
+    tfc_store *st;
+    char sql[1024];
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta(key, value) VALUES ('trainer_pid', "
+             "%lld), ('trainer_host', '%s'), ('trainer_boot', '%s'), ('trainer_since', "
+             "1700000000.0)", pid, host, boot);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, 0, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_exec_sql(st, sql), TFC_OK);
+    tfc_store_close(st);
+}
+
+static void this_boot_id(char *boot, size_t len)
+{
+    boot[0] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f && !fgets(boot, (int)len, f)) boot[0] = 0;
+    if (f) fclose(f);
+    boot[strcspn(boot, "\n")] = 0;
+}
+
+/* Whether this process holds a POSIX read lock on path (SQLite's shared lock of a WAL
+ * connection), from /proc/locks. */
+static int holds_read_lock(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb)) return 0;
+    char line[256], kind[16], type[16];
+    unsigned maj, min;
+    unsigned long long ino;
+    int pid, found = 0;
+    FILE *f = fopen("/proc/locks", "r");
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "%*d: %15s %*s %15s %d %x:%x:%llu", kind, type, &pid, &maj, &min,
+                       &ino) == 6 && !strcmp(kind, "POSIX") && !strcmp(type, "READ") &&
+                pid == (int)getpid() && maj == major(sb.st_dev) && min == minor(sb.st_dev) &&
+                ino == (unsigned long long)sb.st_ino;
+    if (f) fclose(f);
+    return found;
+}
+
+static void test_training_lock_takeover(void)
+{
+    const char *path = tpath("takeover.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int dead = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(dead, c.pid);
+    /* killed: its record stays, its OS lock dies with it, and the next trainer takes over */
+    kill(c.pid, SIGKILL);
+    CU_ASSERT_EQUAL(child_wait(&c), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(recorded_trainer(path), dead);
+    tfc_store *st, *st2 = NULL, *reader;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+
+    /* a second training writer in this process is refused as well */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st2), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NULL(st2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "this process"));
+    printf("\n    same process: %s\n", tfc_errmsg());
+    /* closing a trainer keeps the other stores' SQLite locks on the file (a close() of any
+     * descriptor on it would drop them all) */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &reader), TFC_OK);
+    CU_ASSERT_EQUAL(recorded_trainer(path), getpid());
+    CU_ASSERT(holds_read_lock(path));
+    tfc_store_close(st);
+    CU_ASSERT(holds_read_lock(path));
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT(holds_read_lock(path));
+    tfc_store_close(reader);
+
+    /* a file system without working locks: the record alone decides */
+    char boot[64];
+    this_boot_id(boot, sizeof boot);
+    tfc_store_set_os_locks(0);
+    fake_record(path, dead, host_name(), boot); /* this host, the process is gone */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    fake_record(path, 1, host_name(), boot); /* this host, running (init) */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_errmsg(), 1, host_name()));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "since 2023-11-14 22:13:20 UTC"));
+    printf("    running on this host: %s\n", tfc_errmsg());
+    fake_record(path, 1, host_name(), "an-earlier-boot"); /* from before the host restarted */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    fake_record(path, 1, "elsewhere.example", boot); /* another host: cannot tell */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_ERR_STORE);
+    CU_ASSERT(names_holder(tfc_errmsg(), 1, "elsewhere.example"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "DELETE FROM meta"));
+    printf("    another host: %s\n", tfc_errmsg());
+    tfc_store_set_os_locks(1);
+    /* with locks, the free OS lock proves that host's writer gone */
+    CU_ASSERT_EQUAL(tfc_store_open(path, TFC_STORE_TRAINER, &st), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+}
+
+/* Exclusive locking mode (NFS, Lustre): nobody else can even open the store, and the message
+ * still names the training writer, by process and host, from its record. */
+static void test_training_lock_exclusive(void)
+{
+    const char *path = tpath("trained_excl.db");
+    remove_store(path);
+    struct child c = {0, -1, NULL};
+    char *argv[] = {"store_holder", "train", (char *)path, "exclusive", NULL};
+    CU_ASSERT_EQUAL_FATAL(spawn_helper(argv, &c), 0);
+    int pid = child_ready(&c);
+    CU_ASSERT_EQUAL_FATAL(pid, c.pid);
+    tfc_store_set_busy_timeout(NULL, 300);
+    tfc_store *st = NULL;
+    unsigned flags[] = {TFC_STORE_TRAINER | TFC_STORE_EXCLUSIVE, TFC_STORE_TRAINER, 0,
+                        TFC_STORE_READONLY};
+    printf("\n");
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(tfc_store_open(path, flags[i], &st), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NULL(st);
+        CU_ASSERT(names_holder(tfc_errmsg(), pid, host_name()));
+        if (i == 0) printf("    exclusive trainer: %s\n", tfc_errmsg());
+    }
+    tfc_store_set_busy_timeout(NULL, 0);
+    CU_ASSERT_EQUAL(child_wait(&c), 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER | TFC_STORE_EXCLUSIVE, &st),
+                          TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_EQUAL(recorded_trainer(path), -1);
+}
+
+/* ---- readers leave the store one file, unchanged; an empty file is not a store --------------- */
+
+static int has_side_files(const char *path)
+{
+    char b[PATH_MAX];
+    off_t size;
+    snprintf(b, sizeof b, "%s-wal", path);
+    int wal = file_size(b, &size);
+    snprintf(b, sizeof b, "%s-shm", path);
+    return wal || file_size(b, &size);
+}
+
+/* Reads everything a read-only command reads. */
+static void read_all(tfc_store *st, tfc_session *s)
+{
+    tfc_graph *g2 = NULL;
+    CU_ASSERT_EQUAL(tfc_store_load_graph(st, &g2), TFC_OK);
+    tfc_graph_destroy(g2);
+    tfc_checkpoint_info *info = NULL;
+    int n = 0;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(info);
+    CU_ASSERT_EQUAL(tfc_store_restore(st, s, NULL, NULL), TFC_OK);
+}
+
+static void test_readers_leave_one_file(void)
+{
+    tfc_graph *g;
+    tfc_tensor *v;
+    tfc_session *s;
+    make_pattern_store("reader.db", &g, &v, &s);
+    const char *path = tpath("reader.db");
+    size_t len;
+    char *before = read_file(path, &len);
+    CU_ASSERT_FATAL(before && !has_side_files(path));
+    tfc_store *st, *w;
+    unsigned flags[] = {TFC_STORE_READONLY, TFC_STORE_READONLY | TFC_STORE_EXCLUSIVE};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, flags[i], &st), TFC_OK);
+        read_all(st, s);
+        CU_ASSERT_EQUAL(tfc_store_exec_sql(st, "DELETE FROM checkpoints"), TFC_ERR_STORE);
+        tfc_store_close(st);
+        CU_ASSERT(!has_side_files(path));
+        CU_ASSERT(same_file(path, before, len));
+    }
+
+    /* a trainer comes while a reader reads, writes, and leaves first: the reader sees its
+     * data, and the last one out leaves one file */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &w), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 1, "loss", 0.5), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    tfc_store_close(w);
+    CU_ASSERT(has_side_files(path)); /* the reader is still open */
+    int n = 0;
+    int64_t *steps = NULL;
+    double *values = NULL;
+    CU_ASSERT_EQUAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(steps);
+    free(values);
+    read_all(st, s);
+    tfc_store_close(st);
+    CU_ASSERT(!has_side_files(path));
+
+    /* a reader while a trainer runs: the trainer's files stay until it closes */
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_TRAINER, &w), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 2, "loss", 0.25), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    read_all(st, s);
+    tfc_store_close(st);
+    CU_ASSERT(has_side_files(path));
+    CU_ASSERT_EQUAL(tfc_store_log_metric(w, 3, "loss", 0.125), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(w), TFC_OK);
+    tfc_store_close(w);
+    CU_ASSERT(!has_side_files(path));
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    free(steps);
+    free(values);
+    tfc_store_close(st);
+    CU_ASSERT(!has_side_files(path));
+    free(before);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_zero_byte_file(void)
+{
+    const char *path = tpath("empty.db");
+    remove_store(path);
+    write_file(path, "", 0);
+    unsigned flags[] = {0, TFC_STORE_TRAINER, TFC_STORE_READONLY, TFC_STORE_EXCLUSIVE};
+    printf("\n");
+    for (int i = 0; i < 4; i++) {
+        tfc_store *st = NULL;
+        CU_ASSERT_EQUAL(tfc_store_open(path, flags[i], &st), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NULL(st);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "empty file (0 bytes)"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), path));
+        off_t size = -1;
+        CU_ASSERT(file_size(path, &size) && size == 0);
+        CU_ASSERT(!has_side_files(path));
+        if (i == 0) printf("    zero bytes: %s\n", tfc_errmsg());
+    }
+    /* TFC_STORE_CREATE makes a store in it */
+    tfc_store *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st), TFC_OK);
+    tfc_store_close(st);
+    off_t size = 0;
+    CU_ASSERT(file_size(path, &size) && size > 0);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1551,5 +1929,11 @@ int main(void)
     TEST_ADD(test_two_processes);
     TEST_ADD(test_readonly_mount);
     TEST_ADD(test_disk_full);
+    TEST_ADD(test_latest_by_step);
+    TEST_ADD(test_training_lock_two_processes);
+    TEST_ADD(test_training_lock_takeover);
+    TEST_ADD(test_training_lock_exclusive);
+    TEST_ADD(test_readers_leave_one_file);
+    TEST_ADD(test_zero_byte_file);
     return test_main();
 }

@@ -2,10 +2,12 @@
 # test_tool.sh: the `tfc` tool end to end on a small model made by examples/make_model (a
 # 16-16-4 MLP on synthetic 4x4 images): info, train with checkpoints, training runs stopped by
 # SIGTERM and SIGINT (exit 143/130 after a checkpoint), resuming to the end (bit for bit the
-# result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), and
-# misuse (exit 2 or 1 with a message); then progress lines in a log file (no \r, no escape
-# codes), and info and plot showing a metric no signature names, with its gap left a gap. Run
-# by `make check` from the build directory; takes a few seconds.
+# result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), one
+# training writer per store (a second refused naming the first, a killed one taken over, in
+# exclusive mode too), read-only commands that leave the store one unchanged file, an empty
+# file, and misuse (exit 2 or 1 with a message); then progress lines in a log file (no \r, no
+# escape codes), and info and plot showing a metric no signature names, with its gap left a gap.
+# Run by `make check` from the build directory; takes a few seconds.
 set -u
 build=$(pwd)
 tfc=$build/src/tfc
@@ -71,6 +73,7 @@ cp model.db straight.db   # trained again below without interruption, for compar
 # interrupt SIGNAL DB: starts a long training run (2000 epochs: tens of seconds at least) in
 # the background, sends SIGNAL once it has written a checkpoint, and waits (output in int.*).
 interrupt() {
+    rm -f int.out int.err # a previous run's output would end the wait below early
     "$tfc" train "$2" $train_data --epochs 2000 --batch 32 --checkpoint-every 5 --keep 3 \
         >int.out 2>int.err &
     bg=$!
@@ -176,6 +179,80 @@ ok plot model.db -o curves.png --metric loss
     fail "curves.png has no PNG signature"
 [ "$(tail -c 8 curves.png | head -c 4)" = IEND ] || fail "curves.png does not end with IEND"
 echo "ok: plot (SVG and PNG)"
+
+# ---- one training writer per store ----
+# train_bg DB: a long training run in the background (pid in $bg, output in bg.*), returning
+# once it has written a checkpoint. TFC_STORE_EXCLUSIVE set for the call reaches it.
+train_bg() {
+    rm -f bg.out bg.err # the run truncates them only once started: no earlier run's lines
+    "$tfc" train "$1" $train_data --epochs 2000 --batch 32 --checkpoint-every 5 --keep 3 \
+        --quiet >bg.out 2>bg.err &
+    bg=$!
+    for _ in $(seq 600); do
+        grep -q "^checkpoint at step" bg.out 2>/dev/null && break
+        kill -0 $bg 2>/dev/null || break
+        sleep 0.05
+    done
+    grep -q "^checkpoint at step" bg.out || { cat bg.err; fail "the background run wrote no checkpoint"; }
+}
+host=$(hostname)
+cp model.db lock.db
+train_bg lock.db
+bad 1 "already being trained by process $bg on host '$host'" train lock.db $train_data
+ok info lock.db   # readers need no lock
+has "checkpoints: "
+kill -KILL $bg
+wait $bg 2>/dev/null
+bg=
+ok train lock.db $train_data --epochs $((end + 1)) --batch 32 --quiet
+has "resuming from the checkpoint at step"; has "trained to epoch $((end + 1))"
+echo "ok: a second trainer is refused naming the first; one killed by SIGKILL is taken over"
+
+# exclusive locking mode (NFS, Lustre): the second cannot even open the store, and is told who
+# holds it (after the 5 s busy timeout)
+cp model.db excl.db
+TFC_STORE_EXCLUSIVE=1 train_bg excl.db
+TFC_STORE_EXCLUSIVE=1 bad 1 "process $bg on host '$host'" train excl.db $train_data
+kill -TERM $bg
+wait $bg
+rc=$?
+bg=
+[ $rc -eq 143 ] || fail "the exclusive trainer exited with $rc after SIGTERM, expected 143"
+[ "$(ls excl.db*)" = excl.db ] || fail "the exclusive trainer left $(ls excl.db*)"
+echo "ok: exclusive mode: a second trainer is refused naming the first"
+
+# ---- read-only commands leave the store one file, byte for byte as it was ----
+mkdir ro
+cp model.db ro/model.db
+sum=$(cksum <ro/model.db)
+unchanged() { # what ran
+    [ "$(ls ro)" = model.db ] || fail "$1 left $(ls ro | tr '\n' ' ')beside the store"
+    [ "$(cksum <ro/model.db)" = "$sum" ] || fail "$1 changed the store's bytes"
+}
+for c in "info ro/model.db" "eval ro/model.db $test_data" "dot ro/model.db" \
+         "run ro/model.db --data images=test-x.npy --out ro-pred" "plot ro/model.db -o ro.svg"; do
+    ok $c
+    unchanged "tfc $c"
+    TFC_STORE_EXCLUSIVE=1 ok $c
+    unchanged "TFC_STORE_EXCLUSIVE=1 tfc $c"
+done
+# beside a running trainer: its files stay while it runs, and go with it
+cp model.db ro/model.db
+train_bg ro/model.db
+ok info ro/model.db
+has "checkpoints: "
+kill -TERM $bg
+wait $bg
+bg=
+[ "$(ls ro)" = model.db ] || fail "a trainer and a reader left $(ls ro | tr '\n' ' ')"
+echo "ok: info, eval, dot, run and plot leave the store one file, unchanged"
+
+# ---- an empty file is not a store, and stays empty ----
+: >empty.db
+bad 1 "empty file (0 bytes)" train empty.db $train_data
+[ ! -s empty.db ] && [ "$(ls empty.db*)" = empty.db ] || fail "train changed the empty file"
+bad 1 "empty file (0 bytes)" info empty.db
+[ ! -s empty.db ] && [ "$(ls empty.db*)" = empty.db ] || fail "info changed the empty file"
 
 # ---- misuse ----
 bad 2 "usage"

@@ -175,7 +175,9 @@ int tool_model_open(const char *cmd, const char *path, int writable, int with_se
 {
     *m = (struct tool_model){0};
     if (access(path, F_OK)) return tool_error(cmd, "%s: %s", path, strerror(errno));
-    if (tfc_store_open(path, writable ? 0 : TFC_STORE_READONLY, &m->store)) {
+    /* a writer here trains: it takes the store's training lock at once, before the runtime
+     * starts; readers take none and leave the store one file, as it was */
+    if (tfc_store_open(path, writable ? TFC_STORE_TRAINER : TFC_STORE_READONLY, &m->store)) {
         m->store = NULL;
         return tool_error(cmd, "%s: %s", path, tfc_errmsg());
     }

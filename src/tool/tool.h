@@ -65,8 +65,9 @@ struct tool_model {
     tfc_session *session;
 };
 
-/* Opens the store (read-only unless writable), loads its graph and, when with_session, starts
- * a context and a session. Prints the error and returns TOOL_FAIL on failure. */
+/* Opens the store (read-only unless writable: then for training, holding its training lock),
+ * loads its graph and, when with_session, starts a context and a session. Prints the error
+ * and returns TOOL_FAIL on failure. */
 int tool_model_open(const char *cmd, const char *path, int writable, int with_session,
                     struct tool_model *m);
 void tool_model_close(struct tool_model *m);
