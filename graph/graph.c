@@ -156,12 +156,14 @@ tfc_tensor *tfc_graph_find(tfc_graph *g, const char *name)
     const char *colon = strrchr(name, ':');
     int index = 0;
     if (colon) {
-        char *end;
-        long k = strtol(colon + 1, &end, 10);
-        if (*end || colon == name || (size_t)(colon - name) >= sizeof base) return NULL;
+        /* digits only: "x:", "x:+1", "x: 1" and "x:4294967296" (0 in 32 bits) name nothing */
+        if (colon == name || !colon[1] || (size_t)(colon - name) >= sizeof base) return NULL;
+        for (const char *d = colon + 1; *d; d++) {
+            if (*d < '0' || *d > '9' || index > TFC_MAX_OPERANDS) return NULL;
+            index = index * 10 + (*d - '0');
+        }
         memcpy(base, name, (size_t)(colon - name));
         base[colon - name] = 0;
-        index = (int)k;
         name = base;
     }
     struct tfc_node *n = name_lookup(g, name);
