@@ -276,6 +276,11 @@ static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded
     x->op = strdup(opn ? opn : "");
     if (!x->name || !x->op)
         return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+    size_t attrs_len = attrs ? strlen(attrs) : 0;
+    if (attrs_len >= sizeof x->rec.attrs) /* cut, its last attributes would read as defaults */
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': node '%s': attributes of %zu "
+                        "characters (at most %zu)", st->path, x->name, attrs_len,
+                        sizeof x->rec.attrs - 1);
     snprintf(x->rec.attrs, sizeof x->rec.attrs, "%s", attrs ? attrs : "");
     x->rec.name = x->name;
     x->rec.op = x->op;
