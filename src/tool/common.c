@@ -371,6 +371,9 @@ int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *
 {
     memset(f, 0, sizeof *f);
     if (sig->n_feeds > TOOL_MAX_DATA) return tool_error(cmd, "the signature has too many feeds");
+    if (sig->n_feeds == 0) /* else "not a feed (feeds: )", or a batcher of no source */
+        return tool_error(cmd, "%s: the signature has no feeds: nothing to read the --data "
+                          "files into", o->model);
     const char *paths[TOOL_MAX_DATA] = {0};
     for (int d = 0; d < o->n_data; d++) {
         int k = -1;
