@@ -1,6 +1,7 @@
 /* graph.c: the graph arena. A graph owns its nodes and tensors; nodes are built through one
  * function that checks inputs, parses attributes from the op's table, names the node and infers
  * its outputs. Build errors are sticky on the graph and name the node. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,12 +157,14 @@ tfc_tensor *tfc_graph_find(tfc_graph *g, const char *name)
     const char *colon = strrchr(name, ':');
     int index = 0;
     if (colon) {
-        char *end;
-        long k = strtol(colon + 1, &end, 10);
-        if (*end || colon == name || (size_t)(colon - name) >= sizeof base) return NULL;
+        /* digits only: "x:", "x:+1", "x: 1" and "x:4294967296" (0 in 32 bits) name nothing */
+        if (colon == name || !colon[1] || (size_t)(colon - name) >= sizeof base) return NULL;
+        for (const char *d = colon + 1; *d; d++) {
+            if (*d < '0' || *d > '9' || index > TFC_MAX_OPERANDS) return NULL;
+            index = index * 10 + (*d - '0');
+        }
         memcpy(base, name, (size_t)(colon - name));
         base[colon - name] = 0;
-        index = (int)k;
         name = base;
     }
     struct tfc_node *n = name_lookup(g, name);
@@ -282,14 +285,26 @@ void tfc_attrs_default(const struct tfc_op *op, struct tfc_kattr *attrs)
     }
 }
 
+/* An integer at *p: 0, -1 when there is none, -2 when it is outside int64 (strtoll would
+ * clamp it silently). */
 static int parse_int(const char **p, int64_t *out)
 {
     char *end;
+    errno = 0;
     long long v = strtoll(*p, &end, 10);
     if (end == *p) return -1;
+    if (errno == ERANGE) return -2;
     *p = end;
     *out = v;
     return 0;
+}
+
+/* The text of the number at p, for a message (up to the next ',', ']' or blank). */
+static int number_len(const char *p)
+{
+    int n = 0;
+    while (p[n] && p[n] != ',' && p[n] != ']' && p[n] != ' ' && n < 40) n++;
+    return n;
 }
 
 /* The name before the '=' at *p (trailing blanks dropped) and its index in op's table; *p moves
@@ -346,9 +361,17 @@ static tfc_status parse_ints_attr(const struct tfc_op *op, const char **p, struc
     a->n = 0;
     while (**p == ' ') (*p)++;
     while (**p != ']') {
-        if (a->n == TFC_MAX_RANK || parse_int(p, &a->v[a->n]))
+        if (a->n == TFC_MAX_RANK)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
                             "attribute '%s': bad list (at most %d integers)", name, TFC_MAX_RANK);
+        int rc = parse_int(p, &a->v[a->n]);
+        if (rc == -2)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s': %.*s is outside int64", name, number_len(*p), *p);
+        if (rc)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s': bad list at \"%s\" (integers in [], at most %d)",
+                            name, *p, TFC_MAX_RANK);
         a->n++;
         while (**p == ' ' || **p == ',') (*p)++;
         if (!**p)
@@ -363,12 +386,18 @@ static tfc_status parse_value(const struct tfc_op *op, int idx, const char *name
                               struct tfc_kattr *a, char *msg)
 {
     switch (op->attrs[idx].type) {
-    case TFC_ATTR_INT:
-        if (parse_int(p, &a->i))
+    case TFC_ATTR_INT: {
+        int rc = parse_int(p, &a->i);
+        if (rc == -2)
+            return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                            "attribute '%s' of op '%s': %.*s is outside int64", name, op->name,
+                            number_len(*p), *p);
+        if (rc)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
                             "attribute '%s' of op '%s' needs an integer", name, op->name);
         a->f = (double)a->i;
         return TFC_OK;
+    }
     case TFC_ATTR_FLOAT: {
         char *end;
         a->f = strtod(*p, &end);

@@ -69,11 +69,16 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
                                rec->op);
     struct tfc_kattr attrs[TFC_MAX_ATTRS];
     char msg[TFC_MSG_LEN];
-    if (tfc_attrs_parse(op, rec->attrs, attrs, msg))
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %s", rec->name, msg);
+    tfc_status parsed = tfc_attrs_parse(op, rec->attrs, attrs, msg);
+    if (parsed) /* TFC_ERR_DTYPE for an unknown dtype name, as tfc_op gives */
+        return tfc_graph_error(g, parsed, "node '%s': %s", rec->name, msg);
     if (rec->n_inputs < 0 || rec->n_inputs > TFC_MAX_OPERANDS)
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s': %d inputs", rec->name,
-                               rec->n_inputs);
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): %d inputs (at most "
+                               "%d)", rec->name, op->name, rec->n_inputs, TFC_MAX_OPERANDS);
+    int source = op == &tfc_op_constant || op == &tfc_op_placeholder || op == &tfc_op_variable;
+    if (source && rec->n_inputs) /* their builders take no inputs: they would be dropped */
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): takes 0 inputs, "
+                               "got %d", rec->name, op->name, rec->n_inputs);
     tfc_tensor *in[TFC_MAX_OPERANDS];
     for (int k = 0; k < rec->n_inputs; k++) {
         in[k] = tfc_graph_find(g, rec->inputs[k]);
@@ -117,4 +122,65 @@ tfc_status tfc_graph_import_ctrl(tfc_graph *g, const struct tfc_node_record *rec
     if (!t && !g->status)
         tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s' does not exist", rec->name);
     return g->status;
+}
+
+/* Kahn's algorithm over data and control edges: the nodes left with unmet inputs lie on a
+ * cycle or after one. Data edges of an imported graph point backwards only, so a cycle always
+ * goes through a control edge. */
+tfc_status tfc_graph_import_check(tfc_graph *g)
+{
+    if (!g) return TFC_ERR_INVALID_ARGUMENT;
+    if (g->status) return g->status;
+    int n = g->n_nodes, n_edges = 0;
+    for (int i = 0; i < n; i++) n_edges += g->nodes[i]->n_inputs + g->nodes[i]->n_ctrl;
+    int *indeg = calloc((size_t)n + 1, sizeof *indeg), *start = calloc((size_t)n + 2, sizeof *start);
+    int *users = malloc(((size_t)n_edges + 1) * sizeof *users), *ready = malloc(((size_t)n + 1) * sizeof *ready);
+    if (!indeg || !start || !users || !ready) {
+        free(indeg), free(start), free(users), free(ready);
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "checking the graph for cycles: no memory");
+    }
+    /* users of node p: users[start[p] .. start[p + 1]) */
+    for (int i = 0; i < n; i++) {
+        const struct tfc_node *x = g->nodes[i];
+        for (int k = 0; k < x->n_inputs; k++) start[x->inputs[k]->node->id + 1]++;
+        for (int k = 0; k < x->n_ctrl; k++) start[x->ctrl[k]->id + 1]++;
+        indeg[i] = x->n_inputs + x->n_ctrl;
+    }
+    for (int p = 0; p < n; p++) start[p + 1] += start[p];
+    int *fill = ready; /* borrowed as a cursor per node before the queue needs it */
+    for (int p = 0; p < n; p++) fill[p] = start[p];
+    for (int i = 0; i < n; i++) {
+        const struct tfc_node *x = g->nodes[i];
+        for (int k = 0; k < x->n_inputs; k++) users[fill[x->inputs[k]->node->id]++] = i;
+        for (int k = 0; k < x->n_ctrl; k++) users[fill[x->ctrl[k]->id]++] = i;
+    }
+    int head = 0, tail = 0;
+    for (int i = 0; i < n; i++)
+        if (!indeg[i]) ready[tail++] = i;
+    while (head < tail) {
+        int p = ready[head++];
+        for (int e = start[p]; e < start[p + 1]; e++)
+            if (--indeg[users[e]] == 0) ready[tail++] = users[e];
+    }
+    int culprit = -1;
+    for (int i = 0; i < n && culprit < 0 && tail < n; i++)
+        if (indeg[i]) culprit = i;
+    /* every node left has an input left: n steps back along those lands on the cycle */
+    for (int step = 0; culprit >= 0 && step < n; step++) {
+        const struct tfc_node *x = g->nodes[culprit];
+        int prev = -1;
+        for (int k = 0; k < x->n_inputs && prev < 0; k++)
+            if (indeg[x->inputs[k]->node->id]) prev = x->inputs[k]->node->id;
+        for (int k = 0; k < x->n_ctrl && prev < 0; k++)
+            if (indeg[x->ctrl[k]->id]) prev = x->ctrl[k]->id;
+        culprit = prev;
+    }
+    free(indeg), free(start), free(users), free(ready);
+    if (tail < n) {
+        const struct tfc_node *x = culprit >= 0 ? g->nodes[culprit] : NULL;
+        return tfc_graph_error(g, TFC_ERR_CYCLE, "the graph has a cycle through node '%s' (%s): "
+                               "a control input that depends on the node it guards",
+                               x ? x->name : "?", x ? x->op->name : "?");
+    }
+    return TFC_OK;
 }

@@ -26,6 +26,9 @@ void tfc_node_record_clear(struct tfc_node_record *rec);
  * tfc_graph_import_ctrl once every node exists). Errors stay on g, naming the node. */
 tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec);
 tfc_status tfc_graph_import_ctrl(tfc_graph *g, const struct tfc_node_record *rec);
+/* Once every node and control edge is imported: TFC_ERR_CYCLE (on g, naming a node) when the
+ * edges form a cycle, which only control edges can close. */
+tfc_status tfc_graph_import_check(tfc_graph *g);
 /* Writes node i's attributes as text (the form tfc_op and the store take). */
 void tfc_attrs_format(const struct tfc_op *op, const struct tfc_kattr *attrs, char *buf, size_t len);
 

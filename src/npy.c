@@ -68,8 +68,14 @@ static int string(struct cursor *c, char *buf, size_t size)
     char q = *c->p++;
     size_t n = 0;
     while (c->p < c->end && *c->p != q) {
-        if (n + 1 >= size || *c->p == '\\') {
-            snprintf(c->why, TFC_MSG_LEN / 2, "string too long or escaped");
+        if (*c->p == '\\') {
+            snprintf(c->why, TFC_MSG_LEN / 2, "an escaped string at offset %ld (escapes are "
+                     "not supported)", (long)(c->p - c->start));
+            return -1;
+        }
+        if (n + 1 >= size) {
+            snprintf(c->why, TFC_MSG_LEN / 2, "a string longer than %zu characters at offset "
+                     "%ld (or one not closed)", size - 1, (long)(c->p - n - 1 - c->start));
             return -1;
         }
         buf[n++] = *c->p++;

@@ -816,7 +816,10 @@ TFC_API int tfc_store_schema_version(void);
  * (TFC_ERR_INVALID_ARGUMENT). User gradient functions are C code and are not stored. */
 TFC_API tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g);
 /* A new graph built from the store, runnable without the code that built the original (same
- * node names and order). TFC_ERR_NOT_FOUND when no graph is stored. */
+ * node names and order). TFC_ERR_NOT_FOUND when no graph is stored. A damaged graph fails with
+ * a message naming the node: an unknown op or input (TFC_ERR_NOT_FOUND), bad attributes or
+ * input counts, a cycle (TFC_ERR_CYCLE), rows out of order or a node count that differs from
+ * the graph row (TFC_ERR_STORE). */
 TFC_API tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out);
 
 /* Named signatures: "train" (feeds, loss, metrics, train_op) and "predict" (feeds, outputs),
@@ -835,7 +838,8 @@ typedef struct tfc_signature {
 
 TFC_API tfc_status tfc_store_set_signature(tfc_store *st, const char *name,
                                            const tfc_signature *sig);
-/* A copy owned by the caller (tfc_signature_free); TFC_ERR_NOT_FOUND when absent. */
+/* A copy owned by the caller (tfc_signature_free); TFC_ERR_NOT_FOUND when absent,
+ * TFC_ERR_STORE when a stored name is no node of the stored graph (a damaged store). */
 TFC_API tfc_status tfc_store_get_signature(tfc_store *st, const char *name, tfc_signature **out);
 TFC_API void tfc_signature_free(tfc_signature *sig);
 

@@ -176,18 +176,16 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
 {
     const struct tfc_op *op = tfc_op_lookup(l->op);
     struct tfc_kattr attrs[TFC_MAX_ATTRS];
-    char why[TFC_MSG_LEN];
+    char why[TFC_MSG_LEN] = "not a constant";
     if (!op || tfc_attrs_parse(op, l->rec.attrs, attrs, why))
-        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
-                        st->path, l->name, l->rec.attrs);
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes "
+                        "'%s': %s", st->path, l->name, l->rec.attrs, why);
     const struct tfc_kattr *dtype = &attrs[SOURCE_DTYPE], *dims = &attrs[SOURCE_SHAPE];
     tfc_shape shape = tfc_shape_of(dims->n, dims->v);
-    if (!tfc_dtype_valid((int)dtype->i) || tfc_shape_numel(&shape) < 0)
-        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes '%s'",
-                        st->path, l->name, l->rec.attrs);
+    /* the value's own checks name a negative dimension or a size that overflows */
     if (tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
-        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': %s", st->path,
-                        l->name, tfc_errmsg());
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes "
+                        "'%s': %s", st->path, l->name, l->rec.attrs, tfc_errmsg());
     sqlite3_reset(dq);
     sqlite3_bind_int(dq, 1, id);
     *rc = tfc_store_get_chunks(dq, tfc_value_data(l->value), tfc_value_nbytes(l->value),
@@ -200,9 +198,10 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
     return TFC_OK;
 }
 
-/* The graph row: a new graph with the stored seed; TFC_ERR_NOT_FOUND when none is stored. *rc
- * receives an SQLite failure. */
-static tfc_status load_graph_row(tfc_store *st, sqlite3_stmt **gq, tfc_graph **g, int *rc)
+/* The graph row: a new graph with the stored seed, and the node count it records;
+ * TFC_ERR_NOT_FOUND when none is stored. *rc receives an SQLite failure. */
+static tfc_status load_graph_row(tfc_store *st, sqlite3_stmt **gq, tfc_graph **g,
+                                 int64_t *n_nodes, int *rc)
 {
     *rc = sqlite3_prepare_v2(st->db, "SELECT seed, n_nodes FROM graph WHERE id = 1", -1, gq,
                              NULL);
@@ -218,7 +217,50 @@ static tfc_status load_graph_row(tfc_store *st, sqlite3_stmt **gq, tfc_graph **g
     if (tfc_graph_create(g))
         return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: %s", tfc_errmsg());
     tfc_graph_set_seed(*g, (uint64_t)sqlite3_column_int64(*gq, 0));
+    *n_nodes = sqlite3_column_int64(*gq, 1);
     return TFC_OK;
+}
+
+/* Why input `input` of node x (stored as node id) is not in the graph loaded so far, when the
+ * store holds its node: stored after x (nodes are stored after their inputs), and whether
+ * that is a cycle (x reachable from it along inputs and control edges). TFC_OK when the
+ * store lacks the node too (the import's "does not exist" stands); *rc: an SQLite failure. */
+static tfc_status explain_missing_input(tfc_store *st, const struct loaded *x, int id,
+                                        const char *input, int *rc)
+{
+    static const char sql[] =
+        "WITH RECURSIVE edge(node, dep) AS ("
+        "  SELECT node, CASE WHEN instr(tensor, ':') > 0"
+        "                    THEN substr(tensor, 1, instr(tensor, ':') - 1) ELSE tensor END"
+        "  FROM node_inputs UNION ALL SELECT node, control FROM node_controls),"
+        " reach(id) AS (SELECT id FROM nodes WHERE name = ?1"
+        "  UNION SELECT n.id FROM reach JOIN edge e ON e.node = reach.id"
+        "  JOIN nodes n ON n.name = e.dep)"
+        "SELECT (SELECT id FROM nodes WHERE name = ?1), EXISTS (SELECT 1 FROM reach WHERE id = ?2)";
+    const char *colon = strrchr(input, ':');
+    int len = colon ? (int)(colon - input) : (int)strlen(input);
+    sqlite3_stmt *q;
+    *rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+    if (*rc) return TFC_OK;
+    sqlite3_bind_text(q, 1, input, len, SQLITE_STATIC);
+    sqlite3_bind_int(q, 2, id);
+    tfc_status status = TFC_OK;
+    *rc = sqlite3_step(q);
+    if (*rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) {
+        int64_t at = sqlite3_column_int64(q, 0);
+        if (sqlite3_column_int(q, 1))
+            status = tfc_fail(st->msg, TFC_ERR_CYCLE,
+                              "store '%s': loading the graph: node '%s': input '%s' depends on "
+                              "'%s' (a cycle)", st->path, x->name, input, x->name);
+        else if (at >= id)
+            status = tfc_fail(st->msg, TFC_ERR_STORE,
+                              "store '%s': loading the graph: node '%s': input '%s' is stored "
+                              "after it (node %lld; a node's inputs come before it)", st->path,
+                              x->name, input, (long long)at);
+    }
+    *rc = *rc == SQLITE_ROW || *rc == SQLITE_DONE ? SQLITE_OK : *rc;
+    sqlite3_finalize(q);
+    return status;
 }
 
 /* The node at the current row of q[0] (the nodes query) into x: its name, op, attributes,
@@ -234,6 +276,11 @@ static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded
     x->op = strdup(opn ? opn : "");
     if (!x->name || !x->op)
         return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "load_graph: no memory");
+    size_t attrs_len = attrs ? strlen(attrs) : 0;
+    if (attrs_len >= sizeof x->rec.attrs) /* cut, its last attributes would read as defaults */
+        return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': node '%s': attributes of %zu "
+                        "characters (at most %zu)", st->path, x->name, attrs_len,
+                        sizeof x->rec.attrs - 1);
     snprintf(x->rec.attrs, sizeof x->rec.attrs, "%s", attrs ? attrs : "");
     x->rec.name = x->name;
     x->rec.op = x->op;
@@ -277,6 +324,11 @@ static tfc_status load_nodes(tfc_store *st, sqlite3_stmt *const *q, tfc_graph *g
         }
         struct loaded *x = &(*l)[(*n)++];
         status = load_node(st, q, x, rc);
+        if (status || *rc) break;
+        for (int k = 0; k < x->rec.n_inputs && !status && !*rc; k++)
+            if (!tfc_graph_find(g, x->rec.inputs[k]))
+                status = explain_missing_input(st, x, sqlite3_column_int(q[0], 0),
+                                               x->rec.inputs[k], rc);
         if (status || *rc || tfc_graph_import_node(g, &x->rec)) break;
     }
     if (*rc == SQLITE_DONE) *rc = SQLITE_OK;
@@ -299,14 +351,20 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
     int n = 0;
     tfc_graph *g = NULL;
     tfc_status status = TFC_OK;
+    int64_t n_nodes = 0;
     pthread_mutex_lock(&st->db_mu);
     int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot */
-    if (rc == SQLITE_OK) status = load_graph_row(st, &gq, &g, &rc);
+    if (rc == SQLITE_OK) status = load_graph_row(st, &gq, &g, &n_nodes, &rc);
     for (int i = 0; i < 4 && rc == SQLITE_OK && !status; i++)
         rc = sqlite3_prepare_v2(st->db, sql[i], -1, &q[i], NULL);
     if (rc == SQLITE_OK && !status) status = load_nodes(st, q, g, &l, &n, &rc);
     for (int i = 0; i < n && rc == SQLITE_OK && !status && !tfc_graph_status(g); i++)
         tfc_graph_import_ctrl(g, &l[i].rec);
+    if (rc == SQLITE_OK && !status && !tfc_graph_status(g)) tfc_graph_import_check(g);
+    if (rc == SQLITE_OK && !status && !tfc_graph_status(g) && n != n_nodes)
+        status = tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': the graph row records %lld "
+                          "nodes but %d are stored (node rows missing or added)", st->path,
+                          (long long)n_nodes, n);
     if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "loading the graph");
     else if (!status && g && tfc_graph_status(g))
         status = tfc_fail(st->msg, tfc_graph_status(g), "store '%s': loading the graph: %s",

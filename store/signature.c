@@ -251,16 +251,25 @@ tfc_status tfc_store_get_signature(tfc_store *st, const char *name, tfc_signatur
     if (!sig) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "get_signature: no memory");
     tfc_status status = TFC_OK;
     int oom = 0, found = 0;
+    const char *unknown = NULL, *unknown_role = NULL;
     sqlite3_stmt *q = NULL;
     pthread_mutex_lock(&st->db_mu);
     int rc = tfc_store_exec(st->db, "BEGIN");
     if (rc == SQLITE_OK) rc = read_row(st->db, name, sig, &found, &oom);
     if (rc == SQLITE_OK && found) rc = read_tensors(st->db, name, sig, &q, &oom);
+    if (rc == SQLITE_OK && found && !oom) { /* set_signature's check, on what was stored */
+        int frc = find_unknown(st->db, sig, &unknown, &unknown_role);
+        if (!unknown) rc = frc;
+    }
     if (rc) status = tfc_store_sqlfail(st, st->db, rc, st->msg, "reading signature '%s'", name);
     else if (oom) status = tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "get_signature: no memory");
     else if (!found)
         status = tfc_fail(st->msg, TFC_ERR_NOT_FOUND, "store '%s' has no signature '%s'",
                           st->path, name);
+    else if (unknown)
+        status = tfc_fail(st->msg, TFC_ERR_STORE,
+                          "store '%s': signature '%s': %s '%s' is not a tensor of the stored "
+                          "graph (a damaged store)", st->path, name, unknown_role, unknown);
     sqlite3_finalize(q);
     if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
     pthread_mutex_unlock(&st->db_mu);

@@ -1,7 +1,9 @@
 /* common.c: what the `tfc` commands share: option parsing, error messages, opening a model
  * (store, graph, context, session), restoring or initializing variables, loading --data files
  * into feeds with the conversion rules, and the graph walk used by `info` and `dot`. */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -42,14 +44,20 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
     return TOOL_USAGE;
 }
 
-static int parse_int(const char *cmd, const char *opt, const char *v, int64_t min, int64_t *out)
+/* An integer in [min, max]; strtoll's leading blanks and clamping on overflow are refused. */
+static int parse_int(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max,
+                     int64_t *out)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno || x < min) {
-        fprintf(stderr, "tfc %s: %s needs an integer >= %lld, not '%s'\n", cmd, opt,
-                (long long)min, v);
+    if (!*v || isspace((unsigned char)*v) || *end || errno || x < min || x > max) {
+        if (max == INT64_MAX)
+            fprintf(stderr, "tfc %s: %s needs an integer >= %lld, not '%s'\n", cmd, opt,
+                    (long long)min, v);
+        else
+            fprintf(stderr, "tfc %s: %s needs an integer in [%lld, %lld], not '%s'\n", cmd, opt,
+                    (long long)min, (long long)max, v);
         return TOOL_USAGE;
     }
     *out = x;
@@ -103,14 +111,17 @@ static int set_option(const char *cmd, const struct option_def *od, const char *
     int64_t x;
     switch (od->flag) {
     case OPT_DATA: return add_data(cmd, v, o);
-    case OPT_EPOCHS: return parse_int(cmd, "--epochs", v, 1, &o->epochs) ? TOOL_USAGE : 0;
-    case OPT_BATCH: return parse_int(cmd, "--batch", v, 1, &o->batch) ? TOOL_USAGE : 0;
+    case OPT_EPOCHS:
+        return parse_int(cmd, "--epochs", v, 1, INT64_MAX, &o->epochs) ? TOOL_USAGE : 0;
+    case OPT_BATCH: return parse_int(cmd, "--batch", v, 1, INT64_MAX, &o->batch) ? TOOL_USAGE : 0;
     case OPT_CKPT:
-        return parse_int(cmd, "--checkpoint-every", v, 0, &o->checkpoint_every) ? TOOL_USAGE : 0;
-    case OPT_KEEP: return parse_int(cmd, "--keep", v, 0, &o->keep) ? TOOL_USAGE : 0;
-    case OPT_ROWS: return parse_int(cmd, "--rows", v, 0, &o->rows) ? TOOL_USAGE : 0;
+        return parse_int(cmd, "--checkpoint-every", v, 0, INT64_MAX, &o->checkpoint_every)
+                   ? TOOL_USAGE : 0;
+    case OPT_KEEP: /* the retention count is an int */
+        return parse_int(cmd, "--keep", v, 0, INT_MAX, &o->keep) ? TOOL_USAGE : 0;
+    case OPT_ROWS: return parse_int(cmd, "--rows", v, 0, INT64_MAX, &o->rows) ? TOOL_USAGE : 0;
     case OPT_SEED:
-        if (parse_int(cmd, "--seed", v, 0, &x)) return TOOL_USAGE;
+        if (parse_int(cmd, "--seed", v, 0, INT64_MAX, &x)) return TOOL_USAGE;
         o->seed = (uint64_t)x;
         o->have_seed = 1;
         return 0;
@@ -362,6 +373,9 @@ int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *
 {
     memset(f, 0, sizeof *f);
     if (sig->n_feeds > TOOL_MAX_DATA) return tool_error(cmd, "the signature has too many feeds");
+    if (sig->n_feeds == 0) /* else "not a feed (feeds: )", or a batcher of no source */
+        return tool_error(cmd, "%s: the signature has no feeds: nothing to read the --data "
+                          "files into", o->model);
     const char *paths[TOOL_MAX_DATA] = {0};
     for (int d = 0; d < o->n_data; d++) {
         int k = -1;
