@@ -21,6 +21,9 @@ tfc_status tfc_store_query_int(tfc_store *st, const char *sql, int64_t *out);
 /* Adds one migration after the built-in ones (tfc_store_schema_version grows by one), to test
  * the migration path; NULL removes it. */
 void tfc_store_set_test_migration(const char *sql);
+/* Metrics handed to the writer per batch for the stores of this process (0: back to
+ * TFC_STORE_METRIC_BATCH, 1024), so that batches commit between checkpoints. */
+void tfc_store_set_metric_batch(int n);
 /* Write transactions committed through this store so far (metrics come in batches). */
 uint64_t tfc_store_write_transactions(tfc_store *st);
 
