@@ -860,15 +860,27 @@ typedef struct tfc_checkpoint_info {
 
 /* Takes a checkpoint of every variable of the session's graph (slots and global step
  * included) as one consistent cut between runs, then writes it in one transaction on the
- * store's writer thread while training goes on. Returns once the snapshot is taken (a host
- * copy; at most two snapshots wait for the disk, a third call waits for the first). Variables
+ * store's writer thread while training goes on, together with the metrics logged so far for
+ * steps up to `step` (a checkpoint that survives a crash has its steps' metrics). Returns once
+ * the snapshot is taken (a host copy; at most two snapshots wait for the disk, a third call
+ * waits for the first): tfc_store_committed_checkpoints says when it is on disk. Variables
  * never initialized hold no value and are left out. Data is stored little-endian, row-major,
- * in chunks of at most 64 MiB, each with a CRC-32. pos may be NULL. Write errors (disk full,
- * locked by another process) are reported by tfc_store_flush; nothing partial is stored. */
+ * in chunks of at most 64 MiB, each with a CRC-32. pos may be NULL. Nothing partial is
+ * stored. A write that fails on the writer thread (disk full, file size limit, locked by
+ * another process) is sticky: the writes queued behind it are dropped (nothing is written
+ * out of order), and this call, tfc_store_log_metric, tfc_store_set_retention,
+ * tfc_store_truncate_metrics and tfc_store_committed_checkpoints return it (TFC_ERR_STORE,
+ * naming the file and the cause) and queue nothing until tfc_store_flush reports it. */
 TFC_API tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
                                         const tfc_input_position *pos);
+/* Without waiting: *count receives the number of checkpoints committed through st since it
+ * was opened (in the order they were taken), *step the step of the newest of them (-1: none);
+ * either may be NULL. Returns the sticky write error, if any (see tfc_store_checkpoint); the
+ * count and step are filled in then too. */
+TFC_API tfc_status tfc_store_committed_checkpoints(tfc_store *st, int64_t *count,
+                                                   int64_t *step);
 /* Hands buffered metrics to the writer, waits for it, and returns the first write error since
- * the last flush (its message on tfc_store_errmsg). */
+ * the last flush (its message on tfc_store_errmsg); write calls are accepted again after it. */
 TFC_API tfc_status tfc_store_flush(tfc_store *st);
 /* Keeps the newest keep_last checkpoints (0: all), plus one every keep_every steps (0: none):
  * the oldest checkpoint of each window of steps [k * keep_every, (k + 1) * keep_every).
@@ -907,10 +919,16 @@ TFC_API tfc_status tfc_store_restore(tfc_store *st, tfc_session *s,
 TFC_API void tfc_restore_report_clear(tfc_restore_report *report);
 
 /* Run metrics (loss, accuracy, anything): buffered and written in batches by the writer (1024
- * values or 10 s, one transaction each; tfc_store_flush writes the rest now). NaN is stored
- * as NULL and read back as NaN. */
+ * values or 10 s, one transaction each; a checkpoint commits those up to its step;
+ * tfc_store_flush writes the rest now). A step has one value per name: logging it again
+ * replaces the stored one. NaN is stored as NULL and read back as NaN. */
 TFC_API tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name,
                                         double value);
+/* Discards every metric of a step after after_step, stored or buffered (in a writer
+ * transaction; errors are sticky as for tfc_store_checkpoint). Training that resumes from
+ * the checkpoint of step S calls it with S before it logs again, so that the steps a crashed
+ * run took past its last checkpoint leave no values behind. */
+TFC_API tfc_status tfc_store_truncate_metrics(tfc_store *st, int64_t after_step);
 /* The metric's values in step order, including those still buffered (arrays owned by the
  * caller: free(); NULL and n = 0 when there are none). */
 TFC_API tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n,

@@ -1,8 +1,9 @@
 /* checkpoint.c: checkpoints of every variable of a session's graph. The snapshot is one
  * consistent cut between runs (tfc_session_read_variables queues every copy under the
  * session's submission lock); the writer thread then stores it in one transaction while
- * training goes on, and applies the retention policy in the same transaction. Restores check
- * every dtype and shape, and read every byte, before the first variable is written. */
+ * training goes on, with the metrics logged for its steps, and applies the retention policy
+ * in the same transaction. Restores check every dtype and shape, and read every byte, before
+ * the first variable is written. */
 #include <stdlib.h>
 #include <string.h>
 #include "lock.h"
@@ -16,6 +17,7 @@ struct store_ckpt {
     int n;
     char **names;
     tfc_value **values;
+    struct store_metric_batch *metrics; /* those of steps <= step, committed with it */
 };
 
 static void ckpt_free(void *arg)
@@ -27,6 +29,7 @@ static void ckpt_free(void *arg)
     }
     free(c->names);
     free(c->values);
+    tfc_store_metrics_free(c->metrics);
     free(c);
 }
 
@@ -56,11 +59,78 @@ static tfc_status session_graph(tfc_store *st, tfc_session *s, const char *what,
 
 /* ---- taking a checkpoint --------------------------------------------------------------------- */
 
+/* A checkpoint job for the n variables vars (their names copied; values not read yet). */
+static tfc_status new_ckpt_job(tfc_store *st, int64_t step, const tfc_input_position *pos,
+                               int n, tfc_tensor **vars, struct store_job **out)
+{
+    struct store_ckpt *c = calloc(1, sizeof *c);
+    struct store_job *job = c ? tfc_store_job_new(write_checkpoint, ckpt_free, c) : NULL;
+    if (!job) {
+        free(c);
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
+    }
+    job->checkpoint = 1;
+    job->step = c->step = step;
+    if (pos) c->pos = *pos;
+    c->names = calloc((size_t)n + 1, sizeof *c->names);
+    c->values = calloc((size_t)n + 1, sizeof *c->values);
+    tfc_status status = c->names && c->values ? TFC_OK : TFC_ERR_OUT_OF_MEMORY;
+    if (!status) c->n = n;
+    for (int i = 0; i < n && !status; i++)
+        if (!(c->names[i] = strdup(vars[i]->node->name))) status = TFC_ERR_OUT_OF_MEMORY;
+    if (status) {
+        tfc_store_job_free(job);
+        return tfc_fail(st->msg, status, "checkpoint: no memory");
+    }
+    *out = job;
+    return TFC_OK;
+}
+
+/* Reads the snapshot into the job, takes the metrics logged so far for steps up to the
+ * checkpoint's (so that its transaction commits them too: a crash never leaves a checkpoint
+ * whose steps lack their metrics), and queues the job. The job is freed on failure. */
+static tfc_status take_and_queue(tfc_store *st, tfc_session *s, int n, tfc_tensor **vars,
+                                 struct store_job *job)
+{
+    struct store_ckpt *c = job->arg;
+    /* bounded memory: at most TFC_STORE_MAX_PENDING_CKPT snapshots wait for the disk */
+    pthread_mutex_lock(&st->q_mu);
+    while (st->n_ckpt_pending >= TFC_STORE_MAX_PENDING_CKPT)
+        pthread_cond_wait(&st->q_cv, &st->q_mu);
+    pthread_mutex_unlock(&st->q_mu);
+    /* one of those it waited for may have failed */
+    tfc_status status = tfc_store_writer_error(st, "checkpoint");
+    if (status) {
+        tfc_store_job_free(job);
+        return status;
+    }
+    c->time = tfc_store_now();
+    status = tfc_session_read_variables(s, n, vars, c->values);
+    if (status) {
+        tfc_fail(st->msg, status, "checkpoint of step %lld: %s", (long long)c->step,
+                 tfc_session_errmsg(s));
+        tfc_store_job_free(job);
+        return status;
+    }
+    int oom;
+    pthread_mutex_lock(&st->q_mu);
+    c->metrics = tfc_store_metrics_take_upto(st, c->step, &oom);
+    pthread_mutex_unlock(&st->q_mu);
+    if (oom) {
+        tfc_store_job_free(job);
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint of step %lld: no memory "
+                        "for its metrics", (long long)c->step);
+    }
+    tfc_store_enqueue(st, job);
+    return TFC_OK;
+}
+
 tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
                                 const tfc_input_position *pos)
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "checkpoint: store is NULL");
     tfc_status status = tfc_store_check_writable(st, "checkpoint");
+    if (!status) status = tfc_store_writer_error(st, "checkpoint");
     if (!status) status = tfc_store_train_lock(st); /* one training writer per store */
     tfc_graph *g = NULL;
     if (!status) status = session_graph(st, s, "checkpoint", &g);
@@ -73,46 +143,11 @@ tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
     for (int i = 0; i < n; i++)
         if (tfc_session_variable_initialized(s, vars[i])) vars[k++] = vars[i];
     n = k;
-    struct store_ckpt *c = calloc(1, sizeof *c);
-    struct store_job *job = c ? tfc_store_job_new(write_checkpoint, ckpt_free, c) : NULL;
-    if (job) {
-        job->checkpoint = 1;
-        job->step = c->step = step;
-        if (pos) c->pos = *pos;
-        c->names = calloc((size_t)n + 1, sizeof *c->names);
-        c->values = calloc((size_t)n + 1, sizeof *c->values);
-    } else {
-        free(c);
-    }
-    if (!job || !c->names || !c->values) {
-        tfc_store_job_free(job);
-        free(vars);
-        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "checkpoint: no memory");
-    }
-    c->n = n;
-    for (int i = 0; i < n; i++)
-        if (!(c->names[i] = strdup(vars[i]->node->name))) status = TFC_ERR_OUT_OF_MEMORY;
-    if (status) {
-        tfc_store_job_free(job);
-        free(vars);
-        return tfc_fail(st->msg, status, "checkpoint: no memory");
-    }
-    /* bounded memory: at most TFC_STORE_MAX_PENDING_CKPT snapshots wait for the disk */
-    pthread_mutex_lock(&st->q_mu);
-    while (st->n_ckpt_pending >= TFC_STORE_MAX_PENDING_CKPT)
-        pthread_cond_wait(&st->q_cv, &st->q_mu);
-    pthread_mutex_unlock(&st->q_mu);
-    c->time = tfc_store_now();
-    status = tfc_session_read_variables(s, n, vars, c->values);
+    struct store_job *job = NULL;
+    status = new_ckpt_job(st, step, pos, n, vars, &job);
+    if (!status) status = take_and_queue(st, s, n, vars, job);
     free(vars);
-    if (status) {
-        tfc_fail(st->msg, status, "checkpoint of step %lld: %s", (long long)step,
-                 tfc_session_errmsg(s));
-        tfc_store_job_free(job);
-        return status;
-    }
-    tfc_store_enqueue(st, job);
-    return TFC_OK;
+    return status;
 }
 
 int tfc_store_prune_locked(tfc_store *st, sqlite3 *db)
@@ -139,11 +174,13 @@ int tfc_store_prune_locked(tfc_store *st, sqlite3 *db)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The writer job of a snapshot: one transaction, with the retention DELETE. */
+/* The writer job of a snapshot: one transaction, with the metrics of its steps and the
+ * retention DELETE. */
 static tfc_status write_checkpoint(tfc_store *st, sqlite3 *db, void *arg, char *msg)
 {
     const struct store_ckpt *c = arg;
     sqlite3_stmt *ck = NULL, *var = NULL, *chunk = NULL;
+    struct store_metric_stmts mq = {0};
     int64_t bytes = 0;
     const char *failed = NULL;
     for (int i = 0; i < c->n; i++) bytes += (int64_t)tfc_value_nbytes(c->values[i]);
@@ -190,6 +227,7 @@ static tfc_status write_checkpoint(tfc_store *st, sqlite3 *db, void *arg, char *
                                       tfc_dtype_size(tfc_value_dtype(v)));
         if (rc) failed = c->names[i];
     }
+    if (rc == SQLITE_OK && c->metrics) rc = tfc_store_metrics_insert(db, c->metrics, &mq);
     if (rc == SQLITE_OK) rc = tfc_store_prune_locked(st, db);
     if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
     tfc_status status = TFC_OK;
@@ -204,6 +242,7 @@ static tfc_status write_checkpoint(tfc_store *st, sqlite3 *db, void *arg, char *
     sqlite3_finalize(ck);
     sqlite3_finalize(var);
     sqlite3_finalize(chunk);
+    tfc_store_metrics_finalize(&mq);
     return status;
 }
 
@@ -230,6 +269,7 @@ tfc_status tfc_store_set_retention(tfc_store *st, int keep_last, int64_t keep_ev
                         "set_retention: keep_last %d and keep_every %lld must be >= 0", keep_last,
                         (long long)keep_every);
     tfc_status status = tfc_store_check_writable(st, "set_retention");
+    if (!status) status = tfc_store_writer_error(st, "set_retention");
     if (status) return status;
     struct store_job *job = tfc_store_job_new(prune, NULL, NULL);
     if (!job) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "set_retention: no memory");

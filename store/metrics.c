@@ -1,20 +1,23 @@
 /* metrics.c: run metrics (loss, accuracy, ...), buffered in memory and written by the writer
  * thread one transaction per batch (TFC_STORE_METRIC_BATCH values, or every
- * TFC_STORE_METRIC_SECONDS), never one per step. NaN is stored as NULL (SQLite has no NaN). */
+ * TFC_STORE_METRIC_SECONDS), never one per step; a checkpoint commits those of its steps with
+ * it (checkpoint.c). One value per (step, metric). NaN is stored as NULL (SQLite has no NaN). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "store_internal.h"
 
-/* A batch of metrics for the writer: the buffer handed over whole. */
-struct metric_batch {
-    int n;
-    struct store_metric *m;
-};
+static int metric_batch = TFC_STORE_METRIC_BATCH; /* tfc_store_set_metric_batch */
 
-static void batch_free(void *arg)
+void tfc_store_set_metric_batch(int n)
 {
-    struct metric_batch *b = arg;
+    __atomic_store_n(&metric_batch, n > 0 ? n : TFC_STORE_METRIC_BATCH, __ATOMIC_RELAXED);
+}
+
+void tfc_store_metrics_free(void *arg)
+{
+    struct store_metric_batch *b = arg;
+    if (!b) return;
     for (int i = 0; i < b->n; i++) free(b->m[i].name);
     free(b->m);
     free(b);
@@ -27,8 +30,8 @@ static tfc_status write_metrics(tfc_store *st, sqlite3 *db, void *arg, char *msg
 static struct store_job *take_metrics_locked(tfc_store *st)
 {
     if (!st->n_mbuf) return NULL;
-    struct metric_batch *b = malloc(sizeof *b);
-    struct store_job *job = b ? tfc_store_job_new(write_metrics, batch_free, b) : NULL;
+    struct store_metric_batch *b = malloc(sizeof *b);
+    struct store_job *job = b ? tfc_store_job_new(write_metrics, tfc_store_metrics_free, b) : NULL;
     if (!job) {
         free(b);
         return NULL;
@@ -40,12 +43,40 @@ static struct store_job *take_metrics_locked(tfc_store *st)
     return job;
 }
 
+struct store_metric_batch *tfc_store_metrics_take_upto(tfc_store *st, int64_t step, int *oom)
+{
+    *oom = 0;
+    int k = 0;
+    for (int i = 0; i < st->n_mbuf; i++) k += st->mbuf[i].step <= step;
+    if (!k) return NULL;
+    struct store_metric_batch *b = malloc(sizeof *b);
+    struct store_metric *m = malloc((size_t)k * sizeof *m);
+    if (!b || !m) {
+        free(b);
+        free(m);
+        *oom = 1;
+        return NULL;
+    }
+    int kept = 0;
+    b->n = 0;
+    b->m = m;
+    for (int i = 0; i < st->n_mbuf; i++) {
+        if (st->mbuf[i].step <= step)
+            b->m[b->n++] = st->mbuf[i];
+        else
+            st->mbuf[kept++] = st->mbuf[i];
+    }
+    st->n_mbuf = kept;
+    return b;
+}
+
 tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name, double value)
 {
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "log_metric: store is NULL");
     if (!name || !*name)
         return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "log_metric: name is NULL or empty");
     tfc_status status = tfc_store_check_writable(st, "log_metric");
+    if (!status) status = tfc_store_writer_error(st, "log_metric");
     if (status) return status;
     char *copy = strdup(name);
     if (!copy) return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "log_metric: no memory");
@@ -66,44 +97,122 @@ tfc_status tfc_store_log_metric(tfc_store *st, int64_t step, const char *name, d
     st->mbuf[st->n_mbuf++] = (struct store_metric){step, value, now, copy};
     st->take_metrics = take_metrics_locked; /* the writer's drain and stop hand them over too */
     struct store_job *job = NULL;
-    if (st->n_mbuf >= TFC_STORE_METRIC_BATCH || now - st->mbuf_since >= TFC_STORE_METRIC_SECONDS)
+    if (st->n_mbuf >= __atomic_load_n(&metric_batch, __ATOMIC_RELAXED) ||
+        now - st->mbuf_since >= TFC_STORE_METRIC_SECONDS)
         job = take_metrics_locked(st);
     pthread_mutex_unlock(&st->q_mu);
     if (job) tfc_store_enqueue(st, job);
     return TFC_OK;
 }
 
+int tfc_store_metrics_insert(sqlite3 *db, const struct store_metric_batch *b,
+                             struct store_metric_stmts *q)
+{
+    /* one value per (step, metric): a step trained again replaces what it logged before */
+    int rc = SQLITE_OK;
+    if (!q->del)
+        rc = sqlite3_prepare_v2(db, "DELETE FROM metrics WHERE name = ?1 AND step = ?2", -1,
+                                &q->del, NULL);
+    if (rc == SQLITE_OK && !q->ins)
+        rc = sqlite3_prepare_v2(db, "INSERT INTO metrics(step, name, value, time) "
+                                    "VALUES (?,?,?,?)", -1, &q->ins, NULL);
+    for (int i = 0; b && i < b->n && rc == SQLITE_OK; i++) {
+        const struct store_metric *m = &b->m[i];
+        sqlite3_reset(q->del);
+        sqlite3_bind_text(q->del, 1, m->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q->del, 2, m->step);
+        rc = sqlite3_step(q->del);
+        if (rc != SQLITE_DONE) break;
+        sqlite3_reset(q->ins);
+        sqlite3_bind_int64(q->ins, 1, m->step);
+        sqlite3_bind_text(q->ins, 2, m->name, -1, SQLITE_STATIC);
+        if (isnan(m->value))
+            sqlite3_bind_null(q->ins, 3);
+        else
+            sqlite3_bind_double(q->ins, 3, m->value);
+        sqlite3_bind_double(q->ins, 4, m->time);
+        rc = sqlite3_step(q->ins);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    return rc;
+}
+
+void tfc_store_metrics_finalize(struct store_metric_stmts *q)
+{
+    sqlite3_finalize(q->del);
+    sqlite3_finalize(q->ins);
+    q->del = q->ins = NULL;
+}
+
 /* The writer job of a batch: one transaction. */
 static tfc_status write_metrics(tfc_store *st, sqlite3 *db, void *arg, char *msg)
 {
-    const struct metric_batch *b = arg;
-    int n = b->n;
-    const struct store_metric *m = b->m;
-    sqlite3_stmt *ins = NULL;
+    const struct store_metric_batch *b = arg;
+    struct store_metric_stmts q = {0};
     int rc = tfc_store_write_begin(st, db);
-    if (rc) return tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", n);
-    rc = sqlite3_prepare_v2(db, "INSERT INTO metrics(step, name, value, time) VALUES (?,?,?,?)",
-                            -1, &ins, NULL);
-    for (int i = 0; i < n && rc == SQLITE_OK; i++) {
-        sqlite3_reset(ins);
-        sqlite3_bind_int64(ins, 1, m[i].step);
-        sqlite3_bind_text(ins, 2, m[i].name, -1, SQLITE_STATIC);
-        if (isnan(m[i].value))
-            sqlite3_bind_null(ins, 3);
-        else
-            sqlite3_bind_double(ins, 3, m[i].value);
-        sqlite3_bind_double(ins, 4, m[i].time);
-        rc = sqlite3_step(ins);
+    if (rc) return tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", b->n);
+    rc = tfc_store_metrics_insert(db, b, &q);
+    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    tfc_status status = TFC_OK;
+    if (rc) { /* the message first: finalizing a statement resets the connection's error */
+        status = tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", b->n);
+        tfc_store_write_rollback(st, db);
+    }
+    tfc_store_metrics_finalize(&q);
+    return status;
+}
+
+/* The writer job of tfc_store_truncate_metrics: arg is the step (int64_t). */
+static tfc_status delete_metrics_after(tfc_store *st, sqlite3 *db, void *arg, char *msg)
+{
+    int64_t after = *(const int64_t *)arg;
+    sqlite3_stmt *del = NULL;
+    int rc = tfc_store_write_begin(st, db);
+    if (rc) return tfc_store_sqlfail(st, db, rc, msg, "deleting metrics after step %lld",
+                                     (long long)after);
+    rc = sqlite3_prepare_v2(db, "DELETE FROM metrics WHERE step > ?1", -1, &del, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(del, 1, after);
+        rc = sqlite3_step(del);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
     tfc_status status = TFC_OK;
-    if (rc) { /* the message first: finalizing a statement resets the connection's error */
-        status = tfc_store_sqlfail(st, db, rc, msg, "writing %d metrics", n);
+    if (rc) {
+        status = tfc_store_sqlfail(st, db, rc, msg, "deleting metrics after step %lld",
+                                   (long long)after);
         tfc_store_write_rollback(st, db);
     }
-    sqlite3_finalize(ins);
+    sqlite3_finalize(del);
     return status;
+}
+
+tfc_status tfc_store_truncate_metrics(tfc_store *st, int64_t after_step)
+{
+    if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "truncate_metrics: store is NULL");
+    tfc_status status = tfc_store_check_writable(st, "truncate_metrics");
+    if (!status) status = tfc_store_writer_error(st, "truncate_metrics");
+    if (status) return status;
+    int64_t *arg = malloc(sizeof *arg);
+    struct store_job *job = arg ? tfc_store_job_new(delete_metrics_after, free, arg) : NULL;
+    if (!job) {
+        free(arg);
+        return tfc_fail(st->msg, TFC_ERR_OUT_OF_MEMORY, "truncate_metrics: no memory");
+    }
+    *arg = after_step;
+    /* the buffered ones go now; those already handed over are written, then deleted */
+    pthread_mutex_lock(&st->q_mu);
+    int kept = 0;
+    for (int i = 0; i < st->n_mbuf; i++) {
+        if (st->mbuf[i].step > after_step)
+            free(st->mbuf[i].name);
+        else
+            st->mbuf[kept++] = st->mbuf[i];
+    }
+    st->n_mbuf = kept;
+    pthread_mutex_unlock(&st->q_mu);
+    tfc_store_enqueue(st, job);
+    return TFC_OK;
 }
 
 tfc_status tfc_store_read_metric(tfc_store *st, const char *name, int *n, int64_t **steps,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
@@ -76,15 +77,64 @@ int tfc_store_lock_holder(const char *path, int exclude_pid)
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
+/* The file size limit (RLIMIT_FSIZE, `ulimit -f`) in bytes when the store or its WAL is within
+ * 64 KiB of it (a write that crossed it), else 0. */
+static unsigned long long fsize_limit_reached(const char *path)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY) return 0;
+    size_t len = strlen(path);
+    char *wal = malloc(len + 5);
+    struct stat sb;
+    int near = 0;
+    if (!stat(path, &sb)) near = (unsigned long long)sb.st_size + 65536 >= rl.rlim_cur;
+    if (wal && !near) {
+        memcpy(wal, path, len);
+        memcpy(wal + len, "-wal", 5);
+        if (!stat(wal, &sb)) near = (unsigned long long)sb.st_size + 65536 >= rl.rlim_cur;
+    }
+    free(wal);
+    return near ? (unsigned long long)rl.rlim_cur : 0;
+}
+
+/* A full disk, the file size limit or a quota, in words a user understands; 0 when the
+ * failure is none of those. */
+static int space_cause(const char *path, int prim, int err, const char *sqlmsg, char *cause,
+                       size_t len)
+{
+    int io = prim == SQLITE_IOERR || prim == SQLITE_FULL;
+    unsigned long long limit = io && (err == EFBIG || !err) ? fsize_limit_reached(path) : 0;
+    const char *sys = err ? strerror(err) : "";
+    if (err == EFBIG || limit)
+        snprintf(cause, len, "file too large: the process's file size limit (RLIMIT_FSIZE, "
+                 "ulimit -f) is %llu bytes (%s%s%s)", limit, sqlmsg, err ? ": " : "", sys);
+    else if (prim == SQLITE_FULL || (io && err == ENOSPC))
+        snprintf(cause, len, "disk full: no space left on the file system (%s%s%s)", sqlmsg,
+                 err ? ": " : "", sys);
+    else if (io && err == EDQUOT)
+        snprintf(cause, len, "disk quota exceeded (%s: %s)", sqlmsg, sys);
+    else
+        return 0;
+    return 1;
+}
+
 tfc_status tfc_store_sqlfail(const tfc_store *st, sqlite3 *db, int rc, char *msg,
                              const char *fmt, ...)
 {
+    int errno_at_entry = errno;
     char what[256], cause[TFC_MSG_LEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     int prim = rc & 0xff, err = db ? sqlite3_system_errno(db) : 0;
+    /* SQLite 3.40 can leave its system errno at 0 after a failed write (IOERR_WRITE under
+     * RLIMIT_FSIZE): the write's errno is still this thread's, and these values are only ever
+     * set by a failed write */
+    if (!err && prim == SQLITE_IOERR &&
+        (errno_at_entry == EFBIG || errno_at_entry == ENOSPC || errno_at_entry == EDQUOT ||
+         errno_at_entry == EROFS))
+        err = errno_at_entry;
     const char *sqlmsg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     const char *path = st && st->path ? st->path : "?";
     int io = prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN;
@@ -92,10 +142,9 @@ tfc_status tfc_store_sqlfail(const tfc_store *st, sqlite3 *db, int rc, char *msg
         snprintf(cause, sizeof cause, "not an SQLite database (%s)", sqlmsg);
     else if (prim == SQLITE_CORRUPT)
         snprintf(cause, sizeof cause, "the file is corrupted or truncated (%s)", sqlmsg);
-    else if (prim == SQLITE_FULL || (io && (err == ENOSPC || err == EFBIG || err == EDQUOT)))
-        snprintf(cause, sizeof cause, "disk full or file size limit reached (%s%s%s)", sqlmsg,
-                 err ? ": " : "", err ? strerror(err) : "");
-    else if (prim == SQLITE_READONLY || (io && (err == EROFS || err == EACCES || err == EPERM)))
+    else if (space_cause(path, prim, err, sqlmsg, cause, sizeof cause)) {
+        /* cause written */
+    } else if (prim == SQLITE_READONLY || (io && (err == EROFS || err == EACCES || err == EPERM)))
         snprintf(cause, sizeof cause,
                  "read-only: the file or its file system cannot be written (%s%s%s)", sqlmsg,
                  err ? ": " : "", err ? strerror(err) : "");

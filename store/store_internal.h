@@ -64,8 +64,11 @@ struct tfc_store {
     double mbuf_since;          /* when the oldest buffered metric was logged (s) */
     int keep_last;
     int64_t keep_every;
-    tfc_status werr;            /* the first write error since the last flush */
+    tfc_status werr;            /* the first write error since the last flush: sticky, every
+                                 * write call returns it until tfc_store_flush reports it */
     char wmsg[TFC_MSG_LEN];
+    int64_t n_committed;        /* checkpoints the writer has committed since open */
+    int64_t committed_step;     /* the step of the newest of them (-1: none) */
     uint64_t write_txns;        /* write transactions committed (tests check batching) */
     char msg[TFC_MSG_LEN];
 };
@@ -131,6 +134,32 @@ void tfc_store_enqueue(tfc_store *st, struct store_job *job);
 void tfc_store_drain(tfc_store *st);
 /* Frees a job and its argument (NULL: nothing). */
 void tfc_store_job_free(struct store_job *job);
+/* The writer's sticky error, if any (TFC_OK otherwise): a write call (named by what) refuses
+ * to queue more work once a write has failed, until tfc_store_flush reports the failure. The
+ * message, in st->msg, is the failed write's. */
+tfc_status tfc_store_writer_error(tfc_store *st, const char *what);
+
+/* ---- metrics.c (the write path) ---------------------------------------------------------- */
+
+/* Metrics handed to a transaction: a batch job's, or those a checkpoint commits with it. */
+struct store_metric_batch {
+    int n;
+    struct store_metric *m;
+};
+/* Takes the buffered metrics of steps <= step out of the buffer (under q_mu); NULL when there
+ * are none. The rest stay buffered, in order. On no memory *oom is set and they all stay
+ * buffered. */
+struct store_metric_batch *tfc_store_metrics_take_upto(tfc_store *st, int64_t step, int *oom);
+struct store_metric_stmts {
+    sqlite3_stmt *del, *ins;
+};
+/* Inserts a batch (NULL: none) inside the caller's write transaction, each (step, name)
+ * replacing the value stored before it; an SQLite code. The statements stay in q for the
+ * caller to finalize (tfc_store_metrics_finalize) after it has read the error message. */
+int tfc_store_metrics_insert(sqlite3 *db, const struct store_metric_batch *b,
+                             struct store_metric_stmts *q);
+void tfc_store_metrics_finalize(struct store_metric_stmts *q);
+void tfc_store_metrics_free(void *batch);
 
 /* ---- checkpoint.c -------------------------------------------------------------------------- */
 

@@ -24,6 +24,9 @@ void tfc_store_set_test_migration(const char *sql);
 /* 0: the training lock uses no OS lock, as on a file system without working locks (its
  * record alone decides whether a holder may still run); 1 (default): back to normal. */
 void tfc_store_set_os_locks(int on);
+/* Metrics handed to the writer per batch for the stores of this process (0: back to
+ * TFC_STORE_METRIC_BATCH, 1024), so that batches commit between checkpoints. */
+void tfc_store_set_metric_batch(int n);
 /* Write transactions committed through this store so far (metrics come in batches). */
 uint64_t tfc_store_write_transactions(tfc_store *st);
 

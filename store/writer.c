@@ -1,7 +1,9 @@
 /* writer.c: the store's writer thread. Checkpoint snapshots, metric batches and retention
  * passes are queued and written one transaction each on the thread's own SQLite connection,
  * so that training goes on while a checkpoint is written. Each job carries the function that
- * writes it. The first error is kept for tfc_store_flush. */
+ * writes it. The first error is sticky: the jobs queued behind it are dropped, and every
+ * later write call returns it (so that training stops at its next step, not at exit) until
+ * tfc_store_flush reports it. */
 #include <stdlib.h>
 #include <string.h>
 #include "store_internal.h"
@@ -108,6 +110,22 @@ static int hooked(tfc_store *st)
     return yes;
 }
 
+/* Runs one job (on the writer thread, without q_mu), with the test hook around a checkpoint. */
+static tfc_status run_job(tfc_store *st, struct store_job *job, char *msg)
+{
+    int was_ckpt = job->checkpoint;
+    if (was_ckpt && hooked(st)) {
+        hook_state = 1;
+        hook_step = job->step;
+    }
+    tfc_status status = job->run(st, st->wdb, job->arg, msg);
+    if (was_ckpt) {
+        if (hook_state == 3 && !status) hook_call(TFC_STORE_TXN_COMMITTED);
+        hook_state = 0;
+    }
+    return status;
+}
+
 static void *writer_main(void *arg)
 {
     tfc_store *st = arg;
@@ -120,24 +138,24 @@ static void *writer_main(void *arg)
         st->head = job->next;
         if (!st->head) st->tail = NULL;
         st->busy = 1;
+        /* after a failed write, what was queued behind it is dropped, not written out of
+         * order (a later checkpoint committed after an earlier one failed) */
+        int skip = st->werr != TFC_OK;
         pthread_mutex_unlock(&st->q_mu);
 
         int was_ckpt = job->checkpoint;
-        if (was_ckpt && hooked(st)) {
-            hook_state = 1;
-            hook_step = job->step;
-        }
-        tfc_status status = job->run(st, st->wdb, job->arg, msg);
-        if (was_ckpt) {
-            if (hook_state == 3 && !status) hook_call(TFC_STORE_TXN_COMMITTED);
-            hook_state = 0;
-        }
+        int64_t job_step = job->step;
+        tfc_status status = skip ? TFC_OK : run_job(st, job, msg);
         tfc_store_job_free(job);
 
         pthread_mutex_lock(&st->q_mu);
         if (status && !st->werr) {
             st->werr = status;
             memcpy(st->wmsg, msg, sizeof st->wmsg);
+        }
+        if (was_ckpt && !status && !skip) {
+            st->n_committed++;
+            st->committed_step = job_step;
         }
         if (was_ckpt) st->n_ckpt_pending--;
         st->busy = 0;
@@ -178,6 +196,30 @@ void tfc_store_drain(tfc_store *st)
     if (m) push_locked(st, m);
     while (st->head || st->busy) pthread_cond_wait(&st->q_cv, &st->q_mu);
     pthread_mutex_unlock(&st->q_mu);
+}
+
+tfc_status tfc_store_writer_error(tfc_store *st, const char *what)
+{
+    pthread_mutex_lock(&st->q_mu);
+    tfc_status status = st->werr;
+    if (status)
+        tfc_fail(st->msg, status, "%s refused: a write failed before (tfc_store_flush reports "
+                 "it): %s", what, st->wmsg);
+    pthread_mutex_unlock(&st->q_mu);
+    return status;
+}
+
+tfc_status tfc_store_committed_checkpoints(tfc_store *st, int64_t *count, int64_t *step)
+{
+    if (!st)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "committed_checkpoints: store is NULL");
+    pthread_mutex_lock(&st->q_mu);
+    if (count) *count = st->n_committed;
+    if (step) *step = st->n_committed ? st->committed_step : -1;
+    tfc_status status = st->werr;
+    if (status) memcpy(st->msg, st->wmsg, sizeof st->msg);
+    pthread_mutex_unlock(&st->q_mu);
+    return status;
 }
 
 tfc_status tfc_store_flush(tfc_store *st)

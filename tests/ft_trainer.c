@@ -2,6 +2,7 @@
  * (it is started with posix_spawn, so no fork of a StarPU process ever runs).
  *
  *   ft_trainer STORE TARGET OUT [--fd N] [--every K] [--keep K] [--hold-us U]
+ *              [--metric-batch M]
  *
  * A small deterministic model: a 32-48-48-4 ReLU MLP with Adam (learning rate on a cosine of
  * the global step) trained on synthetic data made from a fixed seed, in batches of 32 from a
@@ -10,7 +11,11 @@
  * initializers with a checkpoint at step 0 when the store has none; trains to step TARGET with
  * a checkpoint every K steps (10) and one at TARGET, keeping the newest K checkpoints (3); then
  * writes every variable to OUT (through OUT.tmp and a rename), one record each:
- * "name dtype nbytes\n" followed by the raw bytes.
+ * "name dtype nbytes\n" followed by the raw bytes. Every step logs two metrics: "loss" and
+ * "run_start", the step this run started from (so a test can tell which run logged a row);
+ * a resume first discards the metrics of the steps after its checkpoint. --metric-batch M
+ * hands metrics to the writer every M values (tfc_store_set_metric_batch), so that batches
+ * also commit between checkpoints.
  *
  * With --fd N it announces on file descriptor N, one line each (small writes to a pipe are
  * atomic):
@@ -160,7 +165,7 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: ft_trainer STORE TARGET OUT [--fd N] [--every K] [--keep K] "
-                        "[--hold-us U]\n");
+                        "[--hold-us U] [--metric-batch M]\n");
         return 2;
     }
     const char *store_path = argv[1], *out_path = argv[3];
@@ -171,6 +176,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--every")) every = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--keep")) keep = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--hold-us")) hold_us = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--metric-batch")) tfc_store_set_metric_batch(atoi(argv[i + 1]));
         else return fail(argv[i], "unknown option");
     }
     if (target < 1 || every < 1) return fail("arguments", "TARGET and --every must be >= 1");
@@ -242,7 +248,11 @@ int main(int argc, char **argv)
                 (long long)step, (long long)target);
         return 1;
     }
+    /* what a killed run logged after its last checkpoint goes before this run logs again */
+    if (tfc_store_truncate_metrics(st, step) || tfc_store_flush(st))
+        return fail("truncate_metrics", tfc_store_errmsg(st));
     announce('R', step);
+    const int64_t run_start = step;
 
     tfc_input_position pos = {.seed = DATA_SEED};
     if (!n_ckpt) {
@@ -252,9 +262,16 @@ int main(int argc, char **argv)
     while (step < target) {
         tfc_value *batch[2];
         if (tfc_batcher_next(b, batch, NULL)) return fail("batch", tfc_batcher_errmsg(b));
-        if (tfc_session_run(s, 2, (tfc_tensor *[]){xin, yin}, batch, 0, NULL, NULL, 1, &train))
+        tfc_value *loss_value;
+        if (tfc_session_run(s, 2, (tfc_tensor *[]){xin, yin}, batch, 1, &loss, &loss_value, 1,
+                            &train))
             return fail("step", tfc_session_errmsg(s));
         step++;
+        double l = tfc_value_get(loss_value, 0);
+        tfc_value_destroy(loss_value);
+        if (tfc_store_log_metric(st, step, "loss", l) ||
+            tfc_store_log_metric(st, step, "run_start", (double)run_start))
+            return fail("log_metric", tfc_store_errmsg(st));
         if (step % every == 0 || step == target) {
             tfc_batcher_position(b, &pos.epoch, &pos.step);
             if (tfc_store_checkpoint(st, s, step, &pos))

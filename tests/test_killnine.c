@@ -17,9 +17,15 @@
  *   - training from that copy to the target without kills (the uninterrupted run from that
  *     checkpoint) gives final variables identical, bit for bit, to an uninterrupted run from
  *     scratch.
+ *   - metrics are in step with checkpoints: every step up to the latest checkpoint has its
+ *     metrics (a checkpoint commits those of its steps), no step has a metric twice, and the
+ *     rows after the step the killed run resumed from are all that run's (a resume discards
+ *     what a crashed run logged past its checkpoint; ft_trainer's metric batches of 7 values
+ *     also commit between checkpoints, so there is something to discard).
  * The next run on the killed store must resume from that same checkpoint (its R line), and
  * when a chain of killed-and-resumed runs reaches the target its final variables must equal,
- * bit for bit, those of every uninterrupted run from a checkpoint the chain passed through.
+ * bit for bit, those of every uninterrupted run from a checkpoint the chain passed through,
+ * and its store must hold each metric of steps 1 to the target exactly once.
  * One CPU worker (STARPU_NCPU=1) and fixed seeds make training deterministic.
  */
 #define _GNU_SOURCE
@@ -52,6 +58,7 @@ extern char **environ;
 #define CHILD_FD 3         /* the announcement pipe in the child */
 #define RUN_TIMEOUT_S 60.0 /* a run that takes longer has hung */
 #define MAX_CHAIN 256
+#define METRIC_BATCH "7"   /* ft_trainer's metric batches: commits between checkpoints too */
 
 static char tmpdir[PATH_MAX / 2];
 static char trainer[PATH_MAX];
@@ -175,7 +182,8 @@ static int spawn_trainer(struct run *r, const char *store, const char *out, long
     snprintf(every, sizeof every, "%d", EVERY);
     snprintf(keep, sizeof keep, "%d", KEEP);
     char *argv[] = {"ft_trainer", (char *)store, target, (char *)out, "--fd", fd,
-                    "--every", every, "--keep", keep, "--hold-us", hold, NULL};
+                    "--every", every, "--keep", keep, "--hold-us", hold,
+                    "--metric-batch", METRIC_BATCH, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, w, CHILD_FD);
@@ -283,6 +291,63 @@ static void finish(struct run *r)
     r->fd = -1;
 }
 
+/* ---- metrics in step with checkpoints --------------------------------------------------------- */
+
+/* Checks the metrics of an open store: "loss" and "run_start" for every step 1..upto, no
+ * (step, metric) twice, and (run_start >= 0) every row after run_start logged by the run that
+ * started there. 0, or -1 with the problem in msg. */
+static int check_metrics(tfc_store *st, int64_t upto, int64_t run_start, char *msg, size_t len)
+{
+    static const char *names[] = {"loss", "run_start"};
+    char sql[256];
+    int64_t n = -1;
+    for (int i = 0; i < 2 && upto > 0; i++) {
+        snprintf(sql, sizeof sql, "SELECT count(DISTINCT step) FROM metrics WHERE name = '%s' "
+                 "AND step BETWEEN 1 AND %lld", names[i], (long long)upto);
+        if (tfc_store_query_int(st, sql, &n) || n != upto) {
+            snprintf(msg, len, "%lld of the %lld steps up to the latest checkpoint have '%s'",
+                     (long long)n, (long long)upto, names[i]);
+            return -1;
+        }
+    }
+    if (tfc_store_query_int(st, "SELECT count(*) FROM (SELECT 1 FROM metrics "
+                                "GROUP BY step, name HAVING count(*) > 1)", &n) || n) {
+        snprintf(msg, len, "%lld (step, metric) pairs are stored more than once", (long long)n);
+        return -1;
+    }
+    if (run_start < 0) return 0;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics WHERE name = 'run_start' AND "
+             "step > %lld AND value <> %lld", (long long)run_start, (long long)run_start);
+    if (tfc_store_query_int(st, sql, &n) || n) {
+        snprintf(msg, len, "%lld steps after %lld keep metrics of an earlier run (not discarded "
+                 "at the resume)", (long long)n, (long long)run_start);
+        return -1;
+    }
+    return 0;
+}
+
+/* The store at path after a run that reached the target from run_start: each metric of steps
+ * 1..TARGET exactly once. 0, or -1 with a message. */
+static int complete_metrics(const char *path, int64_t run_start, const char *what)
+{
+    tfc_store *st;
+    char msg[256] = "";
+    int64_t n = -1;
+    if (tfc_store_open(path, 0, &st)) {
+        fprintf(stderr, "%s: open: %s\n", what, tfc_errmsg());
+        return -1;
+    }
+    int rc = check_metrics(st, TARGET, run_start, msg, sizeof msg);
+    if (!rc && (tfc_store_query_int(st, "SELECT count(*) FROM metrics", &n) || n != 2 * TARGET)) {
+        snprintf(msg, sizeof msg, "%lld metric rows for %d steps of 2 metrics", (long long)n,
+                 TARGET);
+        rc = -1;
+    }
+    if (rc) fprintf(stderr, "%s: %s\n", what, msg);
+    tfc_store_close(st);
+    return rc;
+}
+
 /* A run without kills, to the target: 0 when it exits 0 having announced R and D. */
 static int run_to_target(const char *store, const char *out, int64_t *r_step)
 {
@@ -302,7 +367,7 @@ static int run_to_target(const char *store, const char *out, int64_t *r_step)
                 r.bad ? r.why : "");
         return -1;
     }
-    return 0;
+    return complete_metrics(store, r.r_step, "metrics after a run to the target");
 }
 
 /* ---- comparing final variables ------------------------------------------------------------- */
@@ -371,14 +436,15 @@ static int same_variables(const char *a_path, const char *b_path, const char *wh
 /* ---- checks on a store --------------------------------------------------------------------- */
 
 struct store_state {
-    int opened, integrity_ok, n;
+    int opened, integrity_ok, metrics_ok, n;
     int64_t latest;  /* -1: no checkpoint */
     int64_t steps[16];
     char msg[512];
 };
 
-/* Opens the store at path (a copy of the killed one) and reads what the checks need. */
-static void inspect(const char *path, struct store_state *s)
+/* Opens the store at path (a copy of the killed one) and reads what the checks need; the
+ * killed run started from run_start (-1: killed before it said). */
+static void inspect(const char *path, int64_t run_start, struct store_state *s)
 {
     memset(s, 0, sizeof *s);
     s->latest = -1;
@@ -409,6 +475,8 @@ static void inspect(const char *path, struct store_state *s)
         if (n) s->latest = list[n - 1].step;
     }
     free(list);
+    if (s->integrity_ok)
+        s->metrics_ok = !check_metrics(st, s->latest, run_start, s->msg, sizeof s->msg);
     tfc_store_close(st);
 }
 
@@ -563,6 +631,7 @@ static void test_kill_nine(void)
             /* killed and resumed to the end: the same bits as every uninterrupted run from a
              * checkpoint the chain passed through (each of which matched the reference) */
             int bad = same_variables(ref_out, out, "killed and resumed") != 0;
+            bad |= complete_metrics(store, r.r_step, "metrics of the killed and resumed chain");
             for (int i = 0; i < n_chain; i++)
                 bad |= same_variables(tpath(vars, "uninterrupted.vars", chain_refs[i]), out,
                                       "killed and resumed vs uninterrupted from a checkpoint") != 0;
@@ -588,10 +657,12 @@ static void test_kill_nine(void)
         struct store_state s = {0};
         s.latest = -1;
         if (copied == 0) {
-            inspect(copy, &s);
-            if (!s.opened || !s.integrity_ok) fprintf(stderr, "kill %d: %s\n", kills, s.msg);
+            inspect(copy, r.have_r ? r.r_step : -1, &s);
+            if (!s.opened || !s.integrity_ok || !s.metrics_ok)
+                fprintf(stderr, "kill %d: %s\n", kills, s.msg);
             CU_ASSERT(s.opened);
             CU_ASSERT(s.integrity_ok);
+            CU_ASSERT(s.metrics_ok);
         } /* else: killed before the store was created */
 
         /* the latest checkpoint: the last announced as committed (or the one the store had),

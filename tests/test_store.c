@@ -1,12 +1,13 @@
 /* test_store.c: the SQLite model store. Graphs saved and loaded back (and run without the code
  * that built them), signatures, checkpoints (consistent cuts taken while training runs, resumed
  * training equal bit for bit, retention, subsets and name maps, chunked variables, one larger
- * than 64 MiB), batched metrics, schema migrations, and bad input: not a database, truncated
- * and corrupted files, a newer schema, mismatched shapes, read-only stores and mounts, a full
- * disk, and a second process holding the lock; one training writer per store (a second one
- * refused naming the holder, a killed one taken over, exclusive mode), the latest checkpoint
- * by step, readers that leave the store one file and unchanged, and an empty file. Each
- * failure must be clean and lose nothing. */
+ * than 64 MiB), batched metrics (committed with the checkpoint of their steps, discarded past
+ * a resumed step), schema migrations, and bad input: not a database, truncated and corrupted
+ * files, a newer schema, mismatched shapes, read-only stores and mounts, a full disk, and a
+ * second process holding the lock; one training writer per store (a second one refused naming
+ * the holder, a killed one taken over, exclusive mode), the latest checkpoint by step, readers
+ * that leave the store one file and unchanged, and an empty file. Each failure must be clean and
+ * lose nothing, and a failed write is sticky until tfc_store_flush reports it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -1479,7 +1480,7 @@ static void test_disk_full(void)
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, prev);
     CU_ASSERT_EQUAL(r, TFC_ERR_STORE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "disk full or file size limit"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "file size limit (RLIMIT_FSIZE"));
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "step 2"));
     printf("\n    full disk: %s\n", tfc_store_errmsg(st));
 
@@ -1880,6 +1881,203 @@ static void test_zero_byte_file(void)
     CU_ASSERT(file_size(path, &size) && size > 0);
 }
 
+/* ---- a failed write stops the writer until it is reported ---------------------------------- */
+
+/* Polls the writer (without waiting for it) until it reports an error, for up to 20 s. */
+static tfc_status wait_write_error(tfc_store *st, int64_t *count)
+{
+    tfc_status r = TFC_OK;
+    for (int i = 0; i < 2000 && !(r = tfc_store_committed_checkpoints(st, count, NULL)); i++)
+        usleep(10000);
+    return r;
+}
+
+static void test_sticky_write_error(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *small = tfc_variable(g, "small", TFC_FLOAT32, S1(100), tfc_init_ones());
+    tfc_tensor *large = tfc_variable(g, "large", TFC_FLOAT32, S1(1 << 20), tfc_init_ones());
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    tfc_session_init_variable(s, small);
+    const char *path = tpath("sticky.db");
+    tfc_store *st = create_store("sticky.db");
+    int64_t count = -1, step = -2;
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, &step), TFC_OK);
+    CU_ASSERT(count == 0 && step == -1);
+    for (int i = 1; i <= 3; i++) CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "loss", i), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 3, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, &step), TFC_OK);
+    CU_ASSERT(count == 1 && step == 3);
+    tfc_session_init_variable(s, large);
+
+    /* the checkpoint of step 4 fails on the writer thread, past the file size limit */
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 1 << 20; /* the 4 MiB checkpoint cannot be written */
+    CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 4, NULL), TFC_OK); /* the snapshot */
+    tfc_status r = wait_write_error(st, &count);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, prev);
+    CU_ASSERT_EQUAL(r, TFC_ERR_STORE);
+    CU_ASSERT_EQUAL(count, 1); /* still the one of step 3 */
+    const char *msg = tfc_store_errmsg(st);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "file size limit (RLIMIT_FSIZE"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "checkpoint of step 4"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, path));
+    printf("\n    the failed write: %s\n", msg);
+
+    /* sticky: every write call returns it and queues nothing, however much room there is now */
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 4, "loss", 4), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "checkpoint of step 4"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "log_metric refused"));
+    printf("    the next write call: %s\n", tfc_store_errmsg(st));
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 5, NULL), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "file size limit"));
+    CU_ASSERT_EQUAL(tfc_store_set_retention(st, 2, 0), TFC_ERR_STORE);
+    CU_ASSERT_EQUAL(tfc_store_truncate_metrics(st, 0), TFC_ERR_STORE);
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, NULL), TFC_ERR_STORE);
+    /* the flush reports it, once */
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "checkpoint of step 4"));
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, &step), TFC_OK);
+    CU_ASSERT(count == 1 && step == 3);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 6, "loss", 6), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 6, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, &step), TFC_OK);
+    CU_ASSERT(count == 2 && step == 6);
+    tfc_checkpoint_info *info;
+    int n;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT(n == 2 && info[0].step == 3 && info[1].step == 6);
+    free(info);
+    int64_t *steps;
+    double *values;
+    CU_ASSERT_EQUAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT(n == 4 && steps[2] == 3 && steps[3] == 6); /* the refused one is not there */
+    free(steps);
+    free(values);
+    tfc_store_close(st);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A failed write drops what was queued behind it: no checkpoint commits after an earlier one
+ * failed. The caller's own connection holds the write lock while the writer waits for it. */
+static void test_failed_write_drops_queue(void)
+{
+    struct model m;
+    small_model(&m, 2, TFC_FLOAT32, NULL);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, m.g, &s), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_session_init_variables(s), TFC_OK);
+    tfc_store *st = create_store("dropped.db");
+    tfc_store_set_busy_timeout(st, 200);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_exec_sql(st, "BEGIN IMMEDIATE"), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 1, NULL), TFC_OK); /* waits 200 ms, fails */
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 2, NULL), TFC_OK); /* queued behind it */
+    int64_t count = -1;
+    tfc_status r = wait_write_error(st, &count);
+    CU_ASSERT_EQUAL(tfc_store_exec_sql(st, "ROLLBACK"), TFC_OK); /* room for step 2 now */
+    CU_ASSERT_EQUAL(r, TFC_ERR_STORE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "checkpoint of step 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_store_errmsg(st), "locked"));
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_ERR_STORE);
+    CU_ASSERT_EQUAL(tfc_store_committed_checkpoints(st, &count, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(count, 0);
+    tfc_checkpoint_info *info;
+    int n = -1;
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT_EQUAL(n, 0); /* not step 2 alone */
+    free(info);
+    /* reported: the store takes writes again */
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 3, NULL), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_list_checkpoints(st, &n, &info), TFC_OK);
+    CU_ASSERT(n == 1 && info[0].step == 3);
+    free(info);
+    tfc_store_close(st);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(m.g);
+}
+
+/* ---- metrics in step with checkpoints --------------------------------------------------------- */
+
+static void test_metrics_in_checkpoint(void)
+{
+    struct model m;
+    small_model(&m, 2, TFC_FLOAT32, NULL);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, m.g, &s), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_session_init_variables(s), TFC_OK);
+    const char *path = tpath("ckmetrics.db");
+    tfc_store *st = create_store("ckmetrics.db"), *ro;
+    for (int i = 1; i <= 5; i++) {
+        CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "loss", 1.0 / i), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "accuracy", 0.1 * i), TFC_OK);
+    }
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 7, "loss", 7), TFC_OK); /* ahead of the checkpoint */
+    uint64_t before = tfc_store_write_transactions(st);
+    CU_ASSERT_EQUAL(tfc_store_checkpoint(st, s, 5, NULL), TFC_OK);
+    int64_t count = 0, n = -1;
+    for (int i = 0; i < 2000 && !tfc_store_committed_checkpoints(st, &count, NULL) && !count; i++)
+        usleep(10000);
+    CU_ASSERT_EQUAL_FATAL(count, 1);
+    /* one transaction: the checkpoint with the metrics of steps 1 to 5, seen from another
+     * connection while the one of step 7 is still buffered */
+    CU_ASSERT_EQUAL(tfc_store_write_transactions(st) - before, 1);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &ro), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_query_int(ro, "SELECT count(*) FROM metrics WHERE step <= 5", &n),
+                    TFC_OK);
+    CU_ASSERT_EQUAL(n, 10);
+    CU_ASSERT_EQUAL(tfc_store_query_int(ro, "SELECT count(*) FROM metrics WHERE step > 5", &n),
+                    TFC_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    tfc_store_close(ro);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_query_int(st, "SELECT count(*) FROM metrics", &n), TFC_OK);
+    CU_ASSERT_EQUAL(n, 11);
+    tfc_store_close(st);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(m.g);
+}
+
+static void test_truncate_metrics(void)
+{
+    tfc_store *st = create_store("truncate.db");
+    for (int i = 1; i <= 20; i++) CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "loss", i), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    /* resumed from step 10: the steps after it are trained again */
+    CU_ASSERT_EQUAL(tfc_store_truncate_metrics(st, 10), TFC_OK);
+    for (int i = 11; i <= 15; i++)
+        CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "loss", 100 + i), TFC_OK);
+    for (int i = 16; i <= 18; i++) /* still buffered when the next resume drops them */
+        CU_ASSERT_EQUAL(tfc_store_log_metric(st, i, "loss", 200 + i), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_truncate_metrics(st, 15), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_log_metric(st, 3, "loss", 42), TFC_OK); /* replaces step 3's */
+    CU_ASSERT_EQUAL(tfc_store_flush(st), TFC_OK);
+    int n;
+    int64_t *steps;
+    double *values;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_read_metric(st, "loss", &n, &steps, &values), TFC_OK);
+    CU_ASSERT_EQUAL(n, 15);
+    int right = n == 15;
+    for (int i = 0; i < n && right; i++) {
+        int64_t k = i + 1;
+        right = steps[i] == k && values[i] == (k == 3 ? 42 : k > 10 ? 100 + k : k);
+    }
+    CU_ASSERT(right);
+    free(steps);
+    free(values);
+    tfc_store_close(st);
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1935,5 +2133,9 @@ int main(void)
     TEST_ADD(test_training_lock_exclusive);
     TEST_ADD(test_readers_leave_one_file);
     TEST_ADD(test_zero_byte_file);
+    TEST_ADD(test_sticky_write_error);
+    TEST_ADD(test_failed_write_drops_queue);
+    TEST_ADD(test_metrics_in_checkpoint);
+    TEST_ADD(test_truncate_metrics);
     return test_main();
 }

@@ -2,12 +2,14 @@
 # test_tool.sh: the `tfc` tool end to end on a small model made by examples/make_model (a
 # 16-16-4 MLP on synthetic 4x4 images): info, train with checkpoints, training runs stopped by
 # SIGTERM and SIGINT (exit 143/130 after a checkpoint), resuming to the end (bit for bit the
-# result of an uninterrupted run), eval, run (.npy outputs), dot, plot (SVG and PNG), one
-# training writer per store (a second refused naming the first, a killed one taken over, in
-# exclusive mode too), read-only commands that leave the store one unchanged file, an empty
-# file, and misuse (exit 2 or 1 with a message); then progress lines in a log file (no \r, no
-# escape codes), and info and plot showing a metric no signature names, with its gap left a gap.
-# Run by `make check` from the build directory; takes a few seconds.
+# result of an uninterrupted run), a checkpoint that fails (file size limit, full disk: exit 1
+# at once, naming the cause; the store resumes from its last announced checkpoint), eval, run
+# (.npy outputs), dot, plot (SVG and PNG), one training writer per store (a second refused
+# naming the first, a killed one taken over, in exclusive mode too), read-only commands that
+# leave the store one unchanged file, an empty file, and misuse (exit 2 or 1 with a message);
+# then progress lines in a log file (no , no escape codes), and info and plot showing a
+# metric no signature names, with its gap left a gap. Run by `make check` from the build
+# directory; takes a few seconds.
 set -u
 build=$(pwd)
 tfc=$build/src/tfc
@@ -69,6 +71,69 @@ has "checkpoints: 3"; has "step 64 "; has "loss .* at step 64 (64 values)"
 echo "ok: train 2 epochs"
 
 cp model.db straight.db   # trained again below without interruption, for comparison
+
+# stopped FILE DB: after a run that a failed checkpoint stopped (exit 1, its output in out and
+# err), checks that it stopped at once, announced only committed checkpoints, and left DB
+# valid: it resumes from the last checkpoint announced, and every step then has its metrics
+# once. Sets `last`.
+stopped() {
+    local at failed
+    at=$(sed -n 's/.*stopped at step \([0-9]*\):.*/\1/p' err)
+    failed=$(sed -n 's/.*checkpoint of step \([0-9]*\) .*not written.*/\1/p' err)
+    last=$(sed -n 's/^checkpoint at step \([0-9]*\) .*/\1/p' out | tail -n 1)
+    [ -n "$at" ] && [ -n "$failed" ] && [ -n "$last" ] ||
+        fail "$1: no step, failed checkpoint or checkpoint announced"
+    # the third checkpoint call waits for the failed one: at most 2 x 5 steps go on
+    [ "$at" -le $((failed + 10)) ] ||
+        fail "$1: checkpoint $failed failed, training went on to step $at"
+    [ "$last" -lt "$failed" ] || fail "$1: announced checkpoint $last, but $failed failed"
+    grep -q "^checkpoint at step $failed " out && fail "$1: the failed checkpoint was announced"
+    mv out "$1.out"; mv err "$1.err"
+    ok info "$2"; has "step $last "
+    ok train "$2" $train_data --epochs $((last / 32 + 2)) --batch 32 --checkpoint-every 5 --quiet
+    has "resuming from the checkpoint at step $last "
+    local end=$(((last / 32 + 2) * 32))
+    ok info "$2"; has "loss .* at step $end ($end values)"
+}
+
+# ---- a checkpoint past the file size limit (ulimit -f) stops training at once ----
+cp model.db fsize.db
+( ulimit -f $(($(wc -c <fsize.db) / 1024 + 300))   # KiB: room for a few checkpoints
+  exec timeout $limit "$tfc" train fsize.db $train_data --epochs 2000 --batch 32 \
+      --checkpoint-every 5 --keep 3 --quiet >out 2>err )
+rc=$?
+[ $rc -eq 1 ] || fail "training past the file size limit exited with $rc, expected 1"
+has "file size limit (RLIMIT_FSIZE" err; has "store 'fsize.db'" err
+stopped fsize fsize.db
+echo "ok: file size limit -> stopped at once: $(head -n 1 fsize.err)"
+
+# ---- a full disk: a small tmpfs in a private mount namespace, where the sandbox allows it ----
+ns=
+if unshare -m true 2>/dev/null; then ns="unshare -m"
+elif unshare -rm true 2>/dev/null; then ns="unshare -rm"
+fi
+mkdir mnt
+cp model.db full.db
+if [ -n "$ns" ]; then
+    $ns bash -c 'mount -t tmpfs -o size=512k tmpfs mnt || exit 77
+        cp full.db mnt/ || exit 3
+        timeout "$@" >out 2>err
+        rc=$?
+        rm -f full.db*; cp mnt/full.db* . || exit 3   # the store as it was left
+        exit $rc' _ $limit "$tfc" train mnt/full.db $train_data --epochs 2000 --batch 32 \
+        --checkpoint-every 5 --keep 3 --quiet
+    rc=$?
+else
+    rc=77
+fi
+if [ $rc -eq 77 ]; then
+    echo "ok: SKIPPED the full disk (the sandbox refuses a private tmpfs mount)"
+else
+    [ $rc -eq 1 ] || fail "training on a full disk exited with $rc, expected 1"
+    has "disk full" err; has "store 'mnt/full.db'" err
+    stopped full full.db
+    echo "ok: full disk -> stopped at once: $(head -n 1 full.err)"
+fi
 
 # interrupt SIGNAL DB: starts a long training run (2000 epochs: tens of seconds at least) in
 # the background, sends SIGNAL once it has written a checkpoint, and waits (output in int.*).

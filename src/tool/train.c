@@ -28,9 +28,12 @@ static const char train_usage[] =
     "  --seed S              the shuffling seed (default: the checkpoint's, else 1)\n"
     "  --quiet               no progress bar\n\n"
     "Checkpoints are numbered by the graph's \"global_step\" variable when it has one, else by\n"
-    "a step counter. SIGINT or SIGTERM finish the current step, checkpoint, and exit with\n"
-    "130 or 143. Progress (step, loss, examples/s, time left) goes to stderr; epoch summaries\n"
-    "and checkpoint notes to stdout.\n\n";
+    "a step counter, and announced on stdout once they are on disk. SIGINT or SIGTERM finish\n"
+    "the current step, checkpoint, and exit with 130 or 143. A checkpoint or metric that\n"
+    "cannot be written (disk full, file size limit, store locked) stops training at once with\n"
+    "exit status 1 and a message naming the cause; the next run resumes from the last\n"
+    "checkpoint announced. Progress (step, loss, examples/s, time left) goes to stderr; epoch\n"
+    "summaries and checkpoint notes to stdout.\n\n";
 
 static const char eval_usage[] =
     "usage: tfc eval MODEL.db --data NAME=FILE ... [--batch B]\n\n"
@@ -102,6 +105,13 @@ static int resolve_fetches(const char *cmd, tfc_graph *g, const tfc_signature *s
     return TOOL_OK;
 }
 
+/* A checkpoint taken (its snapshot queued) whose commit is not yet announced. */
+struct taken_ckpt {
+    int64_t step, epoch, batch;
+    const char *why;       /* "" or "interrupted: " */
+};
+#define MAX_TAKEN 8        /* the store lets at most 2 wait for the disk; we poll every step */
+
 struct trainer {
     struct tool_model m;
     tfc_signature *sig;
@@ -117,26 +127,55 @@ struct trainer {
     int quiet;
     int64_t steps;         /* batches per epoch */
     int64_t gstep;         /* steps taken in all */
-    int64_t last_ckpt;     /* gstep of the last checkpoint written or restored */
+    int64_t last_ckpt;     /* gstep of the last checkpoint taken or restored */
+    struct taken_ckpt taken[MAX_TAKEN]; /* not yet announced, oldest first */
+    int n_taken;
+    int64_t n_announced;   /* checkpoints committed and announced */
     tfc_value **out;       /* a step's fetches */
     double *sums;          /* the epoch's fetch means, weighted by rows */
 };
 
-/* Checkpoints the variables and the input position (unless one was just taken at this step)
- * and says so on stdout, after `why`. */
+static void say_committed(const struct taken_ckpt *c)
+{
+    if (isatty(STDERR_FILENO) && isatty(STDOUT_FILENO)) fprintf(stderr, "\r\033[K");
+    printf("%scheckpoint at step %lld (epoch %lld, batch %lld)\n", c->why, (long long)c->step,
+           (long long)c->epoch, (long long)c->batch);
+    fflush(stdout);
+}
+
+/* Announces on stdout each checkpoint the store has committed since the last call, after its
+ * `why`; with wait, waits for the writer first. A failed write (sticky in the store) stops
+ * training: the message names the checkpoint or metrics not written and the cause. */
+static int announce_committed(struct trainer *t, int wait)
+{
+    int64_t committed = 0;
+    tfc_status status = wait ? tfc_store_flush(t->m.store) : TFC_OK;
+    /* the count comes with an error too: what did commit before the failure is announced */
+    tfc_status now = tfc_store_committed_checkpoints(t->m.store, &committed, NULL);
+    if (!status) status = now;
+    for (; t->n_announced < committed && t->n_taken > 0; t->n_announced++) {
+        say_committed(&t->taken[0]);
+        memmove(&t->taken[0], &t->taken[1], (size_t)--t->n_taken * sizeof t->taken[0]);
+    }
+    if (status)
+        return tool_error("train", "stopped at step %lld: %s", (long long)t->gstep,
+                          tfc_store_errmsg(t->m.store));
+    return TOOL_OK;
+}
+
+/* Checkpoints the variables and the input position (unless one was just taken at this step);
+ * it is announced on stdout, after `why`, once committed (the next step, or the end, polls). */
 static int checkpoint(struct trainer *t, const char *why)
 {
     tfc_input_position pos = {.seed = t->seed};
     tfc_batcher_position(t->batcher, &pos.epoch, &pos.step);
-    if (t->last_ckpt != t->gstep &&
-        tfc_store_checkpoint(t->m.store, t->m.session, t->gstep, &pos))
-        return tool_error("train", "checkpoint at step %lld: %s", (long long)t->gstep,
+    if (t->last_ckpt == t->gstep) return TOOL_OK;
+    if (t->n_taken == MAX_TAKEN && announce_committed(t, 1)) return TOOL_FAIL;
+    if (tfc_store_checkpoint(t->m.store, t->m.session, t->gstep, &pos))
+        return tool_error("train", "stopped at step %lld: %s", (long long)t->gstep,
                           tfc_store_errmsg(t->m.store));
     t->last_ckpt = t->gstep;
-    if (isatty(STDERR_FILENO) && isatty(STDOUT_FILENO)) fprintf(stderr, "\r\033[K");
-    printf("%scheckpoint at step %lld (epoch %lld, batch %lld)\n", why, (long long)t->gstep,
-           (long long)pos.epoch, (long long)pos.step);
-    fflush(stdout);
+    t->taken[t->n_taken++] = (struct taken_ckpt){t->gstep, pos.epoch, pos.step, why};
     return TOOL_OK;
 }
 
@@ -223,6 +262,7 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
     int64_t r = tfc_value_shape(b[0]).dims[0];
     int failed = 0;
     t->gstep++;
+    if (announce_committed(t, 0)) failed = 1; /* a failed write stops training now */
     e->done_steps++;
     e->bstep++;
     e->rows += r;
@@ -230,7 +270,7 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
         double x = tool_value_mean(t->out[k]);
         tfc_value_destroy(t->out[k]);
         t->sums[k] += x * (double)r;
-        if (tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x) && !failed)
+        if (!failed && tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x))
             failed = tool_error("train", "logging %s: %s", t->f.names[k],
                                 tfc_store_errmsg(t->m.store));
     }
@@ -274,6 +314,22 @@ static void epoch_summary(const struct trainer *t, const struct epoch_run *e)
     fflush(stdout);
 }
 
+/* The checkpoint at the end, or at a signal, where the step's own may already be taken (then
+ * it is announced as the interrupted one) or even committed (restored, or announced). */
+static int last_checkpoint(struct trainer *t)
+{
+    const char *why = stop_signal ? "interrupted: " : "";
+    if (t->last_ckpt != t->gstep) return checkpoint(t, why);
+    if (t->n_taken && t->taken[t->n_taken - 1].step == t->gstep) {
+        t->taken[t->n_taken - 1].why = why;
+        return TOOL_OK;
+    }
+    struct taken_ckpt c = {.step = t->gstep, .why = why};
+    tfc_batcher_position(t->batcher, &c.epoch, &c.batch);
+    say_committed(&c);
+    return TOOL_OK;
+}
+
 /* Trains from the batcher's position until t->epochs are done or a signal arrives, then takes
  * the last checkpoint. Returns the command's exit status. */
 static int train_run(struct trainer *t)
@@ -291,6 +347,9 @@ static int train_run(struct trainer *t)
         return TOOL_OK;
     }
     fflush(stdout);
+    /* the steps after the checkpoint that an earlier, crashed run logged are taken again */
+    if (tfc_store_truncate_metrics(t->m.store, t->gstep))
+        return tool_error("train", "%s", tfc_store_errmsg(t->m.store));
 
     /* StarPU installs its own handlers when it starts: ours go in after it */
     struct sigaction sa;
@@ -312,9 +371,8 @@ static int train_run(struct trainer *t)
         if (t->every == 0 && t->last_ckpt != t->gstep && checkpoint(t, "")) failed = 1;
     }
     if (!failed && (t->last_ckpt != t->gstep || stop_signal))
-        failed = checkpoint(t, stop_signal ? "interrupted: " : "") != TOOL_OK;
-    if (tfc_store_flush(t->m.store) && !failed)
-        failed = tool_error("train", "%s", tfc_store_errmsg(t->m.store));
+        failed = last_checkpoint(t) != TOOL_OK;
+    if (!failed) failed = announce_committed(t, 1) != TOOL_OK;
     if (failed) return TOOL_FAIL;
     if (stop_signal) {
         fprintf(stderr, "tfc train: stopped by %s after step %lld\n",
@@ -338,6 +396,9 @@ int cmd_train(int argc, char **argv)
                         .quiet = o.quiet};
     int64_t batch = o.batch > 0 ? o.batch : 32;
     int keep = o.keep >= 0 ? (int)o.keep : 5;
+    /* past the file size limit (ulimit -f) a write then fails with EFBIG, which the store
+     * reports, instead of SIGXFSZ killing the process in the middle of a transaction */
+    signal(SIGXFSZ, SIG_IGN);
     if (tool_model_open("train", o.model, 1, 1, &t.m)) return TOOL_FAIL;
     rc = TOOL_FAIL;
     if (!train_open(&t, &o) && !train_resume(&t, &o, batch) && !train_count_steps(&t, keep))
