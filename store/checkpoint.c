@@ -4,6 +4,7 @@
  * training goes on, with the metrics logged for its steps, and applies the retention policy
  * in the same transaction. Restores check every dtype and shape, and read every byte, before
  * the first variable is written. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lock.h"
@@ -345,6 +346,7 @@ struct stored_var {
     int dtype;             /* -1 when the stored name is unknown */
     tfc_shape shape;
     int shape_ok;
+    char dtype_text[40], shape_text[96]; /* as stored, quoted, for a message when unreadable */
     int64_t nbytes;
     int used;
 };
@@ -432,8 +434,12 @@ static int read_stored(sqlite3 *db, int64_t ckpt, struct stored_var **out, int *
         }
         (*n)++;
         v->id = sqlite3_column_int64(q, 0);
-        v->dtype = tfc_dtype_parse((const char *)sqlite3_column_text(q, 2));
-        v->shape_ok = !tfc_store_shape_parse((const char *)sqlite3_column_text(q, 3), &v->shape);
+        const char *dt = (const char *)sqlite3_column_text(q, 2);
+        const char *sh = (const char *)sqlite3_column_text(q, 3);
+        v->dtype = tfc_dtype_parse(dt);
+        v->shape_ok = !tfc_store_shape_parse(sh, &v->shape);
+        snprintf(v->dtype_text, sizeof v->dtype_text, "'%.32s' (unknown)", dt ? dt : "");
+        snprintf(v->shape_text, sizeof v->shape_text, "'%.64s' (unreadable)", sh ? sh : "");
         v->nbytes = sqlite3_column_int64(q, 4);
     }
     sqlite3_finalize(q);
@@ -512,8 +518,9 @@ static tfc_status restore_check(struct restore *r)
                             "the checkpoint of step %lld (nothing was restored)",
                             v->node->name, via, *via ? src : "", *via ? "')" : "",
                             tfc_dtype_name(v->desc.dtype), a,
-                            x->dtype >= 0 ? tfc_dtype_name((enum tfc_dtype)x->dtype) : "?",
-                            x->shape_ok ? b : "?", (long long)r->c.step);
+                            x->dtype >= 0 ? tfc_dtype_name((enum tfc_dtype)x->dtype)
+                                          : x->dtype_text,
+                            x->shape_ok ? b : x->shape_text, (long long)r->c.step);
         }
         r->t[i].sv = x;
         x->used = 1;

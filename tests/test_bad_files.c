@@ -204,7 +204,7 @@ static const struct file_case cases[] = {
     {"store: a directory, with create", STORE_CREATE, DIRECTORY, NONE, 0, TFC_ERR_STORE,
      "is a directory", NULL},
     {"store: empty file, read-only", STORE_RO, RAW, B(""), 0, TFC_ERR_STORE,
-     "an empty database, not a tfc model store", NULL},
+     "an empty file (0 bytes), not a model store", NULL},
     {"store: text file, read-only", STORE_RO, RAW,
      B("not a database, just text, long enough to be read as a header by SQLite\n"), 0,
      TFC_ERR_STORE, "not an SQLite database", NULL},

@@ -47,7 +47,7 @@ static const struct flag_case cases[] = {
     {"a missing model", NULL, "info @missing.db", 1, "missing.db", "No such file"},
     {"a directory as the model", NULL, "info @", 1, "is a directory", NULL},
     {"a text file as the model", "junk.txt", "info {M}", 1, "not an SQLite database", "case-"},
-    {"an empty file as the model", "empty.db", "dot {M}", 1, "not a tfc model store", "case-"},
+    {"an empty file as the model", "empty.db", "dot {M}", 1, "empty file (0 bytes)", "case-"},
     {"an idx file as the model", "train-labels.idx", "eval {M} " TEST_DATA, 1,
      "not an SQLite database", NULL},
     /* ---- options ---- */
