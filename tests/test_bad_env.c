@@ -251,6 +251,11 @@ static void test_environment_table(void)
         CU_ASSERT_FATAL(pid >= 0);
         if (pid == 0) {
             setenv("TMPDIR", g_tmpdir, 1); /* private homes go there: checked empty below */
+            /* When starpu_init fails (the no-worker row), hwloc unloads its PCI plugin, whose
+             * libpciaccess state is then reachable from nothing: a leak report with no frames
+             * (<unknown module>) that no suppression can name, in a process that ends there.
+             * These rows test what happens before StarPU runs; they do without PCI devices. */
+            setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_pci", 0);
             exit(run_row(row, &cases[row], row_tmp));
         }
         int status = 0;
