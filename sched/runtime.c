@@ -24,11 +24,6 @@ static struct {
     struct tfc_starpu_home *home; /* private home made for this StarPU, or NULL */
 } life = {PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL};
 
-int tfc_runtime_running(void)
-{
-    return starpu_is_initialized();
-}
-
 void tfc_runtime_facts(struct tfc_starpu_facts *f)
 {
     memset(f, 0, sizeof *f);
@@ -43,10 +38,18 @@ void tfc_runtime_facts(struct tfc_starpu_facts *f)
     f->opencl_devices = tfc_opencl_device_count;
 }
 
-tfc_status tfc_runtime_start(int *joined, struct tfc_starpu_home *home, char *msg)
+tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *msg)
 {
-    pthread_mutex_lock(&life.lock);
+    struct tfc_starpu_home *home = NULL;
+    pthread_mutex_lock(&life.lock); /* one start at a time: STARPU_HOME is set for it */
     *joined = starpu_is_initialized();
+    if (!*joined && prepare) {
+        tfc_status st = prepare(&home, msg);
+        if (st) {
+            pthread_mutex_unlock(&life.lock);
+            return st;
+        }
+    }
     int ret = starpu_init(NULL);
     if (ret) {
         pthread_mutex_unlock(&life.lock);

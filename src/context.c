@@ -13,11 +13,10 @@ struct tfc_ctx {
     int joined; /* StarPU was running before us */
 };
 
-/* What StarPU reads at starpu_init, when this context is the one starting it. */
+/* What StarPU reads at starpu_init, when this context is the one starting it (a StarPU that
+ * runs has read its environment already). */
 static tfc_status prepare_starpu(struct tfc_starpu_home **home, char *msg)
 {
-    *home = NULL;
-    if (tfc_runtime_running()) return TFC_OK; /* it has read its environment already */
     struct tfc_starpu_facts facts;
     tfc_runtime_facts(&facts);
     tfc_status st = tfc_env_check_starpu(&facts, msg);
@@ -31,18 +30,12 @@ tfc_status tfc_ctx_create(tfc_ctx **out)
     *out = NULL;
     tfc_status st = tfc_env_check(msg); /* our TFC_ variables: bad values fail here */
     if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
-    struct tfc_starpu_home *home;
-    st = prepare_starpu(&home, msg);
-    if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
     tfc_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
-        tfc_starpu_home_release(home);
-        return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
-    }
-    st = tfc_runtime_start(&ctx->joined, home, msg);
+    if (!ctx) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
+    st = tfc_runtime_start(&ctx->joined, prepare_starpu, msg);
     if (st) {
         free(ctx);
-        return tfc_fail_global(st, "%s", msg);
+        return tfc_fail_global(st, "ctx_create: %s", msg);
     }
     openblas_set_num_threads(1);
     *out = ctx;
