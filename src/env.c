@@ -312,7 +312,8 @@ static tfc_status check_devices(const struct starpu_var *v, const char *val,
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s: device %lld is beyond this "
                             "StarPU's %lld %s devices (ids 0 to %lld), in '%.64s'", v->name, id,
                             hi + 1, dev_word(v->dev), hi, val);
-        if (v->dev == DEV_OPENCL && found == -2) found = f->opencl_devices ? f->opencl_devices() : -1;
+        if (v->dev == DEV_OPENCL && found == -2)
+            found = f->opencl_devices ? f->opencl_devices() : -1;
         /* with no device there is no worker to place, and StarPU reads no id */
         if (v->dev == DEV_OPENCL && found > 0 && id >= found)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s: OpenCL device %.*s does not "

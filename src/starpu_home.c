@@ -153,8 +153,8 @@ tfc_status tfc_starpu_home_prepare(struct tfc_starpu_home **out, char *msg)
     const char *models = getenv("STARPU_PERF_MODEL_DIR");
     if (models) {
         char dir[PATH_MAX]; /* as StarPU writes it */
-        int err = snprintf(dir, sizeof dir, "%s/", models) >= (int)sizeof dir ? ENAMETOOLONG
-                                                                               : sampling_usable(dir);
+        int too_long = snprintf(dir, sizeof dir, "%s/", models) >= (int)sizeof dir;
+        int err = too_long ? ENAMETOOLONG : sampling_usable(dir);
         if (err)
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "STARPU_PERF_MODEL_DIR '%.200s' "
                             "cannot hold StarPU's performance models: %s (set it to a writable "
