@@ -1,6 +1,8 @@
 /* opencl_common.c: program loading, kernel lookup, argument and error helpers of the OpenCL
- * codelets (see opencl_common.h). The families call these; this file calls no family (which
- * family supports what is codelets/opencl_support.c). */
+ * codelets (see opencl_common.h), and the count of OpenCL devices StarPU will find. The
+ * families call these; this file calls no family (which family supports what is
+ * codelets/opencl_support.c). Programs are built for one StarPU's OpenCL contexts and unloaded
+ * when the library lets that StarPU go (sched/runtime.c). */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -170,3 +172,31 @@ int tfc_ocl_run(const struct tfc_kargs *a, cl_kernel k, cl_command_queue q, size
 }
 
 #endif
+
+/* As StarPU 1.3.10's _starpu_opencl_init counts them (driver_opencl.c): up to 4 platforms
+ * (_STARPU_OPENCL_PLATFORM_MAX), not SOCL's, devices of the asked types, at most
+ * STARPU_MAXOPENCLDEVS. The values of the two variables were checked before (src/env.c). */
+int tfc_opencl_device_count(void)
+{
+#ifdef STARPU_USE_OPENCL
+    cl_device_type type = CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR;
+    const char *on = getenv("STARPU_OPENCL_ON_CPUS"), *only = getenv("STARPU_OPENCL_ONLY_ON_CPUS");
+    if (on && atoi(on) > 0) type |= CL_DEVICE_TYPE_CPU;
+    if (only && atoi(only) > 0) type = CL_DEVICE_TYPE_CPU;
+    cl_platform_id platforms[4];
+    cl_uint n_platforms = 0;
+    if (clGetPlatformIDs(4, platforms, &n_platforms) != CL_SUCCESS) return 0;
+    int total = 0;
+    for (cl_uint i = 0; i < n_platforms && i < 4; i++) {
+        char name[1024];
+        cl_uint num = 0;
+        if (clGetPlatformInfo(platforms[i], CL_PLATFORM_NAME, sizeof name, name, NULL) !=
+                CL_SUCCESS || !strcmp(name, "SOCL Platform"))
+            continue;
+        if (clGetDeviceIDs(platforms[i], type, 0, NULL, &num) == CL_SUCCESS) total += (int)num;
+    }
+    return total < STARPU_MAXOPENCLDEVS ? total : STARPU_MAXOPENCLDEVS;
+#else
+    return -1;
+#endif
+}

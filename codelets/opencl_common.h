@@ -21,6 +21,11 @@ int tfc_opencl_can_execute(unsigned workerid, struct starpu_task *task, unsigned
 /* Unloads the programs (before starpu_shutdown; they are rebuilt on next use). */
 void tfc_opencl_shutdown(void);
 
+/* The OpenCL devices StarPU 1.3 would take at starpu_init with the environment as it is (GPUs
+ * and accelerators; CPUs too with STARPU_OPENCL_ON_CPUS, only CPUs with
+ * STARPU_OPENCL_ONLY_ON_CPUS), counted before it starts; -1 without OpenCL support. */
+int tfc_opencl_device_count(void);
+
 /* Per-family predicates (in the family files). */
 int tfc_opencl_elementwise_ok(const struct tfc_kargs *a);
 int tfc_opencl_matmul_ok(const struct tfc_kargs *a);

@@ -7,7 +7,9 @@
  * StarPU 1.3's starpu_bus_get_profiling_info and starpu_profiling_worker_get_info return the
  * counters since the last call and reset them, so every read goes through tfc_snap_take,
  * which adds them into process-wide totals under one mutex; a run's figures are the
- * difference of two snapshots of those totals. Nothing here runs unless profiling is on. */
+ * difference of two snapshots of those totals. Nothing here runs unless profiling is on.
+ * The totals belong to one StarPU lifetime (sched/runtime.c resets them when the library lets
+ * StarPU go): a later StarPU may have other workers and buses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +61,12 @@ struct tfc_snap *tfc_snap_take(void)
     if (!sn) return NULL;
     pthread_mutex_lock(&acc_lock);
     int n_bus = starpu_bus_get_count(), n_workers = (int)starpu_worker_get_count();
+    if (acc.bytes && (acc.n_bus != n_bus || acc.n_workers != n_workers)) {
+        /* totals of an earlier StarPU, with other workers: asking this one for a worker it
+         * does not have aborts the process (_starpu_get_worker_struct) */
+        tfc_snap_free(&acc);
+        memset(&acc, 0, sizeof acc);
+    }
     if (!acc.bytes && !snap_alloc(&acc, n_bus, n_workers)) {
         tfc_snap_free(&acc);
         memset(&acc, 0, sizeof acc);
@@ -97,6 +105,14 @@ struct tfc_snap *tfc_snap_take(void)
     memcpy(sn->tasks, acc.tasks, w * sizeof *sn->tasks);
     pthread_mutex_unlock(&acc_lock);
     return sn;
+}
+
+void tfc_snap_reset(void)
+{
+    pthread_mutex_lock(&acc_lock);
+    tfc_snap_free(&acc);
+    memset(&acc, 0, sizeof acc);
+    pthread_mutex_unlock(&acc_lock);
 }
 
 /* ---- environment ----------------------------------------------------------------------- */
@@ -174,7 +190,7 @@ void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const s
     r->links = NULL;
     r->workers = NULL;
     r->have = 1;
-    if (a && b) {
+    if (a && b && a->n_bus == b->n_bus && a->n_workers == b->n_workers) {
         sm->start_us = a->t_us;
         sm->end_us = b->t_us;
         r->links = calloc((size_t)b->n_bus + 1, sizeof *r->links);

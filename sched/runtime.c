@@ -1,39 +1,104 @@
 /* runtime.c: the StarPU lifecycle. StarPU reads its own environment variables (STARPU_SCHED,
- * STARPU_NCPU, ...); we never set or override them. */
+ * STARPU_NCPU, ...), which src/env.c checks first against what this StarPU allows; we override
+ * none of them, except STARPU_HOME when its home cannot be written (src/starpu_home.c).
+ *
+ * What the library builds for one StarPU (OpenCL programs, CUDA library handles, the profiling
+ * totals, a private home) lives as long as some context holds StarPU: once the last one lets
+ * it go, StarPU may stop and start again with other workers and devices, so nothing of it is
+ * kept in the process beyond that. */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <starpu.h>
 #include "sched.h"
+#include "session_priv.h"
 #include "../codelets/kernel.h"
 #include "../codelets/opencl_common.h"
+#include "../src/env.h"
+#include "../src/starpu_home.h"
 
-tfc_status tfc_runtime_start(int *joined, char *msg)
+static struct {
+    pthread_mutex_t lock;
+    int n_ctx;                    /* contexts holding StarPU */
+    int started;                  /* the first of them started it (else the application did) */
+    struct tfc_starpu_home *home; /* private home made for this StarPU, or NULL */
+} life = {PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL};
+
+void tfc_runtime_facts(struct tfc_starpu_facts *f)
 {
+    memset(f, 0, sizeof *f);
+    f->max_cpus = STARPU_MAXCPUS;
+    f->max_cuda = STARPU_MAXCUDADEVS;
+    f->max_opencl = STARPU_MAXOPENCLDEVS;
+    struct starpu_sched_policy **p = starpu_sched_get_predefined_policies();
+    int n = 0;
+    for (; p && *p && n < (int)(sizeof f->policies / sizeof *f->policies) - 1; p++)
+        if ((*p)->policy_name) f->policies[n++] = (*p)->policy_name;
+    f->policies[n] = NULL;
+    f->opencl_devices = tfc_opencl_device_count;
+}
+
+tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *msg)
+{
+    struct tfc_starpu_home *home = NULL;
+    pthread_mutex_lock(&life.lock); /* one start at a time: STARPU_HOME is set for it */
     *joined = starpu_is_initialized();
+    if (!*joined && prepare) {
+        tfc_status st = prepare(&home, msg);
+        if (st) {
+            pthread_mutex_unlock(&life.lock);
+            return st;
+        }
+    }
     int ret = starpu_init(NULL);
-    if (ret == -ENODEV)
-        return tfc_fail(msg, TFC_ERR_NO_DEVICE,
-                        "StarPU found no worker (check STARPU_NCPU, STARPU_NCUDA, STARPU_NOPENCL)");
-    if (ret != 0)
+    if (ret) {
+        pthread_mutex_unlock(&life.lock);
+        tfc_starpu_home_release(home); /* StarPU did not start: nothing uses it */
+        if (ret == -ENODEV)
+            return tfc_fail(msg, TFC_ERR_NO_DEVICE, "StarPU found no worker (check STARPU_NCPU, "
+                            "STARPU_NCUDA, STARPU_NOPENCL)");
         return tfc_fail(msg, TFC_ERR_RUNTIME, "starpu_init failed: %s", strerror(-ret));
+    }
+    if (life.n_ctx++ == 0) {
+        life.started = !*joined;
+        life.home = home;
 #ifdef STARPU_USE_CUDA
-    if (!*joined) tfc_cuda_libs_init();
+        if (life.started) tfc_cuda_libs_init(); /* a joined runtime keeps what its owner set up */
 #endif
+    } else {
+        tfc_starpu_home_release(home); /* (NULL: StarPU was running, so none was made) */
+    }
+    pthread_mutex_unlock(&life.lock);
     return TFC_OK;
 }
 
-void tfc_runtime_stop(int joined)
+/* The last context lets StarPU go: drop what was built for it, whoever started it. */
+static void forget_lifetime(void)
 {
 #ifdef STARPU_USE_CUDA
-    if (!joined) tfc_cuda_libs_shutdown(); /* a joined runtime keeps what its owner set up */
+    if (life.started) tfc_cuda_libs_shutdown();
 #endif
 #ifdef STARPU_USE_OPENCL
-    if (!joined) tfc_opencl_shutdown(); /* programs belong to this StarPU lifetime */
+    tfc_opencl_shutdown(); /* programs belong to this StarPU's OpenCL contexts */
 #endif
-#if !defined(STARPU_USE_CUDA) && !defined(STARPU_USE_OPENCL)
-    (void)joined;
-#endif
+    tfc_snap_reset();
+}
+
+void tfc_runtime_stop(void)
+{
+    pthread_mutex_lock(&life.lock);
+    struct tfc_starpu_home *home = NULL;
+    if (--life.n_ctx == 0) {
+        forget_lifetime();
+        home = life.home;
+        life.home = NULL;
+    }
     starpu_shutdown(); /* drops our reference; the application's keeps StarPU up */
+    if (!starpu_is_initialized())
+        tfc_starpu_home_release(home);
+    else
+        tfc_starpu_home_abandon(home);
+    pthread_mutex_unlock(&life.lock);
 }
 
 void tfc_runtime_info(tfc_ctx_info *info)
@@ -57,6 +122,11 @@ void tfc_runtime_describe(char *out, size_t size)
     size_t pos = (size_t)snprintf(out, size, "scheduler %s, priorities [%d, %d], %u workers, %d memory nodes\n",
                                   info.sched_policy, info.min_priority, info.max_priority,
                                   starpu_worker_get_count(), info.n_memory_nodes);
+    pthread_mutex_lock(&life.lock);
+    if (life.home && pos < size)
+        pos += (size_t)snprintf(out + pos, size - pos, "  StarPU home: %s (private: the usual "
+                                "one cannot be written)\n", tfc_starpu_home_path(life.home));
+    pthread_mutex_unlock(&life.lock);
     for (unsigned w = 0; w < starpu_worker_get_count() && pos < size; w++) {
         char name[64];
         starpu_worker_get_name((int)w, name, sizeof name);

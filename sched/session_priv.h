@@ -46,6 +46,8 @@ void tfc_report_fini(struct tfc_report *r);
 /* Counters now (NULL when out of memory). */
 struct tfc_snap *tfc_snap_take(void);
 void tfc_snap_free(struct tfc_snap *sn);
+/* Forgets the accumulated totals (the StarPU they counted is going away). */
+void tfc_snap_reset(void);
 /* Completes a run's summary from the snapshots around it and the task records, then prints
  * and traces it as the environment asked. Under the session lock. */
 void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const struct tfc_snap *b,

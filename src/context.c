@@ -1,14 +1,27 @@
 /* context.c: tfc_ctx, the process's StarPU runtime as the library sees it. Creating one starts
  * StarPU or joins the application's; OpenBLAS is set to one thread (process-wide), because
- * parallelism comes from StarPU's workers and threaded BLAS inside tasks oversubscribes. */
+ * parallelism comes from StarPU's workers and threaded BLAS inside tasks oversubscribes.
+ * Before StarPU starts, its environment is checked (src/env.c) and the directory it writes its
+ * models to is made usable (src/starpu_home.c): StarPU 1.3 aborts the process on either. */
 #include <stdlib.h>
 #include <cblas.h>
 #include "env.h"
+#include "starpu_home.h"
 #include "../sched/sched.h"
 
 struct tfc_ctx {
     int joined; /* StarPU was running before us */
 };
+
+/* What StarPU reads at starpu_init, when this context is the one starting it (a StarPU that
+ * runs has read its environment already). */
+static tfc_status prepare_starpu(struct tfc_starpu_home **home, char *msg)
+{
+    struct tfc_starpu_facts facts;
+    tfc_runtime_facts(&facts);
+    tfc_status st = tfc_env_check_starpu(&facts, msg);
+    return st ? st : tfc_starpu_home_prepare(home, msg);
+}
 
 tfc_status tfc_ctx_create(tfc_ctx **out)
 {
@@ -19,10 +32,10 @@ tfc_status tfc_ctx_create(tfc_ctx **out)
     if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
     tfc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
-    st = tfc_runtime_start(&ctx->joined, msg);
+    st = tfc_runtime_start(&ctx->joined, prepare_starpu, msg);
     if (st) {
         free(ctx);
-        return tfc_fail_global(st, "%s", msg);
+        return tfc_fail_global(st, "ctx_create: %s", msg);
     }
     openblas_set_num_threads(1);
     *out = ctx;
@@ -32,7 +45,7 @@ tfc_status tfc_ctx_create(tfc_ctx **out)
 void tfc_ctx_destroy(tfc_ctx *ctx)
 {
     if (!ctx) return;
-    tfc_runtime_stop(ctx->joined);
+    tfc_runtime_stop();
     free(ctx);
 }
 

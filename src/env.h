@@ -1,4 +1,5 @@
-/* env.h: the TFC_ environment variables (src/env.c). Private to the library. */
+/* env.h: the TFC_ environment variables, and the STARPU_ ones the README documents, checked
+ * before StarPU starts (src/env.c). Private to the library. */
 #ifndef TFC_ENV_H
 #define TFC_ENV_H
 
@@ -12,5 +13,20 @@ tfc_status tfc_env_check(char *msg);
 tfc_status tfc_env_bool(const char *name, int def, int *out, char *msg);
 /* The value of an integer variable within its table bounds, def when unset. */
 tfc_status tfc_env_int(const char *name, long long def, long long *out, char *msg);
+
+/* What the StarPU we link allows, for checking its variables before starpu_init (filled by
+ * sched/runtime.c, which may include <starpu.h>; this file may not). */
+struct tfc_starpu_facts {
+    int max_cpus, max_cuda, max_opencl; /* STARPU_MAXCPUS, STARPU_MAXCUDADEVS, ... */
+    const char *policies[64];           /* scheduling policy names, NULL after the last */
+    /* OpenCL devices StarPU would find with the environment as it is; -1 when unknown. Only
+     * called when STARPU_WORKERS_OPENCLID is set (it starts the OpenCL platform). */
+    int (*opencl_devices)(void);
+};
+
+/* Checks the STARPU_ variables of the README's table that are set (a value StarPU 1.3 would
+ * abort on, wrap around, or silently replace by a default): the first bad one fails with a
+ * message naming it, its value and what it takes (for STARPU_SCHED, the policies). */
+tfc_status tfc_env_check_starpu(const struct tfc_starpu_facts *facts, char *msg);
 
 #endif

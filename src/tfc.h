@@ -136,10 +136,13 @@ TFC_API double tfc_value_get(const tfc_value *value, int64_t i);
 
 typedef struct tfc_ctx tfc_ctx;
 
-/* Starts StarPU with its environment variables (STARPU_SCHED, STARPU_NCPU, ...), never
- * overriding them, or joins a StarPU the application already started (and then leaves it
- * running at tfc_ctx_destroy). Sets OpenBLAS to one thread, process-wide: parallelism comes from
- * StarPU's workers. Returns TFC_ERR_NO_DEVICE when StarPU finds no worker. */
+/* Starts StarPU with its environment variables (STARPU_SCHED, STARPU_NCPU, ...), or joins a
+ * StarPU the application already started (and then leaves it running at tfc_ctx_destroy).
+ * Before starting it, checks the STARPU_ variables the README lists (TFC_ERR_INVALID_ARGUMENT
+ * naming the variable, its value and what it takes) and, when StarPU's home cannot be written,
+ * points STARPU_HOME at a private directory with a warning (until StarPU stops); no other is
+ * overridden. Sets OpenBLAS to one thread, process-wide: parallelism comes from StarPU's
+ * workers. Returns TFC_ERR_NO_DEVICE when StarPU finds no worker. */
 TFC_API tfc_status tfc_ctx_create(tfc_ctx **out);
 TFC_API void tfc_ctx_destroy(tfc_ctx *ctx);
 

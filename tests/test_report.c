@@ -4,7 +4,8 @@
  * event per task, and opens in Chrome while a session writes it and after its process was
  * killed; a trace file has one session (another is refused; %p and %s give each its own);
  * TFC_REPORT / TFC_TRACE values are checked at tfc_session_create; with the hop hook on the
- * OpenCL worker (PoCL), bytes move between RAM and the OpenCL node. */
+ * OpenCL worker (PoCL), bytes move between RAM and the OpenCL node; StarPU started again with
+ * fewer, then more workers reports exactly its own. */
 #define _GNU_SOURCE /* dprintf, environ */
 #include <limits.h>
 #include <math.h>
@@ -535,6 +536,61 @@ static void test_bus_bytes_opencl(void)
     small_free(&m);
 }
 
+/* ---- StarPU started again with other workers ---------------------------------------------- */
+
+/* A context started with STARPU_NCPU=ncpu (and no OpenCL worker when nopencl is "0"), one
+ * profiled run on it: the summary covers exactly the workers StarPU has now. The number of
+ * workers goes in *n_workers. */
+static void profiled_context(const char *ncpu, const char *nopencl, int *n_workers)
+{
+    setenv("STARPU_NCPU", ncpu, 1);
+    if (nopencl)
+        setenv("STARPU_NOPENCL", nopencl, 1);
+    else
+        unsetenv("STARPU_NOPENCL");
+    tfc_ctx *ctx;
+    CU_ASSERT_EQUAL_FATAL(tfc_ctx_create(&ctx), TFC_OK);
+    *n_workers = (int)starpu_worker_get_count();
+    struct small m;
+    small_build(&m);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(ctx, m.g, &s), TFC_OK);
+    tfc_session_set_where(s, STARPU_CPU);
+    tfc_session_set_profiling(s, 1);
+    CU_ASSERT_EQUAL(small_run(s, &m), TFC_OK);
+    tfc_run_summary sm;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_last_summary(s, &sm), TFC_OK);
+    CU_ASSERT_EQUAL(sm.n_workers, *n_workers);
+    int tasks = 0;
+    for (int i = 0; i < sm.n_workers; i++) tasks += sm.workers[i].tasks;
+    CU_ASSERT(tasks >= 3); /* matmul, relu, exp */
+    tfc_session_destroy(s);
+    small_free(&m);
+    tfc_ctx_destroy(ctx);
+    CU_ASSERT_FALSE(starpu_is_initialized());
+}
+
+/* The profiling totals must not outlive the StarPU they counted: a second StarPU with fewer
+ * workers was asked for a worker it does not have (an abort in _starpu_get_worker_struct),
+ * and one with more reported only the first one's workers. */
+static void test_second_starpu_other_workers(void)
+{
+    char *ncpu = getenv("STARPU_NCPU"), *nopencl = getenv("STARPU_NOPENCL");
+    ncpu = ncpu ? strdup(ncpu) : NULL;
+    nopencl = nopencl ? strdup(nopencl) : NULL;
+    int first, fewer, more;
+    profiled_context("2", NULL, &first); /* 2 CPU workers, and the OpenCL one if any */
+    profiled_context("1", "0", &fewer);
+    CU_ASSERT_EQUAL(fewer, 1);
+    CU_ASSERT(first > fewer);
+    profiled_context("2", NULL, &more);
+    CU_ASSERT_EQUAL(more, first);
+    if (ncpu) setenv("STARPU_NCPU", ncpu, 1); else unsetenv("STARPU_NCPU");
+    if (nopencl) setenv("STARPU_NOPENCL", nopencl, 1); else unsetenv("STARPU_NOPENCL");
+    free(ncpu);
+    free(nopencl);
+}
+
 static int open_with_opencl(void)
 {
     setenv("STARPU_OPENCL_ON_CPUS", "1", 0); /* PoCL's CPU device, unless the caller chose */
@@ -553,5 +609,9 @@ int main(int argc, char **argv)
     TEST_ADD(test_trace_one_session_per_file);
     TEST_ADD(test_trace_survives_kill);
     TEST_ADD(test_bus_bytes_opencl);
+    {
+        TEST_SUITE("second StarPU", NULL, NULL); /* after the first one's context is gone */
+        TEST_ADD(test_second_starpu_other_workers);
+    }
     return test_main();
 }
