@@ -497,21 +497,3 @@ enum tool_var_role tool_var_role(tfc_graph *g, const char *name)
     }
     return VAR_PARAM;
 }
-
-int tool_metric_candidates(const tfc_signature *sig, int n_extra, const char *const *extra,
-                           const char **out, int cap)
-{
-    const char *all[TOOL_MAX_METRICS * 2 + 4];
-    int n = 0;
-    if (sig && sig->loss) all[n++] = sig->loss;
-    for (int i = 0; sig && i < sig->n_metrics && n < TOOL_MAX_METRICS; i++) all[n++] = sig->metrics[i];
-    all[n++] = "test_accuracy";
-    for (int i = 0; i < n_extra && n < (int)(sizeof all / sizeof all[0]); i++) all[n++] = extra[i];
-    int k = 0;
-    for (int i = 0; i < n && k < cap; i++) {
-        int dup = 0;
-        for (int j = 0; j < k; j++) dup |= !strcmp(out[j], all[i]);
-        if (!dup) out[k++] = all[i];
-    }
-    return k;
-}

@@ -121,12 +121,6 @@ void tool_nodes_free(int n, struct tool_node *nodes);
 enum tool_var_role { VAR_PARAM, VAR_SLOT, VAR_COUNTER };
 enum tool_var_role tool_var_role(tfc_graph *g, const char *name);
 
-/* The metric names worth showing: the train signature's loss and metrics (names of tensors),
- * "test_accuracy", then any extra; deduplicated. Returns the count (names borrowed from sig
- * and extra, or static). */
-int tool_metric_candidates(const tfc_signature *sig, int n_extra, const char *const *extra,
-                           const char **out, int cap);
-
 /* ---- Commands ------------------------------------------------------------------------ */
 
 int cmd_info(int argc, char **argv);
