@@ -369,4 +369,60 @@ polylines() {
     fail "accuracy (no gap) is drawn as $(polylines accuracy) polylines, expected 1"
 ok plot metrics.db -o metrics.png; has "3 metrics"
 echo "ok: info and plot list val_loss (not in a signature); its gap stays a gap"
+
+# ---- validation in train: val_loss and val_accuracy per epoch, as eval computes them ----
+mkdir val
+timeout $limit "$make_model" val >out 2>err || fail "make_model val failed"
+# labels all 0 (int64, the header of test-y.npy): a set the model gets worse on as it learns
+hlen=$(od -An -tu2 -j8 -N2 test-y.npy | tr -d ' ')
+{ head -c $((10 + hlen)) test-y.npy; head -c $((256 * 8)) /dev/zero; } >const-y.npy
+val_data="--val-data images=test-x.npy --val-data labels=test-y.npy"
+const_data="--val-data images=test-x.npy --val-data labels=const-y.npy"
+cp val/model.db val/es.db
+cp val/model.db val/resumed.db
+ok train val/model.db $train_data $val_data --epochs 3 --batch 32 --quiet
+has "^epoch 3/3: loss [0-9.]*, accuracy [0-9.]*, val_loss [0-9.]*, val_accuracy [0-9.]*, 32 steps"
+ok info val/model.db
+has "val_loss .* at step 96 (3 values), from step 32"
+has "val_accuracy .* at step 96 (3 values), from step 32"
+[ "$(sqlite3 val/model.db "SELECT group_concat(step) FROM (SELECT step FROM metrics
+    WHERE name = 'val_loss' ORDER BY step)")" = "32,64,96" ] || fail "val_loss not at steps 32,64,96"
+# the last epoch's values are those eval gives for the last checkpoint, in batches of 32
+stored=$(sqlite3 val/model.db "SELECT value FROM metrics WHERE name = 'val_loss' AND step = 96")
+ok eval val/model.db --data images=test-x.npy --data labels=test-y.npy --batch 32
+evald=$(sed -n 's/^loss: //p' out)
+awk -v a="$stored" -v b="$evald" 'BEGIN { d = a - b; exit !(d < 5e-7 && d > -5e-7) }' ||
+    fail "val_loss at step 96 is $stored, eval says $evald"
+echo "ok: train --val-data: val_loss and val_accuracy at steps 32, 64, 96 (as eval: $evald)"
+
+# ---- early stopping: patience 2 on the constant-label set; a resumed run counts on ----
+ok train val/es.db $train_data $const_data --epochs 30 --batch 32 --early-stop 2 --quiet
+stop=$(sed -n 's/^stopped early at epoch \([0-9]*\), step \([0-9]*\): val_loss has not fallen for 2 epochs.*/\1/p' out)
+[ -n "$stop" ] && [ "$stop" -lt 30 ] || fail "no early stop before epoch 30"
+has "^checkpoint at step $((stop * 32)) "
+# the stop is where the stored values say: the first epoch with 2 epochs since the best
+want=$(sqlite3 val/es.db "SELECT value FROM metrics WHERE name = 'val_loss' ORDER BY step" |
+    awk 'NR == 1 || $1 < best { best = $1; since = 0; next } { if (++since == 2) { print NR; exit } }')
+[ "$stop" = "$want" ] || fail "stopped at epoch $stop, the stored val_loss says epoch ${want:-none}"
+ok info val/es.db; has "step $((stop * 32)) "
+ok train val/es.db $train_data $const_data --epochs 30 --batch 32 --early-stop 2 --quiet
+has "^already stopped early at epoch $stop,"
+# resumed after every epoch: the count comes from the store, so it stops at the same epoch
+for e in $(seq 1 $stop); do
+    ok train val/resumed.db $train_data $const_data --epochs $e --batch 32 --early-stop 2 --quiet
+done
+has "^stopped early at epoch $stop, step $((stop * 32)):"
+ok train val/resumed.db $train_data $const_data --epochs 30 --batch 32 --early-stop 2 \
+    --early-stop-metric accuracy --quiet   # watching val_accuracy (maximized): goes on
+has "^epoch $((stop + 1))/30"
+echo "ok: early stopping at epoch $stop, the same after a resume at every epoch"
+
+bad 2 "--early-stop" train val/es.db $train_data $const_data --early-stop 0
+bad 2 "--early-stop needs --val-data" train val/es.db $train_data --early-stop 2
+bad 2 "--early-stop-metric nosuch" train val/es.db $train_data $const_data --early-stop 2 \
+    --early-stop-metric nosuch
+bad 2 "--early-stop-metric val_loss needs --early-stop" train val/es.db $train_data \
+    $const_data --early-stop-metric val_loss
+bad 2 "--val-data needs NAME=FILE" train val/es.db $train_data --val-data images
+bad 1 "no --val-data labels=FILE" train val/es.db $train_data --val-data images=test-x.npy
 echo "PASS"

@@ -76,7 +76,9 @@ static const struct option_def {
     {"--out", OPT_OUTDIR, 1},      {"-o", OPT_OUTFILE, 1},
     {"--output", OPT_OUTFILE, 1},  {"--metric", OPT_METRIC, 1},
     {"--quiet", OPT_QUIET, 0},     {"-q", OPT_QUIET, 0},
-    {"--rows", OPT_ROWS, 1},
+    {"--rows", OPT_ROWS, 1},       {"--val-data", OPT_VAL_DATA, 1},
+    {"--early-stop", OPT_EARLY_STOP, 1}, {"--early-stop-metric", OPT_EARLY_STOP, 1},
+    {"--log-y", OPT_LOG_Y, 0},
 };
 
 /* The allowed option named by the first len characters of a; NULL when there is none. */
@@ -89,18 +91,27 @@ static const struct option_def *find_option(const char *a, size_t len, unsigned 
     return NULL;
 }
 
-/* --data NAME=FILE into o. */
-static int add_data(const char *cmd, const char *v, struct tool_opts *o)
+/* --data or --val-data (flag) NAME=FILE into the list data of *n entries. */
+static int add_data(const char *cmd, const char *flag, const char *v, int *n,
+                    struct tool_data *data)
 {
+    char msg[128];
     const char *sep = strchr(v, '=');
-    if (!sep || sep == v || !sep[1])
-        return usage_error(cmd, "--data needs NAME=FILE, not '%s'", v);
-    if (o->n_data == TOOL_MAX_DATA) return usage_error(cmd, "too many --data (%s)", v);
-    if ((size_t)(sep - v) >= sizeof o->data[0].name)
-        return usage_error(cmd, "--data: feed name too long in '%s'", v);
-    memcpy(o->data[o->n_data].name, v, (size_t)(sep - v));
-    o->data[o->n_data].name[sep - v] = 0;
-    o->data[o->n_data++].path = sep + 1;
+    if (!sep || sep == v || !sep[1]) {
+        snprintf(msg, sizeof msg, "%s needs NAME=FILE, not '%%s'", flag);
+        return usage_error(cmd, msg, v);
+    }
+    if (*n == TOOL_MAX_DATA) {
+        snprintf(msg, sizeof msg, "too many %s (%%s)", flag);
+        return usage_error(cmd, msg, v);
+    }
+    if ((size_t)(sep - v) >= sizeof data[0].name) {
+        snprintf(msg, sizeof msg, "%s: feed name too long in '%%s'", flag);
+        return usage_error(cmd, msg, v);
+    }
+    memcpy(data[*n].name, v, (size_t)(sep - v));
+    data[*n].name[sep - v] = 0;
+    data[(*n)++].path = sep + 1;
     return 0;
 }
 
@@ -110,7 +121,16 @@ static int set_option(const char *cmd, const struct option_def *od, const char *
 {
     int64_t x;
     switch (od->flag) {
-    case OPT_DATA: return add_data(cmd, v, o);
+    case OPT_DATA: return add_data(cmd, "--data", v, &o->n_data, o->data);
+    case OPT_VAL_DATA: return add_data(cmd, "--val-data", v, &o->n_val_data, o->val_data);
+    case OPT_EARLY_STOP:
+        if (strcmp(od->name, "--early-stop")) { /* --early-stop-metric NAME */
+            if (!*v) return usage_error(cmd, "option %s needs a metric name", od->name);
+            o->early_stop_metric = v;
+            return 0;
+        }
+        return parse_int(cmd, "--early-stop", v, 1, INT64_MAX, &o->early_stop) ? TOOL_USAGE : 0;
+    case OPT_LOG_Y: o->log_y = 1; return 0;
     case OPT_EPOCHS:
         return parse_int(cmd, "--epochs", v, 1, INT64_MAX, &o->epochs) ? TOOL_USAGE : 0;
     case OPT_BATCH: return parse_int(cmd, "--batch", v, 1, INT64_MAX, &o->batch) ? TOOL_USAGE : 0;
@@ -143,7 +163,7 @@ int tool_parse(int argc, char **argv, unsigned allowed, const char *usage, struc
 {
     const char *cmd = argv[0];
     *o = (struct tool_opts){.cmd = cmd, .epochs = -1, .batch = -1, .checkpoint_every = -1,
-                            .keep = -1, .rows = -1};
+                            .keep = -1, .rows = -1, .early_stop = -1};
     int options_done = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -371,16 +391,17 @@ static int convert(const char *cmd, const char *feed, const char *path, tfc_tens
 int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *sig,
                     const struct tool_opts *o, struct tool_feeds *f)
 {
-    memset(f, 0, sizeof *f);
-    if (sig->n_feeds > TOOL_MAX_DATA) return tool_error(cmd, "the signature has too many feeds");
-    if (sig->n_feeds == 0) /* else "not a feed (feeds: )", or a batcher of no source */
-        return tool_error(cmd, "%s: the signature has no feeds: nothing to read the --data "
-                          "files into", o->model);
-    const char *paths[TOOL_MAX_DATA] = {0};
-    for (int d = 0; d < o->n_data; d++) {
+    return tool_feeds_load_list(cmd, m, sig, o->model, "--data", o->n_data, o->data, f);
+}
+
+/* The file of each feed of sig from the list (every feed needs one, each NAME a feed). */
+static int match_feeds(const char *cmd, const tfc_signature *sig, const char *flag, int n_data,
+                       const struct tool_data *data, const char **paths)
+{
+    for (int d = 0; d < n_data; d++) {
         int k = -1;
         for (int i = 0; i < sig->n_feeds; i++)
-            if (same_tensor(o->data[d].name, sig->feeds[i])) k = i;
+            if (same_tensor(data[d].name, sig->feeds[i])) k = i;
         if (k < 0) {
             char list[512];
             size_t pos = 0;
@@ -388,14 +409,30 @@ int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *
             for (int i = 0; i < sig->n_feeds && pos < sizeof list; i++)
                 pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", i ? ", " : "",
                                         sig->feeds[i]);
-            return tool_error(cmd, "--data %s: '%s' is not a feed of the signature (feeds: %s)",
-                              o->data[d].name, o->data[d].name, list);
+            return tool_error(cmd, "%s %s: '%s' is not a feed of the signature (feeds: %s)",
+                              flag, data[d].name, data[d].name, list);
         }
-        if (paths[k]) return tool_error(cmd, "--data %s given twice", o->data[d].name);
-        paths[k] = o->data[d].path;
+        if (paths[k]) return tool_error(cmd, "%s %s given twice", flag, data[d].name);
+        paths[k] = data[d].path;
     }
     for (int i = 0; i < sig->n_feeds; i++)
-        if (!paths[i]) return tool_error(cmd, "no --data %s=FILE for feed '%s'", sig->feeds[i], sig->feeds[i]);
+        if (!paths[i])
+            return tool_error(cmd, "no %s %s=FILE for feed '%s'", flag, sig->feeds[i],
+                              sig->feeds[i]);
+    return TOOL_OK;
+}
+
+int tool_feeds_load_list(const char *cmd, struct tool_model *m, const tfc_signature *sig,
+                         const char *model, const char *flag, int n_data,
+                         const struct tool_data *data, struct tool_feeds *f)
+{
+    memset(f, 0, sizeof *f);
+    if (sig->n_feeds > TOOL_MAX_DATA) return tool_error(cmd, "the signature has too many feeds");
+    if (sig->n_feeds == 0) /* else "not a feed (feeds: )", or a batcher of no source */
+        return tool_error(cmd, "%s: the signature has no feeds: nothing to read the %s "
+                          "files into", model, flag);
+    const char *paths[TOOL_MAX_DATA] = {0};
+    if (match_feeds(cmd, sig, flag, n_data, data, paths)) return TOOL_FAIL;
     for (int i = 0; i < sig->n_feeds; i++) {
         tfc_tensor *t = tfc_graph_find(m->graph, sig->feeds[i]);
         if (!t) {

@@ -28,6 +28,11 @@ struct tool_opts {
     const char *model;        /* MODEL.db */
     int n_data;
     struct tool_data data[TOOL_MAX_DATA];
+    int n_val_data;           /* train: --val-data, the validation set */
+    struct tool_data val_data[TOOL_MAX_DATA];
+    int64_t early_stop;       /* train: patience in epochs; -1: not given */
+    const char *early_stop_metric; /* train: NULL: val_loss */
+    int log_y;                /* plot: --log-y */
     int n_metrics;
     const char *metrics[TOOL_MAX_METRICS];
     int64_t epochs;           /* -1: not given */
@@ -46,6 +51,7 @@ enum {
     OPT_DATA = 1u << 0, OPT_EPOCHS = 1u << 1, OPT_BATCH = 1u << 2, OPT_CKPT = 1u << 3,
     OPT_KEEP = 1u << 4, OPT_SEED = 1u << 5, OPT_OUTDIR = 1u << 6, OPT_OUTFILE = 1u << 7,
     OPT_METRIC = 1u << 8, OPT_QUIET = 1u << 9, OPT_ROWS = 1u << 10,
+    OPT_VAL_DATA = 1u << 11, OPT_EARLY_STOP = 1u << 12, OPT_LOG_Y = 1u << 13,
 };
 
 /* Parses argv (argv[0] is the command name) into o, accepting the options in `allowed` and
@@ -96,6 +102,10 @@ extern const char tool_data_rules[]; /* the conversion rules, for --help */
  * Prints an error naming the feed and returns TOOL_FAIL on failure. */
 int tool_feeds_load(const char *cmd, struct tool_model *m, const tfc_signature *sig,
                     const struct tool_opts *o, struct tool_feeds *f);
+/* The same from a list of files given by `flag` ("--val-data", ...), named in the errors. */
+int tool_feeds_load_list(const char *cmd, struct tool_model *m, const tfc_signature *sig,
+                         const char *model, const char *flag, int n_data,
+                         const struct tool_data *data, struct tool_feeds *f);
 void tool_feeds_clear(struct tool_feeds *f);
 
 /* A fetched value's mean (the scalar itself for rank 0). */

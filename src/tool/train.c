@@ -1,6 +1,8 @@
 /* train.c: `tfc train` (training through the "train" signature, resumable: the latest
  * checkpoint restores the variables and the input position; SIGINT/SIGTERM end the run after
- * the current step with a checkpoint) and `tfc eval` (loss and metrics over a data set). */
+ * the current step with a checkpoint; validation after each epoch, with early stopping) and
+ * `tfc eval` (loss and metrics over a data set, the code validation runs too). */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,8 @@
 
 static const char train_usage[] =
     "usage: tfc train MODEL.db --data NAME=FILE ... [--epochs N] [--batch B]\n"
-    "                 [--checkpoint-every N] [--keep K] [--seed S] [--quiet]\n\n"
+    "                 [--checkpoint-every N] [--keep K] [--seed S] [--quiet]\n"
+    "                 [--val-data NAME=FILE ... [--early-stop N [--early-stop-metric M]]]\n\n"
     "Trains through the model's \"train\" signature: each step feeds a batch of rows of the\n"
     "--data files to the signature's feeds, runs its train_op and fetches its loss and metrics,\n"
     "which are logged to the store at every step. Rows are shuffled every epoch, in an order\n"
@@ -26,7 +29,17 @@ static const char train_usage[] =
     "                        there is always one at the end\n"
     "  --keep K              keep the newest K checkpoints (default 5; 0 keeps all)\n"
     "  --seed S              the shuffling seed (default: the checkpoint's, else 1)\n"
-    "  --quiet               no progress bar\n\n"
+    "  --quiet               no progress bar\n"
+    "  --val-data NAME=FILE  a feed and its validation file (repeat per feed, as --data):\n"
+    "                        after each epoch, the loss and metrics over it (as `tfc eval`\n"
+    "                        computes them) are logged as val_loss, val_<metric> at the\n"
+    "                        epoch's last step and shown in the epoch summary\n"
+    "  --early-stop N        stop after N epochs (N >= 1) in a row without a better\n"
+    "                        validation value than the best so far, after a checkpoint; a\n"
+    "                        resumed run counts on from the values in the store\n"
+    "  --early-stop-metric M the validation metric to watch (default val_loss; the val_\n"
+    "                        prefix may be left out): maximized when its name contains\n"
+    "                        \"accuracy\", else minimized\n\n"
     "Checkpoints are numbered by the graph's \"global_step\" variable when it has one, else by\n"
     "a step counter, and announced on stdout once they are on disk. SIGINT or SIGTERM finish\n"
     "the current step, checkpoint, and exit with 130 or 143. A checkpoint or metric that\n"
@@ -105,6 +118,52 @@ static int resolve_fetches(const char *cmd, tfc_graph *g, const tfc_signature *s
     return TOOL_OK;
 }
 
+/* The means of the fetches over the data, in batches of `batch` rows in file order, averaged
+ * over the examples (each batch's mean weighted by its rows): what `tfc eval` prints and what
+ * `tfc train --val-data` logs. means has f->n entries. */
+static int evaluate(const char *cmd, tfc_session *s, struct fetches *f, struct tool_feeds *feeds,
+                    int64_t batch, double *means)
+{
+    tfc_batcher *b = NULL;
+    tfc_value *out[TOOL_MAX_METRICS + 1];
+    if (tfc_batcher_create(feeds->n, feeds->values, batch, 0, 0, &b))
+        return tool_error(cmd, "%s", tfc_errmsg());
+    for (int k = 0; k < f->n; k++) means[k] = 0;
+    int rc = TOOL_OK;
+    for (int64_t i = 0, steps = tfc_batcher_steps_per_epoch(b); i < steps && !rc; i++) {
+        tfc_value *bv[TOOL_MAX_DATA];
+        if (tfc_batcher_next(b, bv, NULL)) {
+            rc = tool_error(cmd, "%s", tfc_batcher_errmsg(b));
+        } else if (tfc_session_run(s, feeds->n, feeds->tensors, bv, f->n,
+                                   f->tensors, out, 0, NULL)) {
+            rc = tool_error(cmd, "%s", tfc_session_errmsg(s));
+        } else {
+            double r = (double)tfc_value_shape(bv[0]).dims[0];
+            for (int k = 0; k < f->n; k++) {
+                means[k] += tool_value_mean(out[k]) * r;
+                tfc_value_destroy(out[k]);
+            }
+        }
+    }
+    tfc_batcher_destroy(b);
+    for (int k = 0; k < f->n; k++) means[k] /= (double)feeds->rows;
+    return rc;
+}
+
+/* Validation after each epoch (--val-data) and early stopping on one of its metrics. */
+#define VAL_NAME_MAX 300
+struct validation {
+    int on;
+    struct tool_feeds feeds;
+    char names[TOOL_MAX_METRICS + 1][VAL_NAME_MAX]; /* val_loss, then val_<metric> */
+    double means[TOOL_MAX_METRICS + 1];
+    int64_t patience;      /* epochs without improvement; 0: no early stopping */
+    int watch;             /* the index in names of the metric watched */
+    int maximize;
+    double best;           /* NaN: no value yet */
+    int64_t best_step, since; /* epochs since the best */
+};
+
 /* A checkpoint taken (its snapshot queued) whose commit is not yet announced. */
 struct taken_ckpt {
     int64_t step, epoch, batch;
@@ -123,6 +182,7 @@ struct trainer {
     tfc_batcher *batcher;
     uint64_t seed;
     int64_t epochs;        /* to reach in all */
+    int64_t batch;         /* rows per step (and per validation batch) */
     int64_t every;         /* checkpoint every N steps; 0: at the end of each epoch */
     int quiet;
     int64_t steps;         /* batches per epoch */
@@ -133,6 +193,7 @@ struct trainer {
     int64_t n_announced;   /* checkpoints committed and announced */
     tfc_value **out;       /* a step's fetches */
     double *sums;          /* the epoch's fetch means, weighted by rows */
+    struct validation val;
 };
 
 static void say_committed(const struct taken_ckpt *c)
@@ -242,6 +303,103 @@ static int train_count_steps(struct trainer *t, int keep)
     return TOOL_OK;
 }
 
+/* The validation metrics' names (val_loss, val_<metric>), the one early stopping watches, and
+ * the --val-data feeds. A watched metric that is not there is misuse (TOOL_USAGE). */
+static int val_open(struct trainer *t, const struct tool_opts *o)
+{
+    struct validation *v = &t->val;
+    v->best = NAN;
+    if (!o->n_val_data) return TOOL_OK;
+    if (t->f.n == 0)
+        return tool_error("train", "%s: --val-data: the 'train' signature has neither a loss "
+                          "nor metrics to validate", o->model);
+    char list[1024] = "";
+    size_t pos = 0;
+    for (int k = 0; k < t->f.n; k++) {
+        if (k == 0 && t->f.has_loss) snprintf(v->names[k], VAL_NAME_MAX, "val_loss");
+        else snprintf(v->names[k], VAL_NAME_MAX, "val_%s", t->f.names[k]);
+        if (pos < sizeof list)
+            pos += (size_t)snprintf(list + pos, sizeof list - pos, "%s%s", k ? ", " : "",
+                                    v->names[k]);
+    }
+    const char *watch = o->early_stop_metric ? o->early_stop_metric : "val_loss";
+    v->watch = -1;
+    for (int k = 0; k < t->f.n && v->watch < 0; k++)
+        if (!strcmp(v->names[k], watch) ||
+            (strncmp(watch, "val_", 4) && !strcmp(v->names[k] + 4, watch)))
+            v->watch = k;
+    if (o->early_stop > 0 && v->watch < 0) {
+        fprintf(stderr, "tfc train: %s %s: no such validation metric (the model's: %s)\n",
+                o->early_stop_metric ? "--early-stop-metric" : "--early-stop: the default",
+                watch, list);
+        return TOOL_USAGE;
+    }
+    v->patience = o->early_stop > 0 ? o->early_stop : 0;
+    v->maximize = v->watch >= 0 && strstr(v->names[v->watch], "accuracy") != NULL;
+    if (tool_feeds_load_list("train", &t->m, t->sig, o->model, "--val-data", o->n_val_data,
+                             o->val_data, &v->feeds))
+        return TOOL_FAIL;
+    v->on = 1;
+    return TOOL_OK;
+}
+
+/* Counts one epoch's value x (at step) of the watched metric: a new best, or one more epoch
+ * without improvement. NaN never improves. */
+static void val_record(struct validation *v, int64_t step, double x)
+{
+    int better = !isnan(x) && (isnan(v->best) || (v->maximize ? x > v->best : x < v->best));
+    if (better) {
+        v->best = x;
+        v->best_step = step;
+        v->since = 0;
+    } else {
+        v->since++;
+    }
+}
+
+/* The best value and the epochs since, from the watched metric's values in the store up to the
+ * checkpoint's step (the later ones a crashed run logged do not count: they are discarded), so
+ * that a resumed run stops where an uninterrupted one would. */
+static int val_resume(struct trainer *t)
+{
+    struct validation *v = &t->val;
+    if (!v->on || !v->patience) return TOOL_OK;
+    int n = 0;
+    int64_t *steps = NULL;
+    double *values = NULL;
+    tfc_status st = tfc_store_read_metric(t->m.store, v->names[v->watch], &n, &steps, &values);
+    if (st && st != TFC_ERR_NOT_FOUND)
+        return tool_error("train", "reading %s: %s", v->names[v->watch],
+                          tfc_store_errmsg(t->m.store));
+    for (int i = 0; !st && i < n; i++)
+        if (steps[i] <= t->gstep) val_record(v, steps[i], values[i]);
+    free(steps);
+    free(values);
+    return TOOL_OK;
+}
+
+/* Whether early stopping ends the training now. */
+static int val_stops(const struct validation *v)
+{
+    return v->on && v->patience > 0 && v->since >= v->patience;
+}
+
+/* Evaluates the validation set at the end of an epoch (in batches of `batch` rows, as `tfc
+ * eval` does) and logs its metrics at the epoch's last step: they commit with the next
+ * checkpoint. */
+static int validate(struct trainer *t, int64_t batch)
+{
+    struct validation *v = &t->val;
+    if (!v->on) return TOOL_OK;
+    if (evaluate("train", t->m.session, &t->f, &v->feeds, batch, v->means)) return TOOL_FAIL;
+    for (int k = 0; k < t->f.n; k++)
+        if (tfc_store_log_metric(t->m.store, t->gstep, v->names[k], v->means[k]))
+            return tool_error("train", "logging %s: %s", v->names[k],
+                              tfc_store_errmsg(t->m.store));
+    if (v->watch >= 0) val_record(v, t->gstep, v->means[v->watch]);
+    return TOOL_OK;
+}
+
 /* Where an epoch stands, for its progress bar and summary. */
 struct epoch_run {
     int64_t epoch;         /* from 0 */
@@ -309,6 +467,8 @@ static void epoch_summary(const struct trainer *t, const struct epoch_run *e)
     printf("epoch %lld/%lld: ", (long long)e->epoch + 1, (long long)t->epochs);
     for (int k = 0; k < t->f.n; k++)
         printf("%s %.4f, ", t->f.names[k], t->sums[k] / (double)e->rows);
+    for (int k = 0; t->val.on && k < t->f.n; k++)
+        printf("%s %.4f, ", t->val.names[k], t->val.means[k]);
     printf("%lld steps%s, %.1f s, %.0f examples/s\n", (long long)e->done_steps,
            e->first ? " (resumed)" : "", dt, (double)e->rows / dt);
     fflush(stdout);
@@ -330,6 +490,41 @@ static int last_checkpoint(struct trainer *t)
     return TOOL_OK;
 }
 
+/* The end of a run that early stopping ended (now or in an earlier run): which metric, how
+ * long without improvement, the best value and its step. */
+static int say_stopped_early(const struct trainer *t, const char *what)
+{
+    const struct validation *v = &t->val;
+    int64_t epoch, bstep;
+    tfc_batcher_position(t->batcher, &epoch, &bstep);
+    printf("%s at epoch %lld, step %lld: %s has not %s for %lld epoch%s (--early-stop %lld); "
+           "best %.6f at step %lld\n", what, (long long)epoch, (long long)t->gstep,
+           v->names[v->watch], v->maximize ? "risen" : "fallen", (long long)v->since,
+           v->since == 1 ? "" : "s", (long long)v->patience, v->best, (long long)v->best_step);
+    return TOOL_OK;
+}
+
+/* The epochs from (epoch, bstep) until t->epochs are done, a signal arrives or early stopping
+ * ends the run; each complete epoch is validated, summarized, and (without
+ * --checkpoint-every) checkpointed. Returns nonzero on a failure. */
+static int train_epochs(struct trainer *t, int64_t epoch, int64_t bstep)
+{
+    while (epoch < t->epochs && !stop_signal) {
+        struct epoch_run e = {.epoch = epoch, .bstep = bstep, .first = bstep, .t0 = now()};
+        if (train_epoch(t, &e)) return TOOL_FAIL;
+        if (e.bstep < t->steps) break; /* a signal, within the epoch */
+        /* a signal at the epoch's last step: the epoch is whole, and validated as such, so that
+         * a resumed run finds its value */
+        if (validate(t, t->batch)) return TOOL_FAIL;
+        epoch_summary(t, &e);
+        if (stop_signal) break;
+        tfc_batcher_position(t->batcher, &epoch, &bstep);
+        if (t->every == 0 && t->last_ckpt != t->gstep && checkpoint(t, "")) return TOOL_FAIL;
+        if (val_stops(&t->val)) break;
+    }
+    return TOOL_OK;
+}
+
 /* Trains from the batcher's position until t->epochs are done or a signal arrives, then takes
  * the last checkpoint. Returns the command's exit status. */
 static int train_run(struct trainer *t)
@@ -341,6 +536,7 @@ static int train_run(struct trainer *t)
                (long long)t->gstep, (long long)epoch, (long long)bstep, (long long)t->steps);
     else
         printf("no checkpoint: starting from initialized variables\n");
+    if (val_stops(&t->val)) return say_stopped_early(t, "already stopped early");
     if (epoch >= t->epochs) {
         printf("already trained %lld epochs (step %lld): nothing to do\n", (long long)epoch,
                (long long)t->gstep);
@@ -362,14 +558,7 @@ static int train_run(struct trainer *t)
     t->out = calloc((size_t)t->f.n + 1, sizeof *t->out);
     t->sums = calloc((size_t)t->f.n + 1, sizeof *t->sums);
     if (!t->out || !t->sums) return tool_error("train", "out of memory");
-    int failed = 0;
-    while (epoch < t->epochs && !stop_signal && !failed) {
-        struct epoch_run e = {.epoch = epoch, .bstep = bstep, .first = bstep, .t0 = now()};
-        if ((failed = train_epoch(t, &e)) || stop_signal) break;
-        epoch_summary(t, &e);
-        tfc_batcher_position(t->batcher, &epoch, &bstep);
-        if (t->every == 0 && t->last_ckpt != t->gstep && checkpoint(t, "")) failed = 1;
-    }
+    int failed = train_epochs(t, epoch, bstep);
     if (!failed && (t->last_ckpt != t->gstep || stop_signal))
         failed = last_checkpoint(t) != TOOL_OK;
     if (!failed) failed = announce_committed(t, 1) != TOOL_OK;
@@ -379,6 +568,7 @@ static int train_run(struct trainer *t)
                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)t->gstep);
         return 128 + stop_signal;
     }
+    if (val_stops(&t->val)) return say_stopped_early(t, "stopped early");
     printf("trained to epoch %lld, step %lld\n", (long long)t->epochs, (long long)t->gstep);
     return TOOL_OK;
 }
@@ -387,26 +577,39 @@ int cmd_train(int argc, char **argv)
 {
     struct tool_opts o;
     int rc = tool_parse(argc, argv,
-                        OPT_DATA | OPT_EPOCHS | OPT_BATCH | OPT_CKPT | OPT_KEEP | OPT_SEED | OPT_QUIET,
+                        OPT_DATA | OPT_EPOCHS | OPT_BATCH | OPT_CKPT | OPT_KEEP | OPT_SEED |
+                            OPT_QUIET | OPT_VAL_DATA | OPT_EARLY_STOP,
                         train_usage, &o);
     if (rc == -1) fputs(tool_data_rules, stdout);
     if (rc) return rc;
+    if ((o.early_stop >= 0 || o.early_stop_metric) && !o.n_val_data)
+        return fprintf(stderr, "tfc train: %s needs --val-data NAME=FILE ... (the validation "
+                               "set it watches)\n",
+                       o.early_stop >= 0 ? "--early-stop" : "--early-stop-metric"),
+               TOOL_USAGE;
+    if (o.early_stop_metric && o.early_stop < 0)
+        return fprintf(stderr, "tfc train: --early-stop-metric %s needs --early-stop N\n",
+                       o.early_stop_metric),
+               TOOL_USAGE;
+    int64_t batch = o.batch > 0 ? o.batch : 32;
     struct trainer t = {.epochs = o.epochs > 0 ? o.epochs : 1,
                         .every = o.checkpoint_every >= 0 ? o.checkpoint_every : 0,
-                        .quiet = o.quiet};
-    int64_t batch = o.batch > 0 ? o.batch : 32;
+                        .quiet = o.quiet, .batch = batch};
     int keep = o.keep >= 0 ? (int)o.keep : 5;
     /* past the file size limit (ulimit -f) a write then fails with EFBIG, which the store
      * reports, instead of SIGXFSZ killing the process in the middle of a transaction */
     signal(SIGXFSZ, SIG_IGN);
     if (tool_model_open("train", o.model, 1, 1, &t.m)) return TOOL_FAIL;
-    rc = TOOL_FAIL;
-    if (!train_open(&t, &o) && !train_resume(&t, &o, batch) && !train_count_steps(&t, keep))
-        rc = train_run(&t);
+    rc = train_open(&t, &o);
+    if (!rc) rc = val_open(&t, &o);
+    if (!rc)
+        rc = train_resume(&t, &o, batch) || train_count_steps(&t, keep) || val_resume(&t)
+                 ? TOOL_FAIL : train_run(&t);
     free(t.out);
     free(t.sums);
     tfc_batcher_destroy(t.batcher);
     tool_feeds_clear(&t.feeds);
+    tool_feeds_clear(&t.val.feeds);
     tfc_restore_report_clear(&t.report);
     tfc_signature_free(t.sig);
     tool_model_close(&t.m);
@@ -425,9 +628,6 @@ int cmd_eval(int argc, char **argv)
     struct tool_feeds feeds = {0};
     struct fetches f;
     tfc_restore_report report = {0};
-    tfc_batcher *b = NULL;
-    tfc_value **out = NULL;
-    double *sums = NULL;
     rc = TOOL_FAIL;
     if (tool_model_open("eval", o.model, 0, 1, &m)) return TOOL_FAIL;
     if (tool_signature("eval", &m, o.model, "train", &sig)) goto done;
@@ -442,41 +642,14 @@ int cmd_eval(int argc, char **argv)
     if (!restored)
         fprintf(stderr, "tfc eval: note: the model has no checkpoint: evaluating the "
                         "variables' initial values\n");
-    out = calloc((size_t)f.n, sizeof *out);
-    sums = calloc((size_t)f.n, sizeof *sums);
-    if (!out || !sums) {
-        tool_error("eval", "out of memory");
-        goto done;
-    }
-    if (tfc_batcher_create(feeds.n, feeds.values, batch, 0, 0, &b)) {
-        tool_error("eval", "%s", tfc_errmsg());
-        goto done;
-    }
-    for (int64_t i = 0, steps = tfc_batcher_steps_per_epoch(b); i < steps; i++) {
-        tfc_value *bv[TOOL_MAX_DATA];
-        if (tfc_batcher_next(b, bv, NULL)) {
-            tool_error("eval", "%s", tfc_batcher_errmsg(b));
-            goto done;
-        }
-        if (tfc_session_run(m.session, feeds.n, feeds.tensors, bv, f.n, f.tensors, out, 0, NULL)) {
-            tool_error("eval", "%s", tfc_session_errmsg(m.session));
-            goto done;
-        }
-        double r = (double)tfc_value_shape(bv[0]).dims[0];
-        for (int k = 0; k < f.n; k++) {
-            sums[k] += tool_value_mean(out[k]) * r;
-            tfc_value_destroy(out[k]);
-        }
-    }
+    double means[TOOL_MAX_METRICS + 1];
+    if (evaluate("eval", m.session, &f, &feeds, batch, means)) goto done;
     printf("checkpoint step: %lld\n", restored ? (long long)report.step : 0LL);
     printf("examples: %lld\n", (long long)feeds.rows);
-    for (int k = 0; k < f.n; k++) printf("%s: %.6f\n", f.names[k], sums[k] / (double)feeds.rows);
+    for (int k = 0; k < f.n; k++) printf("%s: %.6f\n", f.names[k], means[k]);
     rc = TOOL_OK;
 
 done:
-    free(out);
-    free(sums);
-    tfc_batcher_destroy(b);
     tool_feeds_clear(&feeds);
     tfc_restore_report_clear(&report);
     tfc_signature_free(sig);
