@@ -8,7 +8,9 @@
 # naming the first, a killed one taken over, in exclusive mode too), read-only commands that
 # leave the store one unchanged file, an empty file, and misuse (exit 2 or 1 with a message);
 # then progress lines in a log file (no , no escape codes), and info and plot showing a
-# metric no signature names, with its gap left a gap. Run by `make check` from the build
+# metric no signature names, with its gap left a gap; then train --val-data (val_* per
+# epoch, as eval computes them), early stopping (and its count across resumes), and plot's
+# axis labels, legend, x axis end and --log-y. Run by `make check` from the build
 # directory; takes a few seconds.
 set -u
 build=$(pwd)
@@ -425,4 +427,51 @@ bad 2 "--early-stop-metric val_loss needs --early-stop" train val/es.db $train_d
     $const_data --early-stop-metric val_loss
 bad 2 "--val-data needs NAME=FILE" train val/es.db $train_data --val-data images
 bad 1 "no --val-data labels=FILE" train val/es.db $train_data --val-data images=test-x.npy
+
+# ---- plot: axis labels, legend, the x axis ending at the last step, --log-y ----
+ok plot val/model.db -o val.svg
+# xtick LABEL...: the x tick labels of the first panel of FILE
+xticks() { grep -o 'class="xtick"[^>]*>[0-9.]*<' "$1" | sed 's/.*>\([0-9.]*\)</\1/'; }
+grep -q 'class="xlabel"[^>]*>step</text>' val.svg || fail "no x axis label 'step'"
+for m in loss accuracy val_loss val_accuracy; do
+    grep -q "class=\"ylabel\"[^>]*>$m</text>" val.svg || fail "no y axis label '$m'"
+done
+grep -q '>raw (not smoothed)</text>' val.svg || fail "no legend 'raw (not smoothed)'"
+grep -q '>per epoch (not smoothed)</text>' val.svg || fail "no legend for the val metrics"
+last=$(xticks val.svg | sort -n | tail -n 1)
+[ "$last" = 96 ] || fail "the x axis ends at ${last:-nothing}, the last step is 96"
+# a long series: raw values under their moving average, its window named (2% of the values)
+cp val/model.db long.db   # 500 values of a noisy metric, at steps 1 to 500
+sqlite3 long.db "WITH RECURSIVE s(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM s WHERE k < 500)
+    INSERT INTO metrics(step, name, value, time) SELECT k, 'noisy', 1.0 / k + (k % 7) * 0.01, 0
+    FROM s" || fail "sqlite3 could not add a metric to long.db"
+ok plot long.db -o long.svg --metric noisy
+grep -q '>raw</text>' long.svg || fail "no legend 'raw' for a smoothed series"
+grep -q ">moving average of 10 values</text>" long.svg ||
+    fail "no legend 'moving average of 10 values' (500 values: 2%)"
+[ "$(grep -c '^<path' long.svg)" -eq 2 ] || fail "long.svg: not 2 lines (raw, average)"
+[ "$(xticks long.svg | sort -n | tail -n 1)" = 500 ] ||
+    fail "the x axis of long.svg does not end at the last step, 500"
+# --log-y: powers of ten, the scale in the label; values <= 0 left out with a note
+ok plot val/model.db -o log.svg --log-y --metric loss
+grep -q 'class="ylabel"[^>]*>loss (log scale)</text>' log.svg || fail "no 'loss (log scale)' label"
+# every tick is 1, 2 or 5 times a power of ten (as %g writes them), and there are some
+ticks=$(grep -o 'class="ytick"[^>]*>[0-9.e+-]*<' log.svg | sed 's/.*>\(.*\)</\1/')
+[ -n "$ticks" ] || fail "no y ticks on the log axis"
+odd=$(echo "$ticks" | grep -Ev '^((0\.0*)?[125]0*|[125]e[-+][0-9]+)$')
+[ -z "$odd" ] || fail "log axis ticks that are not 1, 2 or 5 times a power of ten: $odd"
+ok plot val/model.db -o log.png --log-y
+[ "$(head -c 8 log.png | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] || fail "log.png: no PNG"
+cp val/model.db signed.db
+sqlite3 signed.db "INSERT INTO metrics(step, name, value, time) VALUES
+    (1, 'margin', -1, 0), (2, 'margin', 0, 0), (3, 'margin', 0.5, 0), (4, 'margin', 2, 0),
+    (1, 'negative', -1, 0), (2, 'negative', 0, 0)" || fail "sqlite3 could not add metrics"
+ok plot signed.db -o signed.svg --log-y --metric margin
+has "metric 'margin' has 2 values <= 0 (of 4), left out of its line" err
+[ "$(grep -A 3 '>margin (log scale)</text>' signed.svg | grep -m 1 '^<path' | grep -o '[ML]' | wc -l)" -eq 2 ] ||
+    fail "margin on a log scale: not 2 points drawn"
+bad 1 "metric 'negative' has no value > 0" plot signed.db -o neg.svg --log-y --metric negative
+ok plot signed.db -o signed.svg --metric negative   # linear: drawn
+bad 2 "--log-y takes no value" plot signed.db -o x.svg --log-y=1
+echo "ok: plot: axis labels, legend, x axis ending at step $last, --log-y"
 echo "PASS"

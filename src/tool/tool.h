@@ -140,13 +140,15 @@ int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 
-/* Writes an SVG or (path ending in .png) PNG chart of the series. */
+/* Writes an SVG or (path ending in .png) PNG chart of the series, the y axes log10 with
+ * log_y (values <= 0 left out, with a note on stderr; an error when a series has none > 0). */
 struct tool_series {
     const char *name;
     int n;
     int64_t *steps;
     double *values;
 };
-int tool_plot_write(const char *cmd, const char *path, int n, const struct tool_series *series);
+int tool_plot_write(const char *cmd, const char *path, int n, const struct tool_series *series,
+                    int log_y);
 
 #endif
