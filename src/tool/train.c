@@ -225,6 +225,15 @@ static int announce_committed(struct trainer *t, int wait)
     return TOOL_OK;
 }
 
+/* A store call failed: a failure an earlier write left is sticky, so first announce what did
+ * commit before it (announce_committed reports the failure); else say what failed. */
+static int store_failed(struct trainer *t, const char *what, const char *name)
+{
+    if (announce_committed(t, 0)) return TOOL_FAIL;
+    return tool_error("train", "stopped at step %lld: %s%s: %s", (long long)t->gstep, what, name,
+                      tfc_store_errmsg(t->m.store));
+}
+
 /* Checkpoints the variables and the input position (unless one was just taken at this step);
  * it is announced on stdout, after `why`, once committed (the next step, or the end, polls). */
 static int checkpoint(struct trainer *t, const char *why)
@@ -234,8 +243,7 @@ static int checkpoint(struct trainer *t, const char *why)
     if (t->last_ckpt == t->gstep) return TOOL_OK;
     if (t->n_taken == MAX_TAKEN && announce_committed(t, 1)) return TOOL_FAIL;
     if (tfc_store_checkpoint(t->m.store, t->m.session, t->gstep, &pos))
-        return tool_error("train", "stopped at step %lld: %s", (long long)t->gstep,
-                          tfc_store_errmsg(t->m.store));
+        return store_failed(t, "checkpoint", "");
     t->last_ckpt = t->gstep;
     t->taken[t->n_taken++] = (struct taken_ckpt){t->gstep, pos.epoch, pos.step, why};
     return TOOL_OK;
@@ -395,8 +403,7 @@ static int validate(struct trainer *t, int64_t batch)
     if (evaluate("train", t->m.session, &t->f, &v->feeds, batch, v->means)) return TOOL_FAIL;
     for (int k = 0; k < t->f.n; k++)
         if (tfc_store_log_metric(t->m.store, t->gstep, v->names[k], v->means[k]))
-            return tool_error("train", "logging %s: %s", v->names[k],
-                              tfc_store_errmsg(t->m.store));
+            return store_failed(t, "logging ", v->names[k]);
     if (v->watch >= 0) val_record(v, t->gstep, v->means[v->watch]);
     return TOOL_OK;
 }
@@ -430,8 +437,7 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
         tfc_value_destroy(t->out[k]);
         t->sums[k] += x * (double)r;
         if (!failed && tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x))
-            failed = tool_error("train", "logging %s: %s", t->f.names[k],
-                                tfc_store_errmsg(t->m.store));
+            failed = store_failed(t, "logging ", t->f.names[k]);
     }
     return failed;
 }
