@@ -801,7 +801,7 @@ tfc_status tfc_variable_set_trainable(tfc_tensor *var, int trainable)
 {
     if (!var) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_trainable: tensor is NULL");
     struct tfc_node *n = var->node;
-    if (n->op != &tfc_op_variable)
+    if (!(n->op->flags & TFC_OP_VARIABLE))
         return tfc_graph_error(n->graph, TFC_ERR_INVALID_ARGUMENT,
                                "set_trainable: node '%s' is a %s, not a variable", n->name,
                                n->op->name);
@@ -811,7 +811,7 @@ tfc_status tfc_variable_set_trainable(tfc_tensor *var, int trainable)
 
 int tfc_variable_trainable(const tfc_tensor *var)
 {
-    return var && var->node->op == &tfc_op_variable && !var->node->untrainable;
+    return var && (var->node->op->flags & TFC_OP_VARIABLE) && !var->node->untrainable;
 }
 
 int tfc_trainable_variables(const tfc_graph *g, tfc_tensor **vars, int capacity)
@@ -819,7 +819,7 @@ int tfc_trainable_variables(const tfc_graph *g, tfc_tensor **vars, int capacity)
     int n = 0;
     for (int i = 0; g && i < g->n_nodes; i++) {
         struct tfc_node *x = g->nodes[i];
-        if (x->op != &tfc_op_variable || x->untrainable) continue;
+        if (!(x->op->flags & TFC_OP_VARIABLE) || x->untrainable) continue;
         if (vars && n < capacity) vars[n] = &x->outputs[0];
         n++;
     }
