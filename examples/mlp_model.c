@@ -4,26 +4,27 @@
 #include <stdio.h>
 #include "mlp_model.h"
 
-static tfc_tensor *dense(tfc_graph *g, const char *name, tfc_tensor *x, int64_t in, int64_t out,
-                         uint64_t seed, int relu, tfc_tensor **vars)
+/* The variables tfc_dense made for layer `name`, kernel then bias, for the callers that list
+ * them (checkpoint benchmarks; an explicit tfc_minimize list). */
+static void layer_vars(tfc_graph *g, const char *name, tfc_tensor **vars)
 {
-    char w[64], b[64];
-    snprintf(w, sizeof w, "%s/kernel", name);
-    snprintf(b, sizeof b, "%s/bias", name);
-    vars[0] = tfc_variable(g, w, TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){in, out}),
-                           tfc_init_glorot_uniform(seed));
-    vars[1] = tfc_variable(g, b, TFC_FLOAT32, tfc_shape_of(1, &out), tfc_init_zeros());
-    tfc_tensor *y = tfc_bias_add(g, tfc_matmul(g, x, vars[0], 0, 0), vars[1]);
-    return relu ? tfc_relu(g, y) : y;
+    char path[64];
+    snprintf(path, sizeof path, "%s/kernel", name);
+    vars[0] = tfc_graph_find(g, path);
+    snprintf(path, sizeof path, "%s/bias", name);
+    vars[1] = tfc_graph_find(g, path);
 }
 
 void mlp_model_build(tfc_graph *g, enum tfc_dtype label_dtype, struct mlp_model *m)
 {
     m->images = tfc_placeholder(g, "images", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 784}));
     m->labels = tfc_placeholder(g, "labels", label_dtype, tfc_shape_of(1, (int64_t[]){-1}));
-    tfc_tensor *h1 = dense(g, "dense1", m->images, 784, 256, 1, 1, &m->vars[0]);
-    tfc_tensor *h2 = dense(g, "dense2", h1, 256, 128, 2, 1, &m->vars[2]);
-    m->logits = dense(g, "logits", h2, 128, 10, 3, 0, &m->vars[4]);
+    tfc_tensor *h1 = tfc_dense(g, m->images, 256, TFC_ACT_RELU, "dense1");
+    tfc_tensor *h2 = tfc_dense(g, h1, 128, TFC_ACT_RELU, "dense2");
+    m->logits = tfc_dense(g, h2, 10, TFC_ACT_NONE, "logits");
+    layer_vars(g, "dense1", &m->vars[0]);
+    layer_vars(g, "dense2", &m->vars[2]);
+    layer_vars(g, "logits", &m->vars[4]);
     m->labels_i32 = label_dtype == TFC_INT32 ? m->labels : tfc_cast(g, m->labels, TFC_INT32);
     m->loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, m->logits, m->labels_i32),
                               0, NULL, 0);

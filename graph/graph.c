@@ -96,6 +96,8 @@ void tfc_graph_destroy(tfc_graph *g)
     free(g->nodes);
     free(g->names);
     free(g->dev_scope);
+    for (int i = 0; i < g->n_scope; i++) free(g->scopes[i]);
+    free(g->scopes);
     free(g);
 }
 
@@ -505,14 +507,23 @@ static tfc_status infer_outputs(tfc_graph *g, const struct tfc_op *op, const cha
     return TFC_OK;
 }
 
-/* The name of an unnamed node: its op's, else op_k with the first free k from the node count
- * on; NULL when out of memory. */
+/* The open name scope's prefix with its '/' ("" outside every scope). */
+static const char *scope_prefix(const tfc_graph *g, char *buf, size_t len)
+{
+    if (!g->n_scope) return "";
+    snprintf(buf, len, "%s/", g->scopes[g->n_scope - 1]);
+    return buf;
+}
+
+/* The name of an unnamed node: its op's (inside the open scope), else op_k with the first free
+ * k from the node count on; NULL when out of memory. */
 static char *generated_name(const tfc_graph *g, const struct tfc_op *op)
 {
-    char gen[256];
-    snprintf(gen, sizeof gen, "%s", op->name);
+    char gen[512], pre[300];
+    const char *prefix = scope_prefix(g, pre, sizeof pre);
+    snprintf(gen, sizeof gen, "%s%s", prefix, op->name);
     for (int k = g->n_nodes; name_lookup(g, gen); k++)
-        snprintf(gen, sizeof gen, "%s_%d", op->name, k);
+        snprintf(gen, sizeof gen, "%s%s_%d", prefix, op->name, k);
     return strdup(gen);
 }
 
@@ -566,7 +577,11 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
 {
     if (!g) return NULL;
     if (g->status) return NULL; /* the first error stays; building on stops */
-    char label[256];
+    char label[512], scoped[512], pre[300];
+    if (name && g->n_scope) { /* a given name is relative to the open scope */
+        snprintf(scoped, sizeof scoped, "%s%s", scope_prefix(g, pre, sizeof pre), name);
+        name = scoped;
+    }
     snprintf(label, sizeof label, "%s", name ? name : op->name);
     struct tfc_desc in[TFC_MAX_OPERANDS], out[TFC_MAX_OPERANDS];
     int n_out = 0;
@@ -720,4 +735,93 @@ tfc_status tfc_graph_pop_device(tfc_graph *g)
                                "pop_device: no device scope is open (more pops than pushes)");
     g->n_dev_scope--;
     return TFC_OK;
+}
+
+/* ---- name scopes ----------------------------------------------------------------------- */
+
+tfc_status tfc_scope_push(tfc_graph *g, const char *name)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "scope_push: graph is NULL");
+    if (!name || !valid_name(name) || name[strlen(name) - 1] == '/')
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "scope_push: invalid scope name '%s' (1-200 characters, no ':' "
+                               "',' '\"', not ending in '/')",
+                               name ? name : "(null)");
+    char full[512];
+    if (g->n_scope)
+        snprintf(full, sizeof full, "%s/%s", g->scopes[g->n_scope - 1], name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    if (!valid_name(full)) /* names built inside would all be too long */
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "scope_push: scope '%.64s...' is longer than 200 characters", full);
+    if (g->n_scope == g->cap_scope) {
+        int cap = g->cap_scope ? g->cap_scope * 2 : 4;
+        char **s = realloc(g->scopes, sizeof *s * (size_t)cap);
+        if (!s) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "scope_push: no memory");
+        g->scopes = s;
+        g->cap_scope = cap;
+    }
+    if (!(g->scopes[g->n_scope] = strdup(full)))
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "scope_push: no memory");
+    g->n_scope++;
+    return TFC_OK;
+}
+
+tfc_status tfc_scope_pop(tfc_graph *g)
+{
+    if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "scope_pop: graph is NULL");
+    if (!g->n_scope)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "scope_pop: no name scope is open (more pops than pushes)");
+    free(g->scopes[--g->n_scope]);
+    return TFC_OK;
+}
+
+const char *tfc_scope_current(const tfc_graph *g)
+{
+    return g && g->n_scope ? g->scopes[g->n_scope - 1] : "";
+}
+
+int tfc_scope_hide(tfc_graph *g)
+{
+    int depth = g->n_scope;
+    g->n_scope = 0; /* the entries stay allocated: restore only moves the top back */
+    return depth;
+}
+
+void tfc_scope_restore(tfc_graph *g, int depth)
+{
+    g->n_scope = depth;
+}
+
+/* ---- trainable variables --------------------------------------------------------------- */
+
+tfc_status tfc_variable_set_trainable(tfc_tensor *var, int trainable)
+{
+    if (!var) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "set_trainable: tensor is NULL");
+    struct tfc_node *n = var->node;
+    if (!(n->op->flags & TFC_OP_VARIABLE))
+        return tfc_graph_error(n->graph, TFC_ERR_INVALID_ARGUMENT,
+                               "set_trainable: node '%s' is a %s, not a variable", n->name,
+                               n->op->name);
+    n->untrainable = !trainable;
+    return TFC_OK;
+}
+
+int tfc_variable_trainable(const tfc_tensor *var)
+{
+    return var && (var->node->op->flags & TFC_OP_VARIABLE) && !var->node->untrainable;
+}
+
+int tfc_trainable_variables(const tfc_graph *g, tfc_tensor **vars, int capacity)
+{
+    int n = 0;
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        struct tfc_node *x = g->nodes[i];
+        if (!(x->op->flags & TFC_OP_VARIABLE) || x->untrainable) continue;
+        if (vars && n < capacity) vars[n] = &x->outputs[0];
+        n++;
+    }
+    return n;
 }

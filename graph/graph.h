@@ -137,6 +137,8 @@ struct tfc_node {
     void *user_grad_arg;
     tfc_init init;           /* variables: the initializer */
     struct tfc_device_hint device; /* placement hint (kind TFC_DEVICE_ANY: none) */
+    int untrainable;         /* variables: 1 leaves it out of tfc_trainable_variables (and so
+                              * out of a list-free tfc_minimize); 0, the default: trainable */
     struct tfc_graph *graph;
 };
 
@@ -151,6 +153,8 @@ struct tfc_graph {
                               * placement hints) */
     struct tfc_device_hint *dev_scope; /* tfc_graph_push_device stack; the top applies to */
     int n_dev_scope, cap_dev_scope;    /* every node built while it is pushed */
+    char **scopes;           /* tfc_scope_push stack: each entry the full prefix ("a/b") */
+    int n_scope, cap_scope;
     tfc_status status;
     char msg[TFC_MSG_LEN];
 };
@@ -178,6 +182,11 @@ tfc_status tfc_graph_error(tfc_graph *g, tfc_status status, const char *fmt, ...
 /* The same for builders, which return a tensor: records the error and returns NULL. */
 void *tfc_graph_fail(tfc_graph *g, tfc_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Name scopes for nodes whose names are absolute whatever the caller pushed (optimizer slots,
+ * counters, global_step): hide returns the depth and empties the stack, restore puts it back. */
+int tfc_scope_hide(tfc_graph *g);
+void tfc_scope_restore(tfc_graph *g, int depth);
 
 /* Shape helpers for infer functions. */
 /* NumPy broadcasting of n shapes; unknown (-1) dims stay unknown unless the other is > 1. */

@@ -80,12 +80,17 @@ tfc_status tfc_init_fill(const tfc_init *init, uint64_t graph_seed, enum tfc_dty
     uint64_t k = mix64(graph_seed * 0x9E3779B97F4A7C15ull ^ mix64(init->seed + 1));
     uint32_t key[2] = {(uint32_t)k, (uint32_t)(k >> 32)};
     double lo = init->a, hi = init->b;
+    double fi, fo, he_sd = 0;
+    fans(shape, &fi, &fo);
     if (init->kind == TFC_INIT_GLOROT_UNIFORM) {
-        double fi, fo;
-        fans(shape, &fi, &fo);
         hi = sqrt(6.0 / (fi + fo > 0 ? fi + fo : 1));
         lo = -hi;
     }
+    if (init->kind == TFC_INIT_HE_UNIFORM) { /* variance 2 / fan_in, as for He normal */
+        hi = sqrt(6.0 / (fi > 0 ? fi : 1));
+        lo = -hi;
+    }
+    if (init->kind == TFC_INIT_HE_NORMAL) he_sd = sqrt(2.0 / (fi > 0 ? fi : 1));
     for (int64_t i = 0; i < n; i++) {
         double v, u[2];
         switch (init->kind) {
@@ -93,13 +98,14 @@ tfc_status tfc_init_fill(const tfc_init *init, uint64_t graph_seed, enum tfc_dty
         case TFC_INIT_ONES: v = 1; break;
         case TFC_INIT_CONSTANT: v = init->a; break;
         case TFC_INIT_NORMAL: v = init->a + init->b * normal(key, (uint64_t)i, 0); break;
+        case TFC_INIT_HE_NORMAL: v = he_sd * normal(key, (uint64_t)i, 0); break;
         case TFC_INIT_TRUNCATED_NORMAL: { /* redraw beyond two standard deviations */
             double z = normal(key, (uint64_t)i, 0);
             for (uint32_t t = 1; fabs(z) > 2.0; t++) z = normal(key, (uint64_t)i, t);
             v = init->a + init->b * z;
             break;
         }
-        default: /* uniform and Glorot uniform */
+        default: /* uniform, Glorot uniform and He uniform */
             uniform2(key, (uint64_t)i, 0, u);
             v = lo + (hi - lo) * u[0];
             break;
@@ -116,3 +122,5 @@ tfc_init tfc_init_uniform(double lo, double hi, uint64_t seed) { return (tfc_ini
 tfc_init tfc_init_normal(double mean, double sd, uint64_t seed) { return (tfc_init){TFC_INIT_NORMAL, mean, sd, seed}; }
 tfc_init tfc_init_truncated_normal(double mean, double sd, uint64_t seed) { return (tfc_init){TFC_INIT_TRUNCATED_NORMAL, mean, sd, seed}; }
 tfc_init tfc_init_glorot_uniform(uint64_t seed) { return (tfc_init){TFC_INIT_GLOROT_UNIFORM, 0, 0, seed}; }
+tfc_init tfc_init_he_normal(uint64_t seed) { return (tfc_init){TFC_INIT_HE_NORMAL, 0, 0, seed}; }
+tfc_init tfc_init_he_uniform(uint64_t seed) { return (tfc_init){TFC_INIT_HE_UNIFORM, 0, 0, seed}; }

@@ -140,7 +140,7 @@ tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x)
 tfc_tensor *tfc_variable(tfc_graph *g, const char *name, enum tfc_dtype dtype, tfc_shape shape,
                          tfc_init init)
 {
-    if (g && !g->status && (init.kind < TFC_INIT_ZEROS || init.kind > TFC_INIT_GLOROT_UNIFORM))
+    if (g && !g->status && (init.kind < TFC_INIT_ZEROS || init.kind > TFC_INIT_HE_UNIFORM))
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "variable '%s': unknown initializer %d",
                               name ? name : "?", (int)init.kind);
     struct tfc_node *n = source(g, &tfc_op_variable, name, dtype, &shape, 0);

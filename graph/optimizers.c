@@ -25,6 +25,24 @@ tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr)
     return o;
 }
 
+/* A variable the optimizer keeps for itself (a slot, a counter): named absolutely whatever name
+ * scope is open, so it is found again by that name, and never trained. */
+static tfc_tensor *own_variable(tfc_graph *g, const char *name, enum tfc_dtype dtype,
+                                tfc_shape shape, tfc_init init)
+{
+    int depth = tfc_scope_hide(g);
+    tfc_tensor *t = tfc_variable(g, name, dtype, shape, init);
+    tfc_scope_restore(g, depth);
+    if (t) tfc_variable_set_trainable(t, 0);
+    return t;
+}
+
+/* An int64 scalar counter from zero. */
+static tfc_tensor *counter(tfc_graph *g, const char *name)
+{
+    return own_variable(g, name, TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+}
+
 tfc_tensor *tfc_global_step(tfc_graph *g)
 {
     if (!g) return NULL;
@@ -35,7 +53,7 @@ tfc_tensor *tfc_global_step(tfc_graph *g)
                                   "global_step: node 'global_step' is not an int64 variable");
         return t;
     }
-    return tfc_variable(g, "global_step", TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+    return counter(g, "global_step");
 }
 
 /* A slot variable "<var>/<slot>" of var's shape and dtype. */
@@ -45,7 +63,7 @@ static tfc_tensor *slot(tfc_graph *g, tfc_tensor *var, const char *name, double 
     snprintf(full, sizeof full, "%s/%s", var->node->name, name);
     tfc_tensor *t = tfc_graph_find(g, full);
     if (t) return t; /* a second optimizer on the same variable shares its slots */
-    return tfc_variable(g, full, var->desc.dtype, var->desc.shape,
+    return own_variable(g, full, var->desc.dtype, var->desc.shape,
                         init != 0 ? tfc_init_constant(init) : tfc_init_zeros());
 }
 
@@ -168,8 +186,7 @@ static tfc_tensor *group_updates(tfc_graph *g, int n_vars, tfc_tensor *const *gr
     /* the optimizer's own step count (Adam's bias correction) */
     char name[256];
     unique(g, "optimizer/iterations", name, sizeof name);
-    tfc_tensor *iterations =
-        tfc_variable(g, name, TFC_INT64, tfc_shape_of(0, NULL), tfc_init_zeros());
+    tfc_tensor *iterations = counter(g, name);
     tfc_tensor *lr = opt->lr_tensor ? opt->lr_tensor : tfc_scalar(g, TFC_FLOAT32, opt->lr);
     int n = 0;
     for (int i = 0; i < n_vars; i++) ops[n++] = update(g, opt, vars[i], grads[i], lr, iterations);
@@ -207,18 +224,67 @@ tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *gra
     return step;
 }
 
+/* The trainable float variables that loss reaches through its data inputs, in creation
+ * order, into a new array (*n of them). Ops without a gradient (stop_gradient, assign) end a
+ * path: a variable behind them would only get zeros. NULL with g failed on no memory. */
+static tfc_tensor **reached_trainables(tfc_graph *g, tfc_tensor *loss, int *n)
+{
+    int total = g->n_nodes;
+    char *seen = calloc((size_t)total, 1);
+    int *stack = malloc(sizeof *stack * (size_t)total);
+    tfc_tensor **vars = tensor_array(g, (size_t)total, "minimize");
+    *n = 0;
+    if (!seen || !stack || !vars) {
+        free(seen), free(stack), free(vars);
+        return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "minimize: no memory");
+    }
+    int top = 0;
+    stack[top++] = loss->node->id;
+    seen[loss->node->id] = 1;
+    while (top) {
+        const struct tfc_node *x = g->nodes[stack[--top]];
+        if (x->op->flags & TFC_OP_NO_GRADIENT) continue;
+        for (int k = 0; k < x->n_inputs; k++) {
+            int id = x->inputs[k]->node->id;
+            if (!seen[id]) seen[id] = 1, stack[top++] = id;
+        }
+    }
+    for (int i = 0; i < total; i++) {
+        tfc_tensor *t = &g->nodes[i]->outputs[0];
+        if (seen[i] && tfc_variable_trainable(t) && tfc_dtype_is_float(t->desc.dtype))
+            vars[(*n)++] = t;
+    }
+    free(seen), free(stack);
+    return vars;
+}
+
 tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars, tfc_tensor *const *vars,
                          const tfc_optimizer *opt, tfc_tensor *global_step)
 {
     if (!g || g->status) return NULL;
+    tfc_tensor **reached = NULL;
+    if (n_vars == 0 && !vars && !loss)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "minimize: loss is NULL");
+    if (n_vars == 0 && !vars && loss->node->graph == g) {
+        if (!(reached = reached_trainables(g, loss, &n_vars))) return NULL;
+        if (!n_vars) {
+            free(reached);
+            return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
+                                  "minimize: loss '%s' depends on no trainable variable",
+                                  loss->name);
+        }
+        vars = reached;
+    }
     if (n_vars < 1 || !vars)
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT,
-                              "minimize: needs at least 1 variable (got %d)", n_vars);
+                              "minimize: needs at least 1 variable, or 0 and NULL for every "
+                              "trainable one (got %d)", n_vars);
     tfc_tensor **grads = tensor_array(g, (size_t)n_vars, "minimize");
     tfc_tensor *step = NULL;
     if (grads && !tfc_gradients(g, 1, &loss, NULL, n_vars, vars, grads))
         step = tfc_apply_gradients(g, n_vars, grads, vars, opt, global_step);
     free(grads);
+    free(reached);
     return step;
 }
 

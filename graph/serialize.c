@@ -49,6 +49,7 @@ tfc_status tfc_graph_export_node(const tfc_graph *g, int i, struct tfc_node_reco
     tfc_attrs_format(n->op, n->attrs, rec->attrs, sizeof rec->attrs);
     rec->value = n->value;
     rec->init = n->init;
+    rec->untrainable = n->untrainable;
     return TFC_OK;
 }
 
@@ -97,10 +98,11 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
     if (op == &tfc_op_placeholder || op == &tfc_op_variable) {
         enum tfc_dtype dtype = (enum tfc_dtype)attrs[SOURCE_DTYPE].i;
         tfc_shape s = tfc_shape_of(attrs[SOURCE_SHAPE].n, attrs[SOURCE_SHAPE].v);
+        tfc_tensor *t;
         if (op == &tfc_op_placeholder)
             tfc_placeholder(g, rec->name, dtype, s);
-        else
-            tfc_variable(g, rec->name, dtype, s, rec->init);
+        else if ((t = tfc_variable(g, rec->name, dtype, s, rec->init)) && rec->untrainable)
+            tfc_variable_set_trainable(t, 0);
         return g->status;
     }
     tfc_node_build(g, op, rec->name, rec->n_inputs, in, attrs);

@@ -16,6 +16,7 @@ struct tfc_node_record {
     char attrs[1024];       /* "name=value,..." in the op's attribute order */
     const tfc_value *value; /* constants: the data */
     tfc_init init;          /* variables */
+    int untrainable;        /* variables: 1 when left out of the trainable set */
 };
 
 /* Fills rec for node i (pointers borrow from the graph; inputs/ctrl arrays are allocated and

@@ -211,7 +211,8 @@ TFC_API tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x);
  * the graph seed, the node seed and the element index, so they do not depend on devices. */
 typedef enum tfc_init_kind {
     TFC_INIT_ZEROS, TFC_INIT_ONES, TFC_INIT_CONSTANT, TFC_INIT_UNIFORM, TFC_INIT_NORMAL,
-    TFC_INIT_TRUNCATED_NORMAL, TFC_INIT_GLOROT_UNIFORM
+    TFC_INIT_TRUNCATED_NORMAL, TFC_INIT_GLOROT_UNIFORM,
+    TFC_INIT_HE_NORMAL, TFC_INIT_HE_UNIFORM /* tfc_init_he_normal, tfc_init_he_uniform */
 } tfc_init_kind;
 
 typedef struct tfc_init {
@@ -411,12 +412,14 @@ typedef struct tfc_optimizer {
 
 TFC_API tfc_optimizer tfc_optimizer_default(tfc_optimizer_kind kind, double lr);
 
-/* Adds the gradient of loss with respect to vars and one update per variable, each a task
- * that updates the variable and its slot variables (named "<var>/<slot>", ordinary variables,
- * so they are initialized and checkpointed like any other) in place. Any number of variables
- * (n_vars >= 1; so for tfc_apply_gradients and tfc_clip_by_global_norm). Returns the training
- * step to run as a target. Every read of a variable built before the call precedes its update
- * within a run. global_step, when given (tfc_global_step), is incremented by each step. */
+/* Adds the gradient of loss with respect to vars (n_vars 0 and vars NULL: every trainable
+ * variable the loss depends on, see tfc_trainable_variables; none is TFC_ERR_INVALID_ARGUMENT)
+ * and one update per variable, each a task that updates the variable and its slot variables
+ * (named "<var>/<slot>", ordinary variables that are not trainable, so they are initialized
+ * and checkpointed like any other) in place. Any number of variables (n_vars >= 1; so for
+ * tfc_apply_gradients and tfc_clip_by_global_norm). Returns the training step to run as a
+ * target. Every read of a variable built before the call precedes its update within a run.
+ * global_step, when given (tfc_global_step), is incremented by each step. */
 TFC_API tfc_tensor *tfc_minimize(tfc_graph *g, tfc_tensor *loss, int n_vars,
                                  tfc_tensor *const *vars, const tfc_optimizer *opt,
                                  tfc_tensor *global_step);
@@ -439,6 +442,66 @@ TFC_API tfc_tensor *tfc_lr_exponential(tfc_graph *g, double base, tfc_tensor *st
                                        double period, double gamma);
 TFC_API tfc_tensor *tfc_lr_cosine(tfc_graph *g, double base, tfc_tensor *step, double period,
                                   double floor);
+
+/* ---- Layers, name scopes and trainable variables ----------------------------------------- */
+
+/* Layer builders create their own variables, under a name scope of their own, and mark them
+ * trainable, so a model trains without listing its variables:
+ *
+ *   tfc_scope_push(g, "mlp");
+ *   tfc_tensor *h = tfc_dense(g, x, 256, TFC_ACT_RELU, "hidden");     // mlp/hidden/kernel, ...
+ *   tfc_tensor *logits = tfc_dense(g, h, 10, TFC_ACT_NONE, "logits");
+ *   tfc_scope_pop(g);
+ *   tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, y),
+ *                                      0, NULL, 0);
+ *   tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 1e-3);
+ *   tfc_tensor *step = tfc_minimize(g, loss, 0, NULL, &opt, tfc_global_step(g));
+ */
+
+/* Name scopes: every node built between tfc_scope_push(g, "block1") and the matching pop has
+ * its name (given or generated) prefixed with "block1/"; scopes nest ("block1/conv/kernel").
+ * Names stay unique in the graph as outside scopes (a given name already used is an error, a
+ * generated one gets a suffix). Stores keep the full names. tfc_tensor_set_name and
+ * tfc_graph_find take full names; optimizer slots ("<var>/<slot>"), optimizer counters and
+ * global_step ignore the open scope. An invalid scope name, or a pop without a push, is
+ * TFC_ERR_INVALID_ARGUMENT, recorded on the graph like a build error. */
+TFC_API tfc_status tfc_scope_push(tfc_graph *g, const char *name);
+TFC_API tfc_status tfc_scope_pop(tfc_graph *g);
+/* The open scope's full name ("" outside every scope); borrowed until the next push or pop. */
+TFC_API const char *tfc_scope_current(const tfc_graph *g);
+
+/* Trainable variables. Every variable is trainable when created, except those an optimizer
+ * creates (its slots, its iteration counter) and global_step. tfc_minimize with n_vars 0 and
+ * vars NULL trains the trainable variables the loss depends on through differentiable ops.
+ * The flag is saved with the graph in a model store. set_trainable on a tensor that is not a
+ * variable is TFC_ERR_INVALID_ARGUMENT (recorded on its graph). */
+TFC_API tfc_status tfc_variable_set_trainable(tfc_tensor *var, int trainable);
+/* 1 when var is a trainable variable, else 0. */
+TFC_API int tfc_variable_trainable(const tfc_tensor *var);
+/* The graph's trainable variables in creation order: returns how many there are and writes
+ * the first `capacity` of them to vars (may be NULL with capacity 0, to count). */
+TFC_API int tfc_trainable_variables(const tfc_graph *g, tfc_tensor **vars, int capacity);
+
+/* He (Kaiming) initializers for layers followed by ReLU, as TF and PyTorch define them:
+ * normal with stddev sqrt(2 / fan_in), uniform in [-sqrt(6 / fan_in), sqrt(6 / fan_in)).
+ * fan_in is the second-to-last dimension times the leading (receptive field) ones. */
+TFC_API tfc_init tfc_init_he_normal(uint64_t seed);
+TFC_API tfc_init tfc_init_he_uniform(uint64_t seed);
+
+/* The activation a layer applies to its output. */
+typedef enum tfc_activation {
+    TFC_ACT_NONE, TFC_ACT_RELU, TFC_ACT_TANH, TFC_ACT_SIGMOID, TFC_ACT_GELU
+} tfc_activation;
+
+/* A dense (fully connected) layer: activation(x @ kernel + bias) for x of shape [batch, in]
+ * (float32 or float64; in must be known), output [batch, units]. Inside the name scope `name`
+ * (NULL: "dense"; when that scope already holds a layer, name_1, name_2, ...) it creates the
+ * trainable variables "kernel" [in, units] (He normal for TFC_ACT_RELU, else Glorot uniform;
+ * the seed is a hash of the variable's full name, so it depends on the name only) and "bias"
+ * [units] (zeros). Errors (units < 1, x not rank 2, unknown activation) are recorded on g and
+ * name the layer; the result is then NULL. */
+TFC_API tfc_tensor *tfc_dense(tfc_graph *g, tfc_tensor *x, int64_t units,
+                              tfc_activation activation, const char *name);
 
 /* ---- Scheduling hints ------------------------------------------------------------------ */
 

@@ -15,13 +15,26 @@ static const char *const init_names[] = {
     [TFC_INIT_NORMAL] = "normal",
     [TFC_INIT_TRUNCATED_NORMAL] = "truncated_normal",
     [TFC_INIT_GLOROT_UNIFORM] = "glorot_uniform",
+    [TFC_INIT_HE_NORMAL] = "he_normal",
+    [TFC_INIT_HE_UNIFORM] = "he_uniform",
 };
 #define N_INITS ((int)(sizeof init_names / sizeof init_names[0]))
 
-static int init_parse(const char *name)
+/* A variable left out of the trainable set has this after its initializer's name in the init
+ * column ("zeros;trainable=0"): the nodes table has no column for it, and stores written
+ * before the flag existed (no suffix) load with every variable trainable, as they were. */
+static const char untrainable_suffix[] = ";trainable=0";
+
+/* The initializer kind named by text (with or without the suffix, *untrainable says which);
+ * -1 when unknown. */
+static int init_parse(const char *text, int *untrainable)
 {
-    for (int i = 0; name && i < N_INITS; i++)
-        if (init_names[i] && !strcmp(init_names[i], name)) return i;
+    size_t len = text ? strlen(text) : 0, slen = sizeof untrainable_suffix - 1;
+    *untrainable = len > slen && !strcmp(text + len - slen, untrainable_suffix);
+    if (*untrainable) len -= slen;
+    for (int i = 0; text && i < N_INITS; i++)
+        if (init_names[i] && strlen(init_names[i]) == len && !strncmp(init_names[i], text, len))
+            return i;
     return -1;
 }
 
@@ -37,7 +50,10 @@ static int insert_node(sqlite3 *db, sqlite3_stmt *const q[4], int id,
     sqlite3_bind_text(node, 3, rec->op, -1, SQLITE_STATIC);
     sqlite3_bind_text(node, 4, rec->attrs, -1, SQLITE_STATIC);
     if (n->op == &tfc_op_variable && (int)rec->init.kind >= 0 && (int)rec->init.kind < N_INITS) {
-        sqlite3_bind_text(node, 5, init_names[rec->init.kind], -1, SQLITE_STATIC);
+        char init[64];
+        snprintf(init, sizeof init, "%s%s", init_names[rec->init.kind],
+                 rec->untrainable ? untrainable_suffix : "");
+        sqlite3_bind_text(node, 5, init, -1, SQLITE_TRANSIENT);
         sqlite3_bind_double(node, 6, rec->init.a);
         sqlite3_bind_double(node, 7, rec->init.b);
         sqlite3_bind_int64(node, 8, (int64_t)rec->init.seed);
@@ -285,7 +301,7 @@ static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded
     x->rec.name = x->name;
     x->rec.op = x->op;
     if (sqlite3_column_type(q[0], 4) != SQLITE_NULL) {
-        int kind = init_parse((const char *)sqlite3_column_text(q[0], 4));
+        int kind = init_parse((const char *)sqlite3_column_text(q[0], 4), &x->rec.untrainable);
         if (kind < 0)
             return tfc_fail(st->msg, TFC_ERR_STORE,
                             "store '%s': variable '%s': unknown initializer '%s'", st->path,
