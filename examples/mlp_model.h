@@ -17,8 +17,8 @@ struct mlp_model {
     tfc_tensor *vars[MLP_N_VARS]; /* dense1/kernel, dense1/bias, dense2/..., logits/... */
 };
 
-/* Adds the network to g: Glorot-uniform kernels (node seeds 1, 2, 3), zero biases, ReLU on
- * the hidden layers, and the loss. label_dtype is the labels placeholder's (uint8 for the idx
+/* Adds the network to g with tfc_dense: He-normal kernels on the ReLU hidden layers,
+ * Glorot-uniform on the logits (each seeded by its scoped name), zero biases, and the loss. label_dtype is the labels placeholder's (uint8 for the idx
  * files, int32 for synthetic data). Build errors stay on g: check tfc_graph_status. */
 void mlp_model_build(tfc_graph *g, enum tfc_dtype label_dtype, struct mlp_model *m);
 
