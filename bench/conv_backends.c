@@ -58,8 +58,12 @@ static const struct { const char *name; int in, out; } dense_layers[] = {
 };
 #define N_DENSE_LAYERS (int)(sizeof dense_layers / sizeof dense_layers[0])
 
-enum { V_SGEMM, V_IM2COL, V_DNNL_ANY, V_DNNL_REORDER, V_DNNL_NCHW, V_XSMM, V_XSMM_COPY, N_CONV_V };
-enum { DV_SGEMM, DV_DNNL, DV_XSMM, N_DENSE_V };
+/* Every table starts with the two yardsticks: one cblas_sgemm of the problem's GEMM shape, and
+ * one of a square 1024 GEMM, this machine's sgemm rate at that thread count ("peak"). */
+enum { V_SGEMM, V_PEAK, V_IM2COL, V_DNNL_ANY, V_DNNL_REORDER, V_DNNL_NCHW, V_XSMM, V_XSMM_COPY,
+       N_CONV_V };
+enum { DV_SGEMM, DV_PEAK, DV_DNNL, DV_XSMM, N_DENSE_V };
+#define PEAK_N 1024
 #define N_V_MAX N_CONV_V
 
 /* One variant's outcome in one case: error, median and quartiles of the per-round samples. */
@@ -245,13 +249,16 @@ static void check_variant(struct variant *v, const double *ref, size_t n, float 
     if (tm->state == WRONG) any_failure = 1;
 }
 
+/* Rows of one table: rates against the same-shape sgemm (row 0) and the square one (row 1). */
 static void print_rows(const struct variant *v, const struct timing *tm, int nv, double flops)
 {
     static const char *const why[] = {"not built", "setup failed (see above)",
                                       "WRONG RESULT: not timed", "run failed (see above)"};
-    double base = tm[0].state == TIMED ? tm[0].med : NAN;
-    printf("  %-18s %11s %6s %10s %6s %8s %7s  %s\n", "variant", "max rel err", "calls",
-           "median ms", "IQR %", "GFLOP/s", "/sgemm", "implementation");
+    double rate[N_V_MAX];
+    for (int i = 0; i < nv; i++)
+        rate[i] = tm[i].state == TIMED ? (v[i].flops ? v[i].flops : flops) / tm[i].med : NAN;
+    printf("  %-18s %11s %6s %10s %6s %8s %7s %6s  %s\n", "variant", "max rel err", "calls",
+           "median ms", "IQR %", "GFLOP/s", "/sgemm", "/peak", "implementation");
     for (int i = 0; i < nv; i++) {
         char err[16] = "-";
         if (v[i].fetch && (tm[i].state == WRONG || tm[i].state == TIMED))
@@ -260,10 +267,18 @@ static void print_rows(const struct variant *v, const struct timing *tm, int nv,
             printf("  %-18s %11s  %s\n", v[i].name[0] ? v[i].name : "?", err, why[tm[i].state]);
             continue;
         }
-        printf("  %-18s %11s %6d %10.3f %6.1f %8.1f %7.2f  %s\n", v[i].name, err, tm[i].reps,
-               tm[i].med * 1e3, 100 * (tm[i].q75 - tm[i].q25) / tm[i].med,
-               flops / tm[i].med * 1e-9, base / tm[i].med, v[i].impl);
+        printf("  %-18s %11s %6d %10.3f %6.1f %8.1f %7.2f %6.2f  %s\n", v[i].name, err,
+               tm[i].reps, tm[i].med * 1e3, 100 * (tm[i].q75 - tm[i].q25) / tm[i].med,
+               rate[i] * 1e-9, rate[i] / rate[0], rate[i] / rate[1], v[i].impl);
     }
+}
+
+/* The square sgemm that stands for the machine's rate. */
+static void peak_create(int threads, struct variant *v)
+{
+    sgemm_create(PEAK_N, PEAK_N, PEAK_N, 0, 0, threads, v);
+    snprintf(v->name, sizeof v->name, "sgemm %d^3", PEAK_N);
+    v->flops = 2.0 * PEAK_N * PEAK_N * PEAK_N;
 }
 
 /* ---- convolution cases ---------------------------------------------------------------- */
@@ -278,6 +293,7 @@ static int conv_variant_create(int slot, const struct conv_problem *p, enum conv
         sgemm_shape(p, d, &m, &n, &k, &ta, &tb);
         sgemm_create(m, n, k, ta, tb, threads, v);
         return 0;
+    case V_PEAK: peak_create(threads, v); return 0;
     case V_IM2COL: return im2col_create(p, d, threads, v);
 #ifdef TFC_HAVE_DNNL
     case V_DNNL_ANY: return dnnl_conv_create(p, d, DNNL_ANY, threads, v);
@@ -344,7 +360,7 @@ static void conv_direction(struct conv_case *c, enum conv_dir d, int threads,
     for (int i = 0; i < N_CONV_V; i++) {
         int rc = conv_variant_create(i, &c->p, d, threads, &v[i]);
         tm[i].state = rc == -2 ? ABSENT : rc ? SETUP_FAILED : TIMED;
-        if (rc == 0 && i != V_SGEMM) /* the yardstick computes no convolution */
+        if (rc == 0 && i != V_SGEMM && i != V_PEAK) /* the yardsticks compute no convolution */
             check_variant(&v[i], c->ref[d], conv_result_size(&c->p, d), c->scratch, &tm[i]);
     }
     time_variants(v, tm, N_CONV_V, threads, o);
@@ -361,32 +377,46 @@ static void conv_direction(struct conv_case *c, enum conv_dir d, int threads,
 static const int conv_needs_input_grad[N_CONV_LAYERS] = {0, 1};
 
 static double conv_ms[N_CONV_LAYERS][MAX_BATCHES][MAX_THREAD_COUNTS][N_DIRS][N_CONV_V];
+static double conv_case_flops[N_CONV_LAYERS][MAX_BATCHES]; /* of one direction */
+
+/* The share of the square sgemm's rate (the mean of its rates in the case's three tables)
+ * that `flops` in `ms` reach. */
+static double peak_share(double flops, double ms, const double peak_ms[N_DIRS])
+{
+    double peak_rate = 0;
+    for (int d = 0; d < N_DIRS; d++) peak_rate += 2.0 * PEAK_N * PEAK_N * PEAK_N / peak_ms[d];
+    return flops / ms / (peak_rate / N_DIRS);
+}
 
 /* Per layer, batch and thread count: the time of the directions a training step needs, per
- * variant, and the sgemm yardstick's time over it (its share of the GEMM rate). */
+ * variant, and in brackets the share of the machine's sgemm rate that it reaches. */
 static void conv_summary(const struct options *o)
 {
-    static const char *const names[N_CONV_V] = {"sgemm", "im2col+sgemm", "dnnl any",
-                                                 "dnnl any+reorder", "dnnl nchw", "xsmm",
-                                                 "xsmm+copy"};
+    static const char *const names[N_CONV_V] = {"sgemm same shape", "", "im2col+sgemm",
+                                                "dnnl any", "dnnl any+reorder", "dnnl nchw",
+                                                "xsmm", "xsmm+copy"};
     printf("\n== Summary: convolution time per training step, ms (forward + backward-filter, "
            "+ backward-data for conv2;\n   conv1's input is the image), and in brackets the "
-           "sgemm yardstick's time over it\n%-6s %5s %3s", "layer", "batch", "thr");
-    for (int i = 0; i < N_CONV_V; i++) printf(" %17s", names[i]);
+           "share of the sgemm %d^3 rate it reaches\n%-6s %5s %3s", PEAK_N, "layer", "batch",
+           "thr");
+    for (int i = 0; i < N_CONV_V; i++)
+        if (i != V_PEAK) printf(" %17s", names[i]);
     printf("\n");
     for (int l = 0; l < N_CONV_LAYERS; l++)
         for (int b = 0; b < o->n_batches; b++)
             for (int t = 0; t < o->n_threads; t++) {
-                double sum[N_CONV_V] = {0};
-                for (int i = 0; i < N_CONV_V; i++)
-                    for (int d = 0; d < N_DIRS; d++)
-                        if (d != DIR_BWD_DATA || conv_needs_input_grad[l])
-                            sum[i] += conv_ms[l][b][t][d][i];
+                double peak_ms[N_DIRS], n_dirs = 2 + conv_needs_input_grad[l];
+                for (int d = 0; d < N_DIRS; d++) peak_ms[d] = conv_ms[l][b][t][d][V_PEAK];
                 printf("%-6s %5d %3d", conv_layers[l].name, o->batches[b], o->threads[t]);
                 for (int i = 0; i < N_CONV_V; i++) {
-                    if (isnan(sum[i])) printf(" %17s", "-");
-                    else if (i == V_SGEMM) printf(" %17.3f", sum[i]);
-                    else printf(" %9.3f (%5.2f)", sum[i], sum[V_SGEMM] / sum[i]);
+                    double sum = 0;
+                    for (int d = 0; d < N_DIRS; d++)
+                        if (d != DIR_BWD_DATA || conv_needs_input_grad[l])
+                            sum += conv_ms[l][b][t][d][i];
+                    if (i == V_PEAK) continue;
+                    if (isnan(sum)) printf(" %17s", "-");
+                    else printf(" %9.3f (%5.2f)", sum,
+                                peak_share(n_dirs * conv_case_flops[l][b], sum, peak_ms));
                 }
                 printf("\n");
             }
@@ -398,6 +428,7 @@ static void run_conv(const struct options *o)
         for (int b = 0; b < o->n_batches; b++) {
             struct conv_case c;
             conv_case_init(&c, &conv_layers[l], o->batches[b]);
+            conv_case_flops[l][b] = conv_flops(&c.p);
             for (int t = 0; t < o->n_threads; t++) {
                 omp_set_num_threads(o->threads[t]); /* oneDNN's threads */
                 for (int d = 0; d < N_DIRS; d++)
@@ -418,6 +449,7 @@ static int dense_variant_create(int slot, const struct dense_problem *p, enum co
     memset(v, 0, sizeof *v);
     switch (slot) {
     case DV_SGEMM: dense_blas_create(p, d, threads, v); return 0;
+    case DV_PEAK: peak_create(threads, v); return 0;
 #ifdef TFC_HAVE_DNNL
     case DV_DNNL: return dnnl_mm_create(p, d, v);
 #endif
@@ -445,7 +477,7 @@ static void dense_direction(const struct dense_problem *p, enum conv_dir d, int 
     for (int i = 0; i < N_DENSE_V; i++) {
         int rc = dense_variant_create(i, p, d, threads, &v[i]);
         tm[i].state = rc == -2 ? ABSENT : rc ? SETUP_FAILED : TIMED;
-        if (rc == 0) check_variant(&v[i], ref, n, scratch, &tm[i]);
+        if (rc == 0 && i != DV_PEAK) check_variant(&v[i], ref, n, scratch, &tm[i]);
     }
     time_variants(v, tm, N_DENSE_V, threads, o);
     print_rows(v, tm, N_DENSE_V, dense_flops(p));

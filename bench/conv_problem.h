@@ -50,6 +50,7 @@ struct variant {
     void *st;
     int openblas_pool;                 /* runs multi-threaded OpenBLAS, whose idle threads
                                         * keep spinning for about 0.1 s afterwards */
+    double flops;                      /* of one call, when not the problem's (a reference) */
 };
 
 /* Zeroed memory aligned for AVX-512 loads; exits when out of memory (a benchmark). */
