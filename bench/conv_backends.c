@@ -5,9 +5,10 @@
  *   (1) im2col + OpenBLAS sgemm (conv_im2col.h),
  *   (2) oneDNN's C API (conv_dnnl.h),
  *   (3) libxsmm's DNN API (conv_xsmm.h),
- * against one cblas_sgemm of the same im2col GEMM shape; and the dense layers of the flagship
- * MLP and CNN (cblas_sgemm, oneDNN matmul, libxsmm JIT GEMM). Every variant's result is first
- * checked against a float64 reference; a wrong one is reported and not timed. Each figure is
+ * against one cblas_sgemm of the same im2col GEMM shape and one square 1024 sgemm (the
+ * machine's rate); and the dense layers of the flagship MLP and CNN (cblas_sgemm, oneDNN
+ * matmul, libxsmm JIT GEMM). Every variant's result is first checked against a float64
+ * reference; a wrong one is reported and not timed. Each figure is
  * the median of --rounds interleaved rounds (one round runs every variant once, in a rotated
  * order), each round's sample the mean of enough calls to last --block-ms, after one untimed
  * call. With more than one thread, a variant waits before its block until the previous one's
@@ -124,8 +125,10 @@ static void parse(int argc, char **argv, struct options *o)
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) die_usage("every option takes a value");
-        if (!strcmp(a, "--threads")) o->n_threads = parse_list(a, v, o->threads, MAX_THREAD_COUNTS, 64);
-        else if (!strcmp(a, "--batches")) o->n_batches = parse_list(a, v, o->batches, MAX_BATCHES, 4096);
+        if (!strcmp(a, "--threads"))
+            o->n_threads = parse_list(a, v, o->threads, MAX_THREAD_COUNTS, 64);
+        else if (!strcmp(a, "--batches"))
+            o->n_batches = parse_list(a, v, o->batches, MAX_BATCHES, 4096);
         else if (!strcmp(a, "--rounds")) o->rounds = (int)parse_number(a, v, 1, MAX_ROUNDS);
         else if (!strcmp(a, "--block-ms")) o->block_ms = parse_number(a, v, 0, 10000);
         else if (!strcmp(a, "--settle-blas-ms")) o->settle_blas_ms = parse_number(a, v, 0, 10000);

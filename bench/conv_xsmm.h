@@ -47,7 +47,8 @@ static void xsmm_pack(const unsigned dim[5], int h, int w, float *plain, float *
         for (int b = 0; b < nb; b++)
             for (int y = 0; y < h; y++)
                 for (int x = 0; x < w; x++) {
-                    float *blk = blocked + ((((size_t)i * nb + b) * hp + y + ph) * wp + x + pw) * cb;
+                    size_t at = (((size_t)i * nb + b) * hp + y + ph) * wp + x + pw;
+                    float *blk = blocked + at * cb;
                     float *pl = plain + (((size_t)i * c + (size_t)b * cb) * h + y) * w + x;
                     for (int k = 0; k < cb; k++) {
                         if (unpack) pl[(size_t)k * h * w] = blk[k];
@@ -92,7 +93,8 @@ static int xsmm_conv_run(void *arg)
     libxsmm_dnn_err_t first = LIBXSMM_DNN_SUCCESS;
 #pragma omp parallel num_threads(st->threads)
     {
-        libxsmm_dnn_err_t s = libxsmm_dnn_execute_st(st->h, kinds[st->dir], 0, omp_get_thread_num());
+        int t = omp_get_thread_num();
+        libxsmm_dnn_err_t s = libxsmm_dnn_execute_st(st->h, kinds[st->dir], 0, t);
         if (s != LIBXSMM_DNN_SUCCESS) {
 #pragma omp critical
             first = s;
@@ -156,7 +158,8 @@ static int xsmm_conv_setup(struct xsmm_conv_state *st)
         .u = s->stride, .v = s->stride, .pad_h = s->pad, .pad_w = s->pad,
         .pad_h_in = s->pad, .pad_w_in = s->pad, .pad_h_out = s->pad, .pad_w_out = s->pad,
         .threads = st->threads, .datatype_in = LIBXSMM_DNN_DATATYPE_F32,
-        .datatype_out = LIBXSMM_DNN_DATATYPE_F32, .buffer_format = LIBXSMM_DNN_TENSOR_FORMAT_LIBXSMM,
+        .datatype_out = LIBXSMM_DNN_DATATYPE_F32,
+        .buffer_format = LIBXSMM_DNN_TENSOR_FORMAT_LIBXSMM,
         .filter_format = LIBXSMM_DNN_TENSOR_FORMAT_LIBXSMM, .algo = LIBXSMM_DNN_CONV_ALGO_DIRECT,
         .options = LIBXSMM_DNN_CONV_OPTION_OVERWRITE, .fuse_ops = LIBXSMM_DNN_CONV_FUSE_NONE};
     libxsmm_dnn_err_t status;
