@@ -282,8 +282,11 @@ void tfc_attrs_default(const struct tfc_op *op, struct tfc_kattr *attrs)
 {
     memset(attrs, 0, sizeof(struct tfc_kattr) * TFC_MAX_ATTRS);
     for (int i = 0; i < op->n_attrs; i++) {
-        attrs[i].i = (int64_t)op->attrs[i].def;
-        attrs[i].f = op->attrs[i].def;
+        double d = op->attrs[i].def;
+        /* the integer view of a float default; clip's -inf and inf bounds have none (their
+         * conversion is undefined behaviour) */
+        attrs[i].i = d > -0x1p63 && d < 0x1p63 ? (int64_t)d : 0;
+        attrs[i].f = d;
     }
 }
 

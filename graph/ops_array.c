@@ -11,7 +11,7 @@ static tfc_status infer_reshape(const struct tfc_infer *in)
 {
     const struct tfc_kattr *t = &in->attrs[RESHAPE_SHAPE];
     int64_t numel = tfc_shape_numel(&in->in[0].shape), known = 1;
-    int unknown = -1;
+    int unknown = -1, zero = 0, overflow = 0;
     for (int i = 0; i < t->n; i++) {
         if (t->v[i] == -1) {
             if (unknown >= 0)
@@ -20,12 +20,17 @@ static tfc_status infer_reshape(const struct tfc_infer *in)
         } else if (t->v[i] < 0) {
             return tfc_fail(in->msg, TFC_ERR_SHAPE, "dimension %d is negative", i);
         } else {
-            known *= t->v[i];
+            zero |= t->v[i] == 0;
+            overflow |= __builtin_mul_overflow(known, t->v[i], &known);
         }
     }
     tfc_shape o = {.rank = t->n};
     memcpy(o.dims, t->v, sizeof(int64_t) * (size_t)t->n);
     char a[96], b[96];
+    if (zero) known = 0; /* no elements, however large the other dims */
+    else if (overflow)
+        return tfc_fail(in->msg, TFC_ERR_SHAPE, "the target shape %s has more elements than "
+                        "int64 counts", tfc_shape_str(&o, b, sizeof b));
     if (numel >= 0) {
         if (unknown >= 0) {
             if (known == 0 || numel % known)
@@ -92,7 +97,11 @@ static tfc_status infer_concat(const struct tfc_infer *in)
                                 (long long)s->dims[d], d, (long long)o.dims[d]);
             if (o.dims[d] < 0) o.dims[d] = s->dims[d];
         }
-        o.dims[ax] = (o.dims[ax] < 0 || s->dims[ax] < 0) ? -1 : o.dims[ax] + s->dims[ax];
+        if (o.dims[ax] < 0 || s->dims[ax] < 0)
+            o.dims[ax] = -1;
+        else if (__builtin_add_overflow(o.dims[ax], s->dims[ax], &o.dims[ax]))
+            return tfc_fail(in->msg, TFC_ERR_SHAPE, "axis %d: inputs 0 to %d hold more than "
+                            "int64 counts", ax, k);
     }
     in->out[0].dtype = in->in[0].dtype;
     in->out[0].shape = o;
@@ -135,7 +144,7 @@ static tfc_status infer_slice(const struct tfc_infer *in)
         if (beg < 0 || len < -1)
             return tfc_fail(in->msg, TFC_ERR_INVALID_ARGUMENT, "axis %d: begin %lld, size %lld",
                             d, (long long)beg, (long long)len);
-        if (dim >= 0 && (beg > dim || (len >= 0 && beg + len > dim)))
+        if (dim >= 0 && (beg > dim || (len >= 0 && len > dim - beg))) /* beg + len may overflow */
             return tfc_fail(in->msg, TFC_ERR_SHAPE,
                             "axis %d: [%lld, %lld + %lld) is outside [0, %lld)", d,
                             (long long)beg, (long long)beg, (long long)len, (long long)dim);

@@ -70,8 +70,12 @@ static tfc_status infer_slice_grad(const struct tfc_infer *in)
         return tfc_fail(in->msg, TFC_ERR_SHAPE, "begin, gradient and target ranks differ");
     for (int d = 0; d < in->in[1].shape.rank; d++) {
         int64_t full = in->in[1].shape.dims[d], part = in->in[0].shape.dims[d];
-        if (full >= 0 && part >= 0 && begin->v[d] + part > full)
-            return tfc_fail(in->msg, TFC_ERR_SHAPE, "axis %d: the gradient does not fit", d);
+        int64_t at = begin->v[d];
+        /* a stored graph's begin may be anything: negative or past the end is out of range
+         * (the sum is not formed: it could overflow) */
+        if (at < 0 || (full >= 0 && at > full) || (full >= 0 && part >= 0 && part > full - at))
+            return tfc_fail(in->msg, TFC_ERR_SHAPE, "axis %d: the gradient does not fit at "
+                            "begin %lld", d, (long long)at);
     }
     in->out[0].dtype = in->in[0].dtype;
     in->out[0].shape = in->in[1].shape;

@@ -3,7 +3,8 @@
 # make check (op sweep under four schedulers, OpenCL device-coherence pass), make distcheck,
 # the suite under AddressSanitizer+UBSan with leak detection, and the CUDA build (StarPU with
 # CUDA from Debian's source package, the library through nvcc) running the CPU op sweep.
-# Safe to run again. TFC_SKIP_CUDA=1 or TFC_SKIP_SANITIZERS=1 skip those parts (local use).
+# Safe to run again. TFC_SKIP_CUDA=1, TFC_SKIP_SANITIZERS=1 or TFC_SKIP_FUZZ=1 skip those parts
+# (local use); the fuzz step runs each libFuzzer target of tests/fuzz for a bounded time.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -72,6 +73,13 @@ if [ "${TFC_SKIP_SANITIZERS:-0}" != 1 ]; then
         || { cat build-asan/test-suite.log; exit 1; }
     tally build-asan/test-suite.log
     unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+fi
+
+if [ "${TFC_SKIP_FUZZ:-0}" != 1 ]; then
+    fuzz_seconds=45 # 5 targets: about 5 minutes with the build
+    step "fuzz targets ($fuzz_seconds s each under ASan+UBSan)"
+    FUZZ_SECONDS=$fuzz_seconds bash scripts/fuzz.sh
+    passed=$((passed + 1))
 fi
 
 if [ "${TFC_SKIP_CUDA:-0}" != 1 ]; then

@@ -57,6 +57,7 @@ static const struct knob knobs[] = {
     {"TFC_KILL_SEED", KNOB_EXTERNAL, 0, 0, "tests: replay test_killnine's kill times"},
     {"TFC_SKIP_CUDA", KNOB_EXTERNAL, 0, 0, "scripts/test.sh: skip the CUDA build"},
     {"TFC_SKIP_SANITIZERS", KNOB_EXTERNAL, 0, 0, "scripts/test.sh: skip the sanitizer run"},
+    {"TFC_SKIP_FUZZ", KNOB_EXTERNAL, 0, 0, "scripts/test.sh: skip the fuzz targets"},
 };
 
 static const struct knob *find(const char *name, size_t len)

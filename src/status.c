@@ -114,7 +114,11 @@ int64_t tfc_shape_numel(const tfc_shape *shape)
 {
     int64_t n = 1;
     for (int i = 0; i < shape->rank; i++)
-        if (shape->dims[i] < 0 || __builtin_mul_overflow(n, shape->dims[i], &n)) return -1;
+        if (shape->dims[i] < 0) return -1;
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] == 0) return 0; /* however large the dims before it */
+    for (int i = 0; i < shape->rank; i++)
+        if (__builtin_mul_overflow(n, shape->dims[i], &n)) return -1;
     return n;
 }
 

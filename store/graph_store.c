@@ -187,8 +187,21 @@ static int read_names(sqlite3_stmt *q, int id, char ***out, int *n)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct loaded *l,
-                                int *rc)
+/* The bytes of a constant's stored chunks (sq: their total length), which its attributes'
+ * size must match before anything of that size is allocated. */
+static int stored_bytes(sqlite3_stmt *sq, int id, int64_t *bytes)
+{
+    sqlite3_reset(sq);
+    sqlite3_bind_int(sq, 1, id);
+    int rc = sqlite3_step(sq);
+    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+    *bytes = sqlite3_column_int64(sq, 0);
+    sqlite3_reset(sq);
+    return SQLITE_OK;
+}
+
+static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, sqlite3_stmt *sq, int id,
+                                struct loaded *l, int *rc)
 {
     const struct tfc_op *op = tfc_op_lookup(l->op);
     struct tfc_kattr attrs[TFC_MAX_ATTRS];
@@ -198,7 +211,19 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, int id, struct 
                         "'%s': %s", st->path, l->name, l->rec.attrs, why);
     const struct tfc_kattr *dtype = &attrs[SOURCE_DTYPE], *dims = &attrs[SOURCE_SHAPE];
     tfc_shape shape = tfc_shape_of(dims->n, dims->v);
-    /* the value's own checks name a negative dimension or a size that overflows */
+    /* the value's own checks (below) name a bad dtype, a negative dimension or a size that
+     * overflows; a damaged shape must not become a huge allocation: the stored data decide */
+    if (tfc_dtype_valid((int)dtype->i) && tfc_shape_numel(&shape) >= 0) {
+        int64_t stored = 0;
+        uint64_t want;
+        if ((*rc = stored_bytes(sq, id, &stored))) return TFC_OK;
+        if (__builtin_mul_overflow((uint64_t)tfc_shape_numel(&shape),
+                                   (uint64_t)tfc_dtype_size((enum tfc_dtype)dtype->i), &want) ||
+            want != (uint64_t)stored)
+            return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': its attributes "
+                            "'%s' take %llu bytes but %lld bytes are stored", st->path, l->name,
+                            l->rec.attrs, (unsigned long long)want, (long long)stored);
+    }
     if (tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
         return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes "
                         "'%s': %s", st->path, l->name, l->rec.attrs, tfc_errmsg());
@@ -280,7 +305,8 @@ static tfc_status explain_missing_input(tfc_store *st, const struct loaded *x, i
 }
 
 /* The node at the current row of q[0] (the nodes query) into x: its name, op, attributes,
- * initializer, inputs and control inputs (q[1], q[2]), and a constant's data (q[3]). */
+ * initializer, inputs and control inputs (q[1], q[2]), and a constant's data (q[3], and q[4]
+ * their size). */
 static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded *x, int *rc)
 {
     memset(x, 0, sizeof *x);
@@ -316,7 +342,7 @@ static tfc_status load_node(tfc_store *st, sqlite3_stmt *const *q, struct loaded
     x->rec.inputs = (const char **)x->in;
     x->rec.ctrl = (const char **)x->ctrl;
     if (!strcmp(x->op, "constant")) {
-        tfc_status status = load_constant(st, q[3], id, x, rc);
+        tfc_status status = load_constant(st, q[3], q[4], id, x, rc);
         if (status || *rc) return status;
         x->rec.value = x->value;
     }
@@ -356,13 +382,14 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
     if (!st) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "load_graph: store is NULL");
     if (!out) return tfc_fail(st->msg, TFC_ERR_INVALID_ARGUMENT, "load_graph: out is NULL");
     *out = NULL;
-    static const char *const sql[4] = {
+    static const char *const sql[5] = {
         "SELECT id, name, op, attrs, init, init_a, init_b, init_seed FROM nodes ORDER BY id",
         "SELECT tensor FROM node_inputs WHERE node = ? ORDER BY pos",
         "SELECT control FROM node_controls WHERE node = ? ORDER BY pos",
         "SELECT seq, crc32, data FROM node_data WHERE node = ? ORDER BY seq",
+        "SELECT coalesce(sum(length(CAST(data AS BLOB))), 0) FROM node_data WHERE node = ?",
     };
-    sqlite3_stmt *q[4] = {NULL}, *gq = NULL;
+    sqlite3_stmt *q[5] = {NULL}, *gq = NULL;
     struct loaded *l = NULL;
     int n = 0;
     tfc_graph *g = NULL;
@@ -370,8 +397,19 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
     int64_t n_nodes = 0;
     pthread_mutex_lock(&st->db_mu);
     int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot */
-    if (rc == SQLITE_OK) status = load_graph_row(st, &gq, &g, &n_nodes, &rc);
-    for (int i = 0; i < 4 && rc == SQLITE_OK && !status; i++)
+    /* the value's own checks (below) name a bad dtype, a negative dimension or a size that
+     * overflows; a damaged shape must not become a huge allocation: the stored data decide */
+    if (tfc_dtype_valid((int)dtype->i) && tfc_shape_numel(&shape) >= 0) {
+        int64_t stored = 0;
+        uint64_t want;
+        if ((*rc = stored_bytes(sq, id, &stored))) return TFC_OK;
+        if (__builtin_mul_overflow((uint64_t)tfc_shape_numel(&shape),
+                                   (uint64_t)tfc_dtype_size((enum tfc_dtype)dtype->i), &want) ||
+            want != (uint64_t)stored)
+            return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': its attributes "
+                            "'%s' take %llu bytes but %lld bytes are stored", st->path, l->name,
+                            l->rec.attrs, (unsigned long long)want, (long long)stored);
+    }
         rc = sqlite3_prepare_v2(st->db, sql[i], -1, &q[i], NULL);
     if (rc == SQLITE_OK && !status) status = load_nodes(st, q, g, &l, &n, &rc);
     for (int i = 0; i < n && rc == SQLITE_OK && !status && !tfc_graph_status(g); i++)
@@ -386,7 +424,7 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
         status = tfc_fail(st->msg, tfc_graph_status(g), "store '%s': loading the graph: %s",
                           st->path, tfc_graph_errmsg(g));
     sqlite3_finalize(gq);
-    for (int i = 0; i < 4; i++) sqlite3_finalize(q[i]);
+    for (int i = 0; i < 5; i++) sqlite3_finalize(q[i]);
     if (!sqlite3_get_autocommit(st->db)) tfc_store_exec(st->db, "COMMIT");
     pthread_mutex_unlock(&st->db_mu);
     loaded_free(l, n);

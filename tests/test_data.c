@@ -1004,6 +1004,33 @@ static void test_batcher_bad_args(void)
     ds_free(&d);
 }
 
+/* A zero dimension after dimensions whose product overflows int64 (found by tests/fuzz/fuzz_idx):
+ * no elements, so a valid empty value, not a count of -1 taken as a size (2^64 - 4 bytes). */
+static void test_zero_dim_after_large_dims(void)
+{
+    static const uint32_t dims[5] = {0xC7000D05u, 0xC7000009u, 0, 0x18C00080u, 0x80000000u};
+    int64_t d64[5];
+    for (int i = 0; i < 5; i++) d64[i] = dims[i];
+    tfc_shape s = tfc_shape_of(5, d64);
+    CU_ASSERT_EQUAL(tfc_shape_numel(&s), 0);
+    idx_case(0x0D, 5, dims, NULL, 0, TFC_FLOAT32, NULL, 0);
+
+    const char *p = tpath("zero_after_large.npy");
+    npy_file(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (3338669317, 3338665993, 0, "
+             "415236224, 2147483648), }", NULL, 0);
+    tfc_value *v = NULL;
+    tfc_status st = tfc_npy_read(p, &v);
+    CU_ASSERT_EQUAL(st, TFC_OK);
+    if (st) fprintf(stderr, "\n  %s\n", tfc_errmsg());
+    if (!v) return;
+    tfc_shape got = tfc_value_shape(v);
+    CU_ASSERT_EQUAL(got.rank, 5);
+    for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(got.dims[i], d64[i]);
+    CU_ASSERT_EQUAL(tfc_value_numel(v), 0);
+    CU_ASSERT_EQUAL(tfc_value_nbytes(v), 0);
+    tfc_value_destroy(v);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -1016,6 +1043,7 @@ int main(void)
     TEST_ADD(test_npy_roundtrip);
     TEST_ADD(test_npy_numpy_files);
     TEST_ADD(test_npy_bad);
+    TEST_ADD(test_zero_dim_after_large_dims);
     TEST_ADD(test_normalize_reshape);
     TEST_ADD(test_batcher_order);
     TEST_ADD(test_batcher_shuffle);

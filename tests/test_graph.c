@@ -233,6 +233,64 @@ static void test_control_inputs(void)
     tfc_graph_destroy(g);
 }
 
+/* Attributes as a stored graph may hold them (each case found by tests/fuzz/fuzz_attrs): sizes
+ * whose sums or products overflow int64 and offsets outside the tensor are build errors that
+ * say so, never a shape that wrapped around; and a default of -inf has no integer view. */
+static void test_attribute_edges(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    const char *max = "9223372036854775807";
+    char attrs[128];
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(2, 3));
+    tfc_tensor *part = tfc_placeholder(g, "part", TFC_FLOAT32, tfc_shape_of(1, (int64_t[]){2}));
+    tfc_tensor *full = tfc_placeholder(g, "full", TFC_FLOAT32, tfc_shape_of(1, (int64_t[]){3}));
+    tfc_tensor *bytes3 = tfc_placeholder(g, "bytes3", TFC_UINT8, tfc_shape_of(1, (int64_t[]){3}));
+    tfc_tensor *huge = tfc_placeholder(g, "huge", TFC_UINT8,
+                                       tfc_shape_of(1, (int64_t[]){INT64_MAX}));
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+
+    snprintf(attrs, sizeof attrs, "shape=[6,%s]", max); /* 6 * (2^63 - 1) */
+    CU_ASSERT_PTR_NULL(tfc_op(g, "reshape", 1, &x, attrs, NULL, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "more elements than int64 counts"));
+    tfc_graph_clear_error(g);
+
+    tfc_tensor *two_huge[2] = {huge, huge}; /* (2^63 - 1) * 2 elements on axis 0 */
+    CU_ASSERT_PTR_NULL(tfc_op(g, "concat", 2, two_huge, "axis=0", NULL, 0));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "int64"));
+    tfc_graph_clear_error(g);
+
+    snprintf(attrs, sizeof attrs, "begin=[1],size=[%s]", max); /* 1 + 2^63 - 1 */
+    CU_ASSERT_PTR_NULL(tfc_op(g, "slice", 1, &bytes3, attrs, NULL, 0));
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+    tfc_graph_clear_error(g);
+
+    /* slice_grad writes its input at begin inside a tensor of the target's shape */
+    tfc_tensor *pf[2] = {part, full};
+    snprintf(attrs, sizeof attrs, "begin=[%s]", max);
+    const char *begins[3] = {"begin=[-5]", attrs, "begin=[2]"};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_PTR_NULL(tfc_op(g, "slice_grad", 2, pf, begins[i], NULL, 0));
+        CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_ERR_SHAPE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "does not fit"));
+        tfc_graph_clear_error(g);
+    }
+    CU_ASSERT_PTR_NOT_NULL(tfc_op(g, "slice_grad", 2, pf, "begin=[1]", NULL, 0));
+
+    /* clip's bounds default to -inf and inf: the integer view is 0, not a conversion C leaves
+     * undefined (INT64_MIN on x86) */
+    const struct tfc_op *clip = tfc_op_lookup("clip");
+    struct tfc_kattr a[TFC_MAX_ATTRS];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(clip);
+    tfc_attrs_default(clip, a);
+    for (int i = 0; i < clip->n_attrs; i++) {
+        CU_ASSERT_EQUAL(a[i].i, 0);
+        CU_ASSERT(isinf(a[i].f));
+    }
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -246,5 +304,6 @@ int main(void)
     TEST_ADD(test_build_errors_name_the_node);
     TEST_ADD(test_control_inputs);
     TEST_ADD(test_sizes_that_overflow);
+    TEST_ADD(test_attribute_edges);
     return test_main();
 }

@@ -299,6 +299,33 @@ static void test_stored_sizes_that_overflow(void)
     }
 }
 
+/* A constant whose stored attributes give another size than its stored data (found by
+ * tests/fuzz/fuzz_store_graph: shape=[1099511627776] made the loader allocate 4 TiB before
+ * reading the 24 bytes there are): an error naming the constant and both sizes, found before
+ * anything of the attributes' size is allocated. */
+static void test_stored_constant_size(void)
+{
+    static const char *const shapes[] = {"shape=[1099511627776]", "shape=[7]", "shape=[5]"};
+    for (int i = 0; i < 3; i++) {
+        tfc_tensor *x, *y;
+        tfc_graph *g = build_model(&x, &y), *g2 = (tfc_graph *)1;
+        tfc_store *st = create_store("constant_size.db");
+        CU_ASSERT_EQUAL_FATAL(tfc_store_save_graph(st, g), TFC_OK);
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE nodes SET attrs = replace(attrs, 'shape=[6]', '%s') "
+                 "WHERE name = 'c'", shapes[i]);
+        CU_ASSERT_EQUAL(tfc_store_exec_sql(st, sql), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_store_load_graph(st, &g2), TFC_ERR_STORE);
+        CU_ASSERT_PTR_NULL(g2);
+        const char *msg = tfc_store_errmsg(st);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "constant 'c'"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "but 24 bytes are stored"));
+        printf("    %s\n", msg);
+        tfc_store_close(st);
+        tfc_graph_destroy(g);
+    }
+}
+
 static void test_graph_roundtrip(void)
 {
     tfc_tensor *x, *y;
@@ -2113,6 +2140,7 @@ int main(void)
     TEST_ADD(test_open_close);
     TEST_ADD(test_graph_roundtrip);
     TEST_ADD(test_stored_sizes_that_overflow);
+    TEST_ADD(test_stored_constant_size);
     TEST_ADD(test_damaged_chunks);
     TEST_ADD(test_signatures);
     TEST_ADD(test_checkpoint_restore);
