@@ -397,19 +397,8 @@ tfc_status tfc_store_load_graph(tfc_store *st, tfc_graph **out)
     int64_t n_nodes = 0;
     pthread_mutex_lock(&st->db_mu);
     int rc = tfc_store_exec(st->db, "BEGIN"); /* one snapshot */
-    /* the value's own checks (below) name a bad dtype, a negative dimension or a size that
-     * overflows; a damaged shape must not become a huge allocation: the stored data decide */
-    if (tfc_dtype_valid((int)dtype->i) && tfc_shape_numel(&shape) >= 0) {
-        int64_t stored = 0;
-        uint64_t want;
-        if ((*rc = stored_bytes(sq, id, &stored))) return TFC_OK;
-        if (__builtin_mul_overflow((uint64_t)tfc_shape_numel(&shape),
-                                   (uint64_t)tfc_dtype_size((enum tfc_dtype)dtype->i), &want) ||
-            want != (uint64_t)stored)
-            return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': its attributes "
-                            "'%s' take %llu bytes but %lld bytes are stored", st->path, l->name,
-                            l->rec.attrs, (unsigned long long)want, (long long)stored);
-    }
+    if (rc == SQLITE_OK) status = load_graph_row(st, &gq, &g, &n_nodes, &rc);
+    for (int i = 0; i < 5 && rc == SQLITE_OK && !status; i++)
         rc = sqlite3_prepare_v2(st->db, sql[i], -1, &q[i], NULL);
     if (rc == SQLITE_OK && !status) status = load_nodes(st, q, g, &l, &n, &rc);
     for (int i = 0; i < n && rc == SQLITE_OK && !status && !tfc_graph_status(g); i++)
