@@ -1,0 +1,125 @@
+/* conv_geom.h: the geometry of an N-D convolution (1 to 3 spatial dims, NCHW/NCDHW like ONNX
+ * and PyTorch) resolved from the operands' shapes and the op's attributes: strides, explicit
+ * pads, auto_pad (resolved here, as ONNX's Conv resolves it at shape inference), dilations and
+ * groups. One definition, read by shape inference (graph/ops_conv.c) and the kernels. */
+#ifndef TFC_CONV_GEOM_H
+#define TFC_CONV_GEOM_H
+
+#include <stdio.h>
+#include "kargs.h"
+#include "op_attrs.h"
+
+#define TFC_CONV_MAX_SPATIAL 3
+
+struct tfc_conv_geom {
+    int nd;                                   /* spatial dims, 1..3 */
+    int64_t batch, in_ch, out_ch, groups;     /* N, C, K, G (batch may be -1 at build time) */
+    int64_t in[TFC_CONV_MAX_SPATIAL];         /* input extent per spatial dim */
+    int64_t kern[TFC_CONV_MAX_SPATIAL];       /* kernel extent */
+    int64_t out[TFC_CONV_MAX_SPATIAL];        /* output extent */
+    int64_t stride[TFC_CONV_MAX_SPATIAL], dil[TFC_CONV_MAX_SPATIAL];
+    int64_t pad_lo[TFC_CONV_MAX_SPATIAL], pad_hi[TFC_CONV_MAX_SPATIAL];
+};
+
+/* An INTS attribute of n values, or every value `def` when it is empty; -1 (with a message)
+ * when it has another count or a value below `min`. */
+static inline int tfc_conv_ints_(const struct tfc_kattr *at, const char *name, int n, int64_t def,
+                                 int64_t min, int64_t *out, char *msg, size_t len)
+{
+    if (at->n != 0 && at->n != n) {
+        snprintf(msg, len, "attribute %s has %d values; this convolution needs %d (or none "
+                 "for the default %lld)", name, (int)at->n, n, (long long)def);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = at->n ? at->v[i] : def;
+        if (out[i] < min) {
+            snprintf(msg, len, "attribute %s[%d] is %lld; it must be >= %lld", name, i,
+                     (long long)out[i], (long long)min);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* auto_pad per ONNX: SAME_* gives out = ceil(in / stride) and splits the total padding, the odd
+ * element at the end (SAME_UPPER) or at the beginning (SAME_LOWER); VALID pads nothing. */
+static inline void tfc_conv_auto_pad_(struct tfc_conv_geom *g, int mode, int d)
+{
+    if (mode == TFC_CONV_VALID) {
+        g->pad_lo[d] = g->pad_hi[d] = 0;
+        return;
+    }
+    int64_t out = (g->in[d] + g->stride[d] - 1) / g->stride[d];
+    int64_t total = (out - 1) * g->stride[d] + (g->kern[d] - 1) * g->dil[d] + 1 - g->in[d];
+    if (total < 0) total = 0;
+    g->pad_lo[d] = mode == TFC_CONV_SAME_UPPER ? total / 2 : total - total / 2;
+    g->pad_hi[d] = total - g->pad_lo[d];
+}
+
+/* Fills g from x's dims [N, C, spatial...] and w's dims [K, C/groups, kernel...] (N and K may
+ * be -1, unknown, at build time); returns 0, or -1 with a message naming the dimension or
+ * attribute at fault. */
+static inline int tfc_conv_geom_make(const int64_t *x, int xrank, const int64_t *w, int wrank,
+                                     const struct tfc_kattr *attrs, struct tfc_conv_geom *g,
+                                     char *msg, size_t len)
+{
+    int nd = xrank - 2;
+    if (nd < 1 || nd > TFC_CONV_MAX_SPATIAL || wrank != xrank) {
+        snprintf(msg, len, "input has rank %d and filter rank %d; both must be 3, 4 or 5 "
+                 "([N, C, spatial...] and [K, C/groups, kernel...])", xrank, wrank);
+        return -1;
+    }
+    g->nd = nd;
+    g->batch = x[0], g->in_ch = x[1], g->out_ch = w[0], g->groups = attrs[CONV_GROUPS].i;
+    int mode = (int)attrs[CONV_AUTO_PAD].i;
+    if (mode < TFC_CONV_NOTSET || mode > TFC_CONV_VALID) {
+        snprintf(msg, len, "auto_pad is %d; it must be 0 (NOTSET), 1 (SAME_UPPER), "
+                 "2 (SAME_LOWER) or 3 (VALID)", mode);
+        return -1;
+    }
+    if (mode != TFC_CONV_NOTSET && attrs[CONV_PADS].n) {
+        snprintf(msg, len, "attribute pads is given with auto_pad=%d; explicit pads need "
+                 "auto_pad=0 (NOTSET)", mode);
+        return -1;
+    }
+    int64_t pads[2 * TFC_CONV_MAX_SPATIAL];
+    if (tfc_conv_ints_(&attrs[CONV_STRIDES], "strides", nd, 1, 1, g->stride, msg, len) ||
+        tfc_conv_ints_(&attrs[CONV_DILATIONS], "dilations", nd, 1, 1, g->dil, msg, len) ||
+        tfc_conv_ints_(&attrs[CONV_PADS], "pads", 2 * nd, 0, 0, pads, msg, len))
+        return -1;
+    if (g->groups < 1) {
+        snprintf(msg, len, "groups is %lld; it must be >= 1", (long long)g->groups);
+        return -1;
+    }
+    if (g->in_ch % g->groups || (g->out_ch >= 0 && g->out_ch % g->groups)) {
+        snprintf(msg, len, "input channels %lld and output channels %lld must both be "
+                 "divisible by groups %lld", (long long)g->in_ch, (long long)g->out_ch,
+                 (long long)g->groups);
+        return -1;
+    }
+    if (w[1] != g->in_ch / g->groups) {
+        snprintf(msg, len, "filter dim 1 is %lld; with %lld input channels and groups %lld it "
+                 "must be %lld", (long long)w[1], (long long)g->in_ch, (long long)g->groups,
+                 (long long)(g->in_ch / g->groups));
+        return -1;
+    }
+    for (int d = 0; d < nd; d++) {
+        g->in[d] = x[2 + d], g->kern[d] = w[2 + d];
+        g->pad_lo[d] = pads[d], g->pad_hi[d] = pads[nd + d];
+        if (mode != TFC_CONV_NOTSET) tfc_conv_auto_pad_(g, mode, d);
+        int64_t span = (g->kern[d] - 1) * g->dil[d] + 1;
+        int64_t padded = g->in[d] + g->pad_lo[d] + g->pad_hi[d];
+        if (g->kern[d] < 1 || padded < span) {
+            snprintf(msg, len, "spatial dim %d: the dilated kernel spans %lld but the padded "
+                     "input has %lld (input %lld, pads %lld and %lld)", d, (long long)span,
+                     (long long)padded, (long long)g->in[d], (long long)g->pad_lo[d],
+                     (long long)g->pad_hi[d]);
+            return -1;
+        }
+        g->out[d] = (padded - span) / g->stride[d] + 1;
+    }
+    return 0;
+}
+
+#endif
