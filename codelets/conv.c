@@ -6,58 +6,47 @@
 #include <string.h>
 #include "kernel.h"
 #include "conv_geom.h"
+#include "opencl_common.h"
 #include "../src/tfc.h"
 
-/* The geometry in three spatial dims (leading ones of extent 1) and the GEMM sizes. */
+/* The geometry and the GEMM sizes of one task. */
 struct conv_task {
     struct tfc_conv_geom g;
-    int64_t in3[3], k3[3], o3[3], s3[3], d3[3], p3[3];
+    struct tfc_conv_3d t3;
     int64_t cg, kg;        /* input and output channels per group */
     int64_t rows, cols;    /* im2col matrix: cg * kernel volume rows, output volume cols */
-    int64_t in_vol;        /* input volume (elements per channel) */
 };
 
 static int conv_task_make(const struct tfc_kargs *a, struct conv_task *t)
 {
-    const struct tfc_kdesc *x = a->kind == TFC_K_CONV_BP_INPUT ? tfc_kout_desc(a, 0) : &a->d[0];
-    const struct tfc_kdesc *w = a->kind == TFC_K_CONV_BP_FILTER ? tfc_kout_desc(a, 0) : &a->d[1];
     char msg[200];
-    if (tfc_conv_geom_make(x->dims, x->rank, w->dims, w->rank, a->attrs, &t->g, msg, sizeof msg)) {
+    if (tfc_conv_geom_of(a, &t->g, msg, sizeof msg)) {
         tfc_kernel_fail(a, TFC_ERR_INTERNAL, "convolution geometry: %s", msg);
         return -1;
     }
-    int off = 3 - t->g.nd;
-    t->rows = t->cols = t->in_vol = 1;
-    for (int d = 0; d < 3; d++) {
-        int s = d - off, in = s >= 0;
-        t->in3[d] = in ? t->g.in[s] : 1, t->k3[d] = in ? t->g.kern[s] : 1;
-        t->o3[d] = in ? t->g.out[s] : 1, t->s3[d] = in ? t->g.stride[s] : 1;
-        t->d3[d] = in ? t->g.dil[s] : 1, t->p3[d] = in ? t->g.pad_lo[s] : 0;
-        t->rows *= t->k3[d], t->cols *= t->o3[d], t->in_vol *= t->in3[d];
-    }
+    tfc_conv_geom_3d(&t->g, &t->t3);
     t->cg = t->g.in_ch / t->g.groups, t->kg = t->g.out_ch / t->g.groups;
-    t->rows *= t->cg;
+    t->rows = t->cg * t->t3.k_vol, t->cols = t->t3.o_vol;
     return 0;
 }
 
 /* idx[r * cols + p]: where im2col element (r, p) reads in one group's input, -1 in padding. */
 static void im2col_index(const struct conv_task *t, int64_t *idx)
 {
-    int64_t kvol = t->k3[0] * t->k3[1] * t->k3[2];
+    const struct tfc_conv_3d *q = &t->t3;
     for (int64_t r = 0; r < t->rows; r++) {
-        int64_t c = r / kvol, kk = r % kvol;
-        int64_t k2 = kk % t->k3[2], k1 = kk / t->k3[2] % t->k3[1], k0 = kk / t->k3[2] / t->k3[1];
+        int64_t c = r / q->k_vol, kk = r % q->k_vol;
+        int64_t k2 = kk % q->k[2], k1 = kk / q->k[2] % q->k[1], k0 = kk / q->k[2] / q->k[1];
         int64_t *row = idx + r * t->cols, p = 0;
-        for (int64_t o0 = 0; o0 < t->o3[0]; o0++) {
-            int64_t i0 = o0 * t->s3[0] - t->p3[0] + k0 * t->d3[0];
-            for (int64_t o1 = 0; o1 < t->o3[1]; o1++) {
-                int64_t i1 = o1 * t->s3[1] - t->p3[1] + k1 * t->d3[1];
-                for (int64_t o2 = 0; o2 < t->o3[2]; o2++, p++) {
-                    int64_t i2 = o2 * t->s3[2] - t->p3[2] + k2 * t->d3[2];
-                    int inside = i0 >= 0 && i0 < t->in3[0] && i1 >= 0 && i1 < t->in3[1] &&
-                                 i2 >= 0 && i2 < t->in3[2];
-                    row[p] = inside ? (c * t->in3[0] + i0) * t->in3[1] * t->in3[2] +
-                                          i1 * t->in3[2] + i2
+        for (int64_t o0 = 0; o0 < q->o[0]; o0++) {
+            int64_t i0 = o0 * q->s[0] - q->p[0] + k0 * q->d[0];
+            for (int64_t o1 = 0; o1 < q->o[1]; o1++) {
+                int64_t i1 = o1 * q->s[1] - q->p[1] + k1 * q->d[1];
+                for (int64_t o2 = 0; o2 < q->o[2]; o2++, p++) {
+                    int64_t i2 = o2 * q->s[2] - q->p[2] + k2 * q->d[2];
+                    int inside = i0 >= 0 && i0 < q->in[0] && i1 >= 0 && i1 < q->in[1] &&
+                                 i2 >= 0 && i2 < q->in[2];
+                    row[p] = inside ? ((c * q->in[0] + i0) * q->in[1] + i1) * q->in[2] + i2
                                     : -1;
                 }
             }
@@ -116,7 +105,7 @@ static void conv_one(const struct tfc_kargs *a, const struct conv_task *t, const
     int dt = a->d[0].dtype;
     size_t es = tfc_kdtype_size(dt);
     int64_t nel = t->rows * t->cols;
-    size_t x_off = (size_t)((n * t->g.in_ch + gi * t->cg) * t->in_vol) * es;
+    size_t x_off = (size_t)((n * t->g.in_ch + gi * t->cg) * t->t3.in_vol) * es;
     size_t y_off = (size_t)((n * t->g.out_ch + gi * t->kg) * t->cols) * es;
     size_t w_off = (size_t)(gi * t->kg * t->rows) * es;
     if (a->kind == TFC_K_CONV) { /* in0 x, in1 w, out y */
@@ -167,9 +156,17 @@ static struct starpu_perfmodel conv_model = {
     .symbol = "tfc_conv",
 };
 
+#ifdef STARPU_USE_OPENCL
+void tfc_conv_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_conv.c */
+#endif
+
 struct starpu_codelet tfc_cl_conv = {
     .cpu_funcs = {conv_cpu},
     .cpu_funcs_name = {"conv_cpu"},
+#ifdef STARPU_USE_OPENCL
+    .opencl_funcs = {tfc_conv_opencl}, /* synchronous; direct, one work item per output */
+    .can_execute = tfc_opencl_can_execute,
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &conv_model,
     .name = "conv",

@@ -122,4 +122,35 @@ static inline int tfc_conv_geom_make(const int64_t *x, int xrank, const int64_t 
     return 0;
 }
 
+/* The geometry over exactly three spatial dims, the missing leading ones of extent 1 (no
+ * padding, stride and dilation 1): the loops the kernels of every device run. */
+struct tfc_conv_3d {
+    int64_t in[3], k[3], o[3], s[3], d[3], p[3]; /* input, kernel, output, stride, dilation,
+                                                  * padding before */
+    int64_t in_vol, k_vol, o_vol;                /* their volumes (in, kernel, output) */
+};
+
+static inline void tfc_conv_geom_3d(const struct tfc_conv_geom *g, struct tfc_conv_3d *t)
+{
+    int off = 3 - g->nd;
+    t->in_vol = t->k_vol = t->o_vol = 1;
+    for (int d = 0; d < 3; d++) {
+        int s = d - off, in = s >= 0;
+        t->in[d] = in ? g->in[s] : 1, t->k[d] = in ? g->kern[s] : 1;
+        t->o[d] = in ? g->out[s] : 1, t->s[d] = in ? g->stride[s] : 1;
+        t->d[d] = in ? g->dil[s] : 1, t->p[d] = in ? g->pad_lo[s] : 0;
+        t->in_vol *= t->in[d], t->k_vol *= t->k[d], t->o_vol *= t->o[d];
+    }
+}
+
+/* A kernel's geometry from its arguments: x is input 0 (conv, conv_backprop_filter) or the
+ * output (conv_backprop_input), w input 1 or the output (conv_backprop_filter). */
+static inline int tfc_conv_geom_of(const struct tfc_kargs *a, struct tfc_conv_geom *g,
+                                   char *msg, size_t len)
+{
+    const struct tfc_kdesc *x = a->kind == TFC_K_CONV_BP_INPUT ? tfc_kout_desc(a, 0) : &a->d[0];
+    const struct tfc_kdesc *w = a->kind == TFC_K_CONV_BP_FILTER ? tfc_kout_desc(a, 0) : &a->d[1];
+    return tfc_conv_geom_make(x->dims, x->rank, w->dims, w->rank, a->attrs, g, msg, len);
+}
+
 #endif
