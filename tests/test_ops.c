@@ -34,6 +34,8 @@
 #include <starpu.h>
 #include "../src/tfc.h"
 #include "../sched/testing.h"
+#include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
+#include "../codelets/op_attrs.h"
 #include "host_tensor.h"
 
 
@@ -2389,6 +2391,90 @@ static void test_conv_errors(void)
     }
 }
 
+/* One task per batch tile: the conv codelet run on row blocks of x and y (StarPU's block
+ * filter over the batch), with kernel arguments whose batch dim is the tile's, gives the whole
+ * convolution and its input gradient. This is what a plan pass splitting conv over the batch
+ * submits (sched/ has no such pass yet); the filter gradient sums over the batch and would need
+ * partial sums plus a reduce, as split-K matmul does. */
+extern struct starpu_codelet tfc_cl_conv;
+
+static void conv_tile_tasks(int kind, const struct conv_case *q, const ht *in0, const ht *w,
+                            ht *out, int tiles)
+{
+    int n_args = 3;
+    struct tfc_kargs *a = calloc(1, sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+    struct tfc_kerr kerr;
+    memset(&kerr, 0, sizeof kerr);
+    a->kind = kind, a->n_in = 2, a->n_out = 1, a->err = &kerr;
+    a->attrs[CONV_GROUPS].i = q->p.groups ? q->p.groups : 1;
+    a->attrs[CONV_PADS].n = 2 * q->nd;
+    for (int d = 0; d < q->nd; d++)
+        a->attrs[CONV_PADS].v[d] = q->p.pads_begin[d], a->attrs[CONV_PADS].v[q->nd + d] = q->p.pads_end[d];
+    const ht *ops[3] = {in0, w, out};
+    double *data[3];
+    starpu_data_handle_t h[3];
+    for (int i = 0; i < 3; i++) {
+        a->d[i].dtype = F64, a->d[i].rank = ops[i]->sh.rank, a->d[i].buf = i;
+        memcpy(a->d[i].dims, ops[i]->sh.dims, sizeof(int64_t) * (size_t)ops[i]->sh.rank);
+        data[i] = ops[i]->d;
+        starpu_vector_data_register(&h[i], STARPU_MAIN_RAM, (uintptr_t)data[i],
+                                    (uint32_t)ops[i]->n, sizeof(double));
+    }
+    struct starpu_data_filter f = {.filter_func = starpu_vector_filter_block, .nchildren = (unsigned)tiles};
+    starpu_data_partition(h[0], &f);
+    starpu_data_partition(h[2], &f);
+    for (int t = 0; t < tiles; t++) {
+        struct tfc_kargs *ta = malloc(sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+        memcpy(ta, a, sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+        for (int i = 0; i < 3; i += 2) { /* x (or dy) and y (or dx): the tile's images */
+            ta->d[i].dims[0] = ops[i]->sh.dims[0] / tiles;
+            ta->d[i].numel = ops[i]->n / tiles;
+        }
+        ta->d[1].numel = w->n;
+        struct starpu_task *task = starpu_task_create();
+        task->cl = &tfc_cl_conv, task->nbuffers = 3, task->cl_arg = ta;
+        task->cl_arg_size = sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc);
+        task->cl_arg_free = 1, task->synchronous = 1;
+        task->handles[0] = starpu_data_get_sub_data(h[0], 1, t), task->modes[0] = STARPU_R;
+        task->handles[1] = h[1], task->modes[1] = STARPU_R;
+        task->handles[2] = starpu_data_get_sub_data(h[2], 1, t), task->modes[2] = STARPU_W;
+        if (starpu_task_submit(task)) REPORT("conv tile task %d: submit failed", t);
+    }
+    starpu_data_unpartition(h[0], STARPU_MAIN_RAM);
+    starpu_data_unpartition(h[2], STARPU_MAIN_RAM);
+    for (int i = 0; i < 3; i++) starpu_data_unregister(h[i]);
+    if (kerr.set) REPORT("conv tile tasks: %s", kerr.msg);
+    free(a);
+}
+
+static void test_conv_batch_tiles(void)
+{
+    const struct conv_case q = {2, 4, 2, 3, {5, 4}, {3, 2},
+                                {.pads_begin = {1, 0}, .pads_end = {0, 1}}, 0};
+    rng_seed(67);
+    ht x = ht_rand(F64, conv_x_shape(&q), -2, 2, 0), w = ht_rand(F64, conv_w_shape(&q), -2, 2, 0);
+    ht dy = ht_rand(F64, conv_y_shape(&q), -2, 2, 0);
+    ht y = ht_new(F64, dy.sh), dx = ht_new(F64, x.sh), y_want = ht_new(F64, dy.sh);
+    ht dx_want = ht_new(F64, x.sh);
+    conv_ref_terms(&q, 0, &x, &w, NULL, &y_want);
+    conv_ref_terms(&q, 1, NULL, &w, &dy, &dx_want);
+    conv_tile_tasks(TFC_K_CONV, &q, &x, &w, &y, 2);
+    conv_tile_tasks(TFC_K_CONV_BP_INPUT, &q, &dy, &w, &dx, 2);
+    ht *got[2] = {&y, &dx}, *want[2] = {&y_want, &dx_want};
+    for (int k = 0; k < 2; k++) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < want[k]->n; i++)
+            bad += !close_enough(got[k]->d[i], want[k]->d[i], 1e-12, 0);
+        if (bad)
+            REPORT("conv over 2 batch tiles: %lld of %lld elements of %s differ", (long long)bad,
+                   (long long)want[k]->n, k ? "dx" : "y");
+        else
+            PASS();
+    }
+    ht_free(&x), ht_free(&w), ht_free(&dy), ht_free(&y), ht_free(&dx), ht_free(&y_want);
+    ht_free(&dx_want);
+}
+
 /* ---- suites: one per scheduler ------------------------------------------------------------ */
 
 static int suite_init(void)
@@ -2478,6 +2564,7 @@ static const struct {
     {"kernel errors", test_errors},
     {"conv", test_conv},
     {"conv shape errors", test_conv_errors},
+    {"conv batch tiles", test_conv_batch_tiles},
     {"every op ran", test_all_ops_executed},
 };
 
