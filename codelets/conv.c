@@ -159,10 +159,17 @@ static struct starpu_perfmodel conv_model = {
 #ifdef STARPU_USE_OPENCL
 void tfc_conv_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_conv.c */
 #endif
+#ifdef STARPU_USE_CUDA
+void tfc_conv_cuda(void *buffers[], void *cl_arg); /* codelets/conv_cuda.cu */
+#endif
 
 struct starpu_codelet tfc_cl_conv = {
     .cpu_funcs = {conv_cpu},
     .cpu_funcs_name = {"conv_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_conv_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
 #ifdef STARPU_USE_OPENCL
     .opencl_funcs = {tfc_conv_opencl}, /* synchronous; direct, one work item per output */
     .can_execute = tfc_opencl_can_execute,
