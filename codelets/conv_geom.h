@@ -10,6 +10,9 @@
 #include "op_attrs.h"
 
 #define TFC_CONV_MAX_SPATIAL 3
+/* The largest extent, pad, stride or dilation: products of two stay far inside int64 (shapes
+ * and stored graphs may carry any int64). */
+#define TFC_CONV_MAX_EXTENT 2147483647LL
 
 struct tfc_conv_geom {
     int nd;                                   /* spatial dims, 1..3 */
@@ -33,9 +36,9 @@ static inline int tfc_conv_ints_(const struct tfc_kattr *at, const char *name, i
     }
     for (int i = 0; i < n; i++) {
         out[i] = at->n ? at->v[i] : def;
-        if (out[i] < min) {
-            snprintf(msg, len, "attribute %s[%d] is %lld; it must be >= %lld", name, i,
-                     (long long)out[i], (long long)min);
+        if (out[i] < min || out[i] > TFC_CONV_MAX_EXTENT) {
+            snprintf(msg, len, "attribute %s[%d] is %lld; it must be in [%lld, %lld]", name, i,
+                     (long long)out[i], (long long)min, (long long)TFC_CONV_MAX_EXTENT);
             return -1;
         }
     }
@@ -107,6 +110,11 @@ static inline int tfc_conv_geom_make(const int64_t *x, int xrank, const int64_t 
     for (int d = 0; d < nd; d++) {
         g->in[d] = x[2 + d], g->kern[d] = w[2 + d];
         g->pad_lo[d] = pads[d], g->pad_hi[d] = pads[nd + d];
+        if (g->in[d] > TFC_CONV_MAX_EXTENT || g->kern[d] > TFC_CONV_MAX_EXTENT) {
+            snprintf(msg, len, "spatial dim %d: input %lld or kernel %lld is above %lld", d,
+                     (long long)g->in[d], (long long)g->kern[d], (long long)TFC_CONV_MAX_EXTENT);
+            return -1;
+        }
         if (mode != TFC_CONV_NOTSET) tfc_conv_auto_pad_(g, mode, d);
         int64_t span = (g->kern[d] - 1) * g->dil[d] + 1;
         int64_t padded = g->in[d] + g->pad_lo[d] + g->pad_hi[d];

@@ -2374,6 +2374,11 @@ static void test_conv_errors(void)
          "explicit pads need auto_pad=0"},
         {{1, 2, 9}, {2, 2, 3}, 3, {.strides = {-1}}, "strides[0] is -1"},
         {{1, 2}, {2, 2}, 2, {.groups = 1}, "must be 3, 4 or 5"},
+        /* int64 extremes are errors, not overflows */
+        {{1, 2, 9}, {2, 2, 3}, 3, {.pads_end = {INT64_MAX}}, "pads[1] is 9223372036854775807"},
+        {{1, 2, 9}, {2, 2, 3}, 3, {.dilations = {INT64_MAX / 2}}, "must be in [1, 2147483647]"},
+        {{1, 1, INT64_MAX / 8}, {2, 1, 3}, 3, {.auto_pad = TFC_CONV_PAD_SAME_UPPER},
+         "is above 2147483647"},
     };
     for (int i = 0; i < COUNT(bad); i++) {
         tfc_graph *g;
