@@ -47,6 +47,8 @@ enum tfc_kernel_kind {
     TFC_K_MATMUL, TFC_K_BATCH_MATMUL,
     /* codelet: softmax */
     TFC_K_SOFTMAX, TFC_K_LOG_SOFTMAX, TFC_K_XENT, TFC_K_SPARSE_XENT,
+    /* codelet: conv (im2col + GEMM; codelets/conv.c) */
+    TFC_K_CONV, TFC_K_CONV_BP_INPUT, TFC_K_CONV_BP_FILTER,
     /* codelet: reduce */
     TFC_K_REDUCE_SUM, TFC_K_REDUCE_MEAN, TFC_K_REDUCE_MAX, TFC_K_REDUCE_MIN, TFC_K_ARGMAX,
     TFC_K_SUM_TO, /* sum over the axes broadcasting added: to the shape of output 0 */

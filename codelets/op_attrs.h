@@ -47,4 +47,9 @@ enum {
 };
 enum { LR_STEP_DECAY, LR_EXPONENTIAL, LR_COSINE };
 
+/* conv, conv_backprop_input, conv_backprop_filter: one table (graph/ops_conv.c); pads are the
+ * begins of every spatial dim, then the ends (ONNX's order); CONV_AUTO_PAD takes these values */
+enum { CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUPS, CONV_AUTO_PAD };
+enum { TFC_CONV_NOTSET, TFC_CONV_SAME_UPPER, TFC_CONV_SAME_LOWER, TFC_CONV_VALID };
+
 #endif

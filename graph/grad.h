@@ -41,6 +41,10 @@ tfc_status tfc_grad_concat(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
 tfc_status tfc_grad_split(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
 tfc_status tfc_grad_slice(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
 tfc_status tfc_grad_gather(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
+/* conv and its adjoints (graph/grad_conv.c) */
+tfc_status tfc_grad_conv(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
+tfc_status tfc_grad_conv_backprop_input(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
+tfc_status tfc_grad_conv_backprop_filter(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
 /* for the gradient ops themselves */
 tfc_status tfc_grad_broadcast_like(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);
 tfc_status tfc_grad_sum_to_like(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs);

@@ -240,6 +240,35 @@ TFC_API tfc_tensor *tfc_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int t
 TFC_API tfc_tensor *tfc_batch_matmul(tfc_graph *g, tfc_tensor *a, tfc_tensor *b, int adj_a,
                                      int adj_b);
 
+/* Convolution over 1, 2 or 3 spatial dims, NCHW/NCDHW like ONNX's Conv and PyTorch: x is
+ * [N, C, spatial...], w [K, C/groups, kernel...], the result [N, K, out...] with
+ * out = (in + pad_begin + pad_end - dilation (kernel - 1) - 1) / stride + 1. Fields left 0 take
+ * the defaults (strides and dilations 1, groups 1, no padding); auto_pad other than NOTSET
+ * computes the pads from the input's shape as ONNX does (pads_* must then be 0). No bias:
+ * add one of shape [K, 1, ...] (broadcasting). float32 and float64; p NULL: the defaults.
+ * Errors (channels not divisible by groups, a kernel larger than the padded input, ...) are
+ * TFC_ERR_SHAPE on the graph, naming the node. */
+enum tfc_conv_auto_pad {
+    TFC_CONV_PAD_NOTSET = 0, TFC_CONV_PAD_SAME_UPPER, TFC_CONV_PAD_SAME_LOWER, TFC_CONV_PAD_VALID
+};
+typedef struct tfc_conv_params {
+    int64_t strides[3];    /* per spatial dim; 0 means 1 */
+    int64_t pads_begin[3]; /* padding before each spatial dim (elements) */
+    int64_t pads_end[3];   /* padding after */
+    int64_t dilations[3];  /* 0 means 1 */
+    int64_t groups;        /* 0 means 1; groups = C = K is a depthwise convolution */
+    int auto_pad;          /* enum tfc_conv_auto_pad */
+} tfc_conv_params;
+TFC_API tfc_tensor *tfc_conv(tfc_graph *g, tfc_tensor *x, tfc_tensor *w,
+                             const tfc_conv_params *p);
+/* The adjoints of tfc_conv with the same p: the gradient of x given dy (a transposed
+ * convolution to x_like's shape; only its shape is read), and the gradient of w given x and dy
+ * (w_like's shape). */
+TFC_API tfc_tensor *tfc_conv_backprop_input(tfc_graph *g, tfc_tensor *dy, tfc_tensor *w,
+                                            tfc_tensor *x_like, const tfc_conv_params *p);
+TFC_API tfc_tensor *tfc_conv_backprop_filter(tfc_graph *g, tfc_tensor *x, tfc_tensor *dy,
+                                             tfc_tensor *w_like, const tfc_conv_params *p);
+
 /* Element-wise binary ops with NumPy broadcasting. */
 TFC_API tfc_tensor *tfc_add(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);
 TFC_API tfc_tensor *tfc_sub(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);

@@ -133,6 +133,9 @@ static const struct {
     {"relu_grad", "test_grad_ops"},
     {"slice_grad", "test_grad_ops"},
     {"scatter_add_rows", "test_grad_ops"},
+    {"conv", "test_conv"},
+    {"conv_backprop_input", "test_conv"},
+    {"conv_backprop_filter", "test_conv"},
 };
 
 /* ---- globals and reporting ------------------------------------------------------------- */
@@ -1032,6 +1035,57 @@ static void test_gather(void)
     }
 }
 
+/* conv and its adjoints over 1, 2 and 3 spatial dims: strides, asymmetric pads, SAME_*,
+ * dilation, groups (depthwise too). All three are linear in each operand, so differences are
+ * exact up to rounding, and the second-order check exercises each op's gradient builder. */
+static void test_conv(void)
+{
+    static const struct {
+        int rank;
+        int64_t x[5], w[5];
+        tfc_conv_params p;
+        int dyn;
+    } q[] = {
+        {3, {2, 2, 5}, {2, 2, 3}, {.strides = {2}, .pads_begin = {1}}, 1},
+        {4, {1, 4, 4, 3}, {4, 2, 2, 2}, {.strides = {2, 1}, .dilations = {1, 2}, .groups = 2,
+                                         .auto_pad = TFC_CONV_PAD_SAME_LOWER}, 0},
+        {4, {1, 2, 3, 3}, {2, 1, 2, 2}, {.groups = 2, .pads_begin = {1, 0}, .pads_end = {0, 1}},
+         0},
+        {5, {1, 1, 3, 3, 2}, {2, 1, 2, 2, 2}, {.strides = {1, 2, 1}, .pads_begin = {0, 1, 0},
+                                              .pads_end = {1, 0, 1}}, 0},
+        {4, {1, 2, 3, 4}, {2, 2, 2, 3}, {.strides = {2, 2}, .auto_pad = TFC_CONV_PAD_SAME_UPPER},
+         0},
+    };
+    rng_seed(19);
+    for (int i = 0; i < COUNT(q); i++) {
+        tfc_shape xs = tfc_shape_of(q[i].rank, q[i].x), ws = tfc_shape_of(q[i].rank, q[i].w);
+        struct gc c;
+        gc_begin(&c, "conv", "x %s w %s%s", SHP(xs), SHP(ws), q[i].dyn ? " (dynamic)" : "");
+        c.dyn = q[i].dyn;
+        tfc_tensor *x = gc_x(&c, ht_rand(F64, xs, -2, 2, 0));
+        tfc_tensor *w = gc_x(&c, ht_rand(F64, ws, -2, 2, 0));
+        tfc_tensor *y = tfc_conv(c.g, x, w, &q[i].p);
+        tfc_shape ys = y ? tfc_tensor_shape(y) : xs;
+        ys.dims[0] = xs.dims[0], ys.dims[1] = ws.dims[0]; /* known here even when dynamic */
+        gc_use(&c, y);
+        gc_run(&c);
+        if (!y) continue;
+        /* the adjoints as ops of their own: dy of y's shape, the like inputs shape only */
+        gc_begin(&c, "conv_backprop_input", "x %s w %s", SHP(xs), SHP(ws));
+        tfc_tensor *dy = gc_x(&c, ht_rand(F64, ys, -2, 2, 0));
+        w = gc_x(&c, ht_rand(F64, ws, -2, 2, 0));
+        x = gc_x(&c, ht_rand(F64, xs, -2, 2, 0));
+        gc_use(&c, tfc_conv_backprop_input(c.g, dy, w, x, &q[i].p));
+        gc_run(&c);
+        gc_begin(&c, "conv_backprop_filter", "x %s w %s", SHP(xs), SHP(ws));
+        x = gc_x(&c, ht_rand(F64, xs, -2, 2, 0));
+        dy = gc_x(&c, ht_rand(F64, ys, -2, 2, 0));
+        w = gc_x(&c, ht_rand(F64, ws, -2, 2, 0));
+        gc_use(&c, tfc_conv_backprop_filter(c.g, x, dy, w, &q[i].p));
+        gc_run(&c);
+    }
+}
+
 static void test_grad_ops(void)
 {
     rng_seed(18);
@@ -1847,6 +1901,7 @@ static const struct {
     {"add_n", test_add_n},
     {"matmul", test_matmul},
     {"batch_matmul", test_batch_matmul},
+    {"conv", test_conv},
     {"softmax/log_softmax", test_softmax},
     {"cross entropy", test_xent},
     {"reductions", test_reduce},

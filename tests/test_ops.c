@@ -34,6 +34,8 @@
 #include <starpu.h>
 #include "../src/tfc.h"
 #include "../sched/testing.h"
+#include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
+#include "../codelets/op_attrs.h"
 #include "host_tensor.h"
 
 
@@ -138,6 +140,9 @@ static const struct {
     {"apply_rmsprop", "test_optim_ops"},
     {"apply_adam", "test_optim_ops"},
     {"lr_schedule", "test_optim_ops"},
+    {"conv", "test_conv, test_conv_errors"},
+    {"conv_backprop_input", "test_conv"},
+    {"conv_backprop_filter", "test_conv"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -2211,6 +2216,270 @@ static void test_all_ops_executed(void)
     }
 }
 
+/* ---- conv, conv_backprop_input, conv_backprop_filter -------------------------------------- */
+
+/* One convolution case: x [N, C, in...], w [K, C/groups, kernel...] and the parameters. */
+struct conv_case {
+    int nd;
+    int64_t n, c, k, in[3], kern[3];
+    tfc_conv_params p;
+    int dyn;
+};
+
+/* The padding of spatial dim d, resolved here from ONNX's definition (not the library's). */
+static void conv_ref_pads(const struct conv_case *q, int d, int64_t *lo, int64_t *hi)
+{
+    int64_t s = q->p.strides[d] ? q->p.strides[d] : 1, dil = q->p.dilations[d] ? q->p.dilations[d] : 1;
+    if (q->p.auto_pad == TFC_CONV_PAD_NOTSET) {
+        *lo = q->p.pads_begin[d], *hi = q->p.pads_end[d];
+    } else if (q->p.auto_pad == TFC_CONV_PAD_VALID) {
+        *lo = *hi = 0;
+    } else {
+        int64_t out = (q->in[d] + s - 1) / s;
+        int64_t total = (out - 1) * s + (q->kern[d] - 1) * dil + 1 - q->in[d];
+        if (total < 0) total = 0;
+        *lo = q->p.auto_pad == TFC_CONV_PAD_SAME_UPPER ? total / 2 : (total + 1) / 2;
+        *hi = total - *lo;
+    }
+}
+
+static tfc_shape conv_x_shape(const struct conv_case *q)
+{
+    tfc_shape s = {.rank = q->nd + 2, .dims = {q->n, q->c}};
+    for (int d = 0; d < q->nd; d++) s.dims[2 + d] = q->in[d];
+    return s;
+}
+
+static tfc_shape conv_w_shape(const struct conv_case *q)
+{
+    int64_t groups = q->p.groups ? q->p.groups : 1;
+    tfc_shape s = {.rank = q->nd + 2, .dims = {q->k, q->c / groups}};
+    for (int d = 0; d < q->nd; d++) s.dims[2 + d] = q->kern[d];
+    return s;
+}
+
+static tfc_shape conv_y_shape(const struct conv_case *q)
+{
+    tfc_shape s = {.rank = q->nd + 2, .dims = {q->n, q->k}};
+    for (int d = 0; d < q->nd; d++) {
+        int64_t lo, hi, st = q->p.strides[d] ? q->p.strides[d] : 1;
+        int64_t dil = q->p.dilations[d] ? q->p.dilations[d] : 1;
+        conv_ref_pads(q, d, &lo, &hi);
+        s.dims[2 + d] = (q->in[d] + lo + hi - dil * (q->kern[d] - 1) - 1) / st + 1;
+    }
+    return s;
+}
+
+/* The direct definition, term by term: every (image, output channel, output position, input
+ * channel of the group, kernel position) whose input position is inside x. mode 0 adds the
+ * term to y, mode 1 to dx (from dy), mode 2 to dw (from x and dy). */
+static void conv_ref_terms(const struct conv_case *q, int mode, const ht *x, const ht *w,
+                           const ht *y, ht *out)
+{
+    tfc_shape ys = conv_y_shape(q);
+    int64_t groups = q->p.groups ? q->p.groups : 1, cg = q->c / groups, kg = q->k / groups;
+    int64_t ovol = 1, kvol = 1, ivol = 1;
+    for (int d = 0; d < q->nd; d++) ovol *= ys.dims[2 + d], kvol *= q->kern[d], ivol *= q->in[d];
+    for (int64_t n = 0; n < q->n; n++)
+        for (int64_t k = 0; k < q->k; k++)
+            for (int64_t o = 0; o < ovol; o++)
+                for (int64_t cl = 0; cl < cg; cl++)
+                    for (int64_t kk = 0; kk < kvol; kk++) {
+                        int64_t ipos = 0, orem = o, krem = kk, ostride = ovol, kstride = kvol;
+                        int inside = 1;
+                        for (int d = 0; d < q->nd; d++) {
+                            ostride /= ys.dims[2 + d], kstride /= q->kern[d];
+                            int64_t od = orem / ostride, kd = krem / kstride, lo, hi;
+                            orem %= ostride, krem %= kstride;
+                            conv_ref_pads(q, d, &lo, &hi);
+                            int64_t st = q->p.strides[d] ? q->p.strides[d] : 1;
+                            int64_t dil = q->p.dilations[d] ? q->p.dilations[d] : 1;
+                            int64_t i = od * st - lo + kd * dil;
+                            inside &= i >= 0 && i < q->in[d];
+                            ipos = ipos * q->in[d] + i;
+                        }
+                        if (!inside) continue;
+                        int64_t c = k / kg * cg + cl;
+                        int64_t xi = (n * q->c + c) * ivol + ipos, wi = (k * cg + cl) * kvol + kk;
+                        int64_t yi = (n * q->k + k) * ovol + o;
+                        if (mode == 0) out->d[yi] += x->d[xi] * w->d[wi];
+                        else if (mode == 1) out->d[xi] += y->d[yi] * w->d[wi];
+                        else out->d[wi] += x->d[xi] * y->d[yi];
+                    }
+}
+
+static const struct conv_case conv_cases[] = {
+    /* 1-D: stride, asymmetric pads; dilation with SAME_UPPER; an empty batch (the SAME cases
+     * pad an odd total, so UPPER and LOWER differ) */
+    {1, 2, 3, 4, {7}, {3}, {.strides = {2}, .pads_begin = {1}, .pads_end = {2}}, 0},
+    {1, 1, 2, 2, {8}, {3}, {.strides = {2}, .dilations = {2}, .auto_pad = TFC_CONV_PAD_SAME_UPPER}, 1},
+    {1, 0, 2, 3, {5}, {2}, {.groups = 1}, 0},
+    /* 2-D: strides, asymmetric pads and dilation; groups with SAME_LOWER; depthwise; VALID
+     * with a stride that leaves input unread; 1x1 */
+    {2, 2, 3, 4, {5, 6}, {3, 2},
+     {.strides = {1, 2}, .pads_begin = {0, 1}, .pads_end = {2, 0}, .dilations = {2, 1}}, 0},
+    {2, 1, 4, 6, {6, 5}, {3, 3}, {.strides = {2, 2}, .groups = 2,
+                                  .auto_pad = TFC_CONV_PAD_SAME_LOWER}, 0},
+    {2, 2, 3, 3, {6, 5}, {3, 3}, {.groups = 3, .pads_begin = {1, 1}, .pads_end = {1, 1}}, 1},
+    {2, 1, 2, 2, {8, 7}, {2, 3}, {.strides = {3, 2}, .auto_pad = TFC_CONV_PAD_VALID}, 0},
+    {2, 3, 4, 5, {2, 3}, {1, 1}, {.groups = 1}, 0},
+    /* 3-D: strides, asymmetric pads, dilation; groups with SAME_UPPER */
+    {3, 1, 2, 3, {4, 5, 4}, {2, 3, 2}, {.strides = {1, 2, 1}, .pads_begin = {1, 0, 1},
+                                         .pads_end = {0, 1, 1}, .dilations = {1, 1, 2}}, 0},
+    {3, 2, 4, 2, {3, 4, 5}, {3, 2, 3}, {.groups = 2, .auto_pad = TFC_CONV_PAD_SAME_UPPER}, 0},
+};
+
+static void test_conv(void)
+{
+    rng_seed(61);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int i = 0; i < COUNT(conv_cases); i++) {
+            const struct conv_case *q = &conv_cases[i];
+            struct tc c;
+            tc_begin(&c, "conv %s case %d (%d-D, x %s, w %s)", DT(dt), i, q->nd,
+                     SHP(conv_x_shape(q)), SHP(conv_w_shape(q)));
+            c.dyn = q->dyn;
+            ht x = ht_rand(dt, conv_x_shape(q), -2, 2, 0), w = ht_rand(dt, conv_w_shape(q), -2, 2, 0);
+            ht dy = ht_rand(dt, conv_y_shape(q), -2, 2, 0);
+            ht y = ht_new(dt, conv_y_shape(q)), dx = ht_new(dt, x.sh), dw = ht_new(dt, w.sh);
+            conv_ref_terms(q, 0, &x, &w, NULL, &y);
+            conv_ref_terms(q, 1, NULL, &w, &dy, &dx);
+            conv_ref_terms(q, 2, &x, NULL, &dy, &dw);
+            tfc_tensor *tx = tc_in(&c, &x), *tw = tc_in(&c, &w), *tdy = tc_in(&c, &dy);
+            tc_want(&c, tfc_conv(c.g, tx, tw, &q->p), y, tol_loose(dt), "conv");
+            tc_want(&c, tfc_conv_backprop_input(c.g, tdy, tw, tx, &q->p), dx, tol_loose(dt),
+                    "conv_backprop_input");
+            tc_want(&c, tfc_conv_backprop_filter(c.g, tx, tdy, tw, &q->p), dw, tol_loose(dt),
+                    "conv_backprop_filter");
+            ht_free(&x), ht_free(&w), ht_free(&dy);
+            tc_run(&c);
+        }
+    }
+}
+
+/* Shape inference names what does not fit, and the graph keeps the first error. */
+static void test_conv_errors(void)
+{
+    static const struct {
+        int64_t x[5], w[5];
+        int rank;
+        tfc_conv_params p;
+        const char *says;
+    } bad[] = {
+        {{1, 3, 5, 5}, {4, 1, 3, 3}, 4, {.groups = 2}, "divisible by groups 2"},
+        {{1, 4, 5, 5}, {4, 1, 3, 3}, 4, {.groups = 2}, "must be 2"},
+        {{1, 2, 3}, {2, 2, 5}, 3, {.pads_begin = {1}}, "the padded input has 4"},
+        {{1, 2, 9}, {2, 2, 3}, 3, {.pads_begin = {1}, .auto_pad = TFC_CONV_PAD_SAME_UPPER},
+         "explicit pads need auto_pad=0"},
+        {{1, 2, 9}, {2, 2, 3}, 3, {.strides = {-1}}, "strides[0] is -1"},
+        {{1, 2}, {2, 2}, 2, {.groups = 1}, "must be 3, 4 or 5"},
+        /* int64 extremes are errors, not overflows */
+        {{1, 2, 9}, {2, 2, 3}, 3, {.pads_end = {INT64_MAX}}, "pads[1] is 9223372036854775807"},
+        {{1, 2, 9}, {2, 2, 3}, 3, {.dilations = {INT64_MAX / 2}}, "must be in [1, 2147483647]"},
+        {{1, 1, INT64_MAX / 8}, {2, 1, 3}, 3, {.auto_pad = TFC_CONV_PAD_SAME_UPPER},
+         "is above 2147483647"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g;
+        if (tfc_graph_create(&g)) continue;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, tfc_shape_of(bad[i].rank, bad[i].x));
+        tfc_tensor *w = tfc_placeholder(g, "w", F32, tfc_shape_of(bad[i].rank, bad[i].w));
+        tfc_tensor *y = tfc_conv(g, x, w, &bad[i].p);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || tfc_graph_status(g) != TFC_ERR_SHAPE || !strstr(msg, bad[i].says))
+            REPORT("conv error case %d: status %s, message '%s'; expected a shape error "
+                   "saying '%s'", i, tfc_status_string(tfc_graph_status(g)), msg, bad[i].says);
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
+/* One task per batch tile: the conv codelet run on row blocks of x and y (StarPU's block
+ * filter over the batch), with kernel arguments whose batch dim is the tile's, gives the whole
+ * convolution and its input gradient. This is what a plan pass splitting conv over the batch
+ * submits (sched/ has no such pass yet); the filter gradient sums over the batch and would need
+ * partial sums plus a reduce, as split-K matmul does. */
+extern struct starpu_codelet tfc_cl_conv;
+
+static void conv_tile_tasks(int kind, const struct conv_case *q, const ht *in0, const ht *w,
+                            ht *out, int tiles)
+{
+    int n_args = 3;
+    struct tfc_kargs *a = calloc(1, sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+    struct tfc_kerr kerr;
+    memset(&kerr, 0, sizeof kerr);
+    a->kind = kind, a->n_in = 2, a->n_out = 1, a->err = &kerr;
+    a->attrs[CONV_GROUPS].i = q->p.groups ? q->p.groups : 1;
+    a->attrs[CONV_PADS].n = 2 * q->nd;
+    for (int d = 0; d < q->nd; d++)
+        a->attrs[CONV_PADS].v[d] = q->p.pads_begin[d], a->attrs[CONV_PADS].v[q->nd + d] = q->p.pads_end[d];
+    const ht *ops[3] = {in0, w, out};
+    double *data[3];
+    starpu_data_handle_t h[3];
+    for (int i = 0; i < 3; i++) {
+        a->d[i].dtype = F64, a->d[i].rank = ops[i]->sh.rank, a->d[i].buf = i;
+        memcpy(a->d[i].dims, ops[i]->sh.dims, sizeof(int64_t) * (size_t)ops[i]->sh.rank);
+        data[i] = ops[i]->d;
+        starpu_vector_data_register(&h[i], STARPU_MAIN_RAM, (uintptr_t)data[i],
+                                    (uint32_t)ops[i]->n, sizeof(double));
+    }
+    struct starpu_data_filter f = {.filter_func = starpu_vector_filter_block, .nchildren = (unsigned)tiles};
+    starpu_data_partition(h[0], &f);
+    starpu_data_partition(h[2], &f);
+    for (int t = 0; t < tiles; t++) {
+        struct tfc_kargs *ta = malloc(sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+        memcpy(ta, a, sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc));
+        for (int i = 0; i < 3; i += 2) { /* x (or dy) and y (or dx): the tile's images */
+            ta->d[i].dims[0] = ops[i]->sh.dims[0] / tiles;
+            ta->d[i].numel = ops[i]->n / tiles;
+        }
+        ta->d[1].numel = w->n;
+        struct starpu_task *task = starpu_task_create();
+        task->cl = &tfc_cl_conv, task->nbuffers = 3, task->cl_arg = ta;
+        task->cl_arg_size = sizeof *a + (size_t)n_args * sizeof(struct tfc_kdesc);
+        task->cl_arg_free = 1, task->synchronous = 1;
+        task->handles[0] = starpu_data_get_sub_data(h[0], 1, t), task->modes[0] = STARPU_R;
+        task->handles[1] = h[1], task->modes[1] = STARPU_R;
+        task->handles[2] = starpu_data_get_sub_data(h[2], 1, t), task->modes[2] = STARPU_W;
+        if (starpu_task_submit(task)) REPORT("conv tile task %d: submit failed", t);
+    }
+    starpu_data_unpartition(h[0], STARPU_MAIN_RAM);
+    starpu_data_unpartition(h[2], STARPU_MAIN_RAM);
+    for (int i = 0; i < 3; i++) starpu_data_unregister(h[i]);
+    if (kerr.set) REPORT("conv tile tasks: %s", kerr.msg);
+    free(a);
+}
+
+static void test_conv_batch_tiles(void)
+{
+    const struct conv_case q = {2, 4, 2, 3, {5, 4}, {3, 2},
+                                {.pads_begin = {1, 0}, .pads_end = {0, 1}}, 0};
+    rng_seed(67);
+    ht x = ht_rand(F64, conv_x_shape(&q), -2, 2, 0), w = ht_rand(F64, conv_w_shape(&q), -2, 2, 0);
+    ht dy = ht_rand(F64, conv_y_shape(&q), -2, 2, 0);
+    ht y = ht_new(F64, dy.sh), dx = ht_new(F64, x.sh), y_want = ht_new(F64, dy.sh);
+    ht dx_want = ht_new(F64, x.sh);
+    conv_ref_terms(&q, 0, &x, &w, NULL, &y_want);
+    conv_ref_terms(&q, 1, NULL, &w, &dy, &dx_want);
+    conv_tile_tasks(TFC_K_CONV, &q, &x, &w, &y, 2);
+    conv_tile_tasks(TFC_K_CONV_BP_INPUT, &q, &dy, &w, &dx, 2);
+    ht *got[2] = {&y, &dx}, *want[2] = {&y_want, &dx_want};
+    for (int k = 0; k < 2; k++) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < want[k]->n; i++)
+            bad += !close_enough(got[k]->d[i], want[k]->d[i], 1e-12, 0);
+        if (bad)
+            REPORT("conv over 2 batch tiles: %lld of %lld elements of %s differ", (long long)bad,
+                   (long long)want[k]->n, k ? "dx" : "y");
+        else
+            PASS();
+    }
+    ht_free(&x), ht_free(&w), ht_free(&dy), ht_free(&y), ht_free(&dx), ht_free(&y_want);
+    ht_free(&dx_want);
+}
+
 /* ---- suites: one per scheduler ------------------------------------------------------------ */
 
 static int suite_init(void)
@@ -2298,6 +2567,9 @@ static const struct {
     {"gradient ops", test_grad_ops},
     {"optimizer updates", test_optim_ops},
     {"kernel errors", test_errors},
+    {"conv", test_conv},
+    {"conv shape errors", test_conv_errors},
+    {"conv batch tiles", test_conv_batch_tiles},
     {"every op ran", test_all_ops_executed},
 };
 
