@@ -212,17 +212,17 @@ static tfc_status load_constant(tfc_store *st, sqlite3_stmt *dq, sqlite3_stmt *s
     const struct tfc_kattr *dtype = &attrs[SOURCE_DTYPE], *dims = &attrs[SOURCE_SHAPE];
     tfc_shape shape = tfc_shape_of(dims->n, dims->v);
     /* the value's own checks (below) name a bad dtype, a negative dimension or a size that
-     * overflows; a damaged shape must not become a huge allocation: the stored data decide */
-    if (tfc_dtype_valid((int)dtype->i) && tfc_shape_numel(&shape) >= 0) {
+     * overflows; a damaged shape must not become a huge allocation: too little stored data is
+     * refused first (too much is found while reading it) */
+    if (tfc_dtype_valid((int)dtype->i) && tfc_shape_numel(&shape) >= 0 &&
+        !tfc_shape_too_large(&shape, (enum tfc_dtype)dtype->i)) {
         int64_t stored = 0;
-        uint64_t want;
+        uint64_t want = (uint64_t)tfc_shape_numel(&shape) * tfc_dtype_size((enum tfc_dtype)dtype->i);
         if ((*rc = stored_bytes(sq, id, &stored))) return TFC_OK;
-        if (__builtin_mul_overflow((uint64_t)tfc_shape_numel(&shape),
-                                   (uint64_t)tfc_dtype_size((enum tfc_dtype)dtype->i), &want) ||
-            want != (uint64_t)stored)
-            return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': its attributes "
-                            "'%s' take %llu bytes but %lld bytes are stored", st->path, l->name,
-                            l->rec.attrs, (unsigned long long)want, (long long)stored);
+        if ((uint64_t)stored < want)
+            return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': %lld bytes of "
+                            "data where %llu are needed (its attributes '%s')", st->path,
+                            l->name, (long long)stored, (unsigned long long)want, l->rec.attrs);
     }
     if (tfc_value_alloc((enum tfc_dtype)dtype->i, &shape, &l->value))
         return tfc_fail(st->msg, TFC_ERR_STORE, "store '%s': constant '%s': bad attributes "

@@ -7,8 +7,7 @@
 # (.npy outputs), dot, plot (SVG and PNG), one training writer per store (a second refused
 # naming the first, a killed one taken over, in exclusive mode too), read-only commands that
 # leave the store one unchanged file, an empty file, and misuse (exit 2 or 1 with a message);
-# then progress lines in a log file (no 
-, no escape codes), and info and plot showing a
+# then progress lines in a log file (no \r, no escape codes), and info and plot showing a
 # metric no signature names, with its gap left a gap; then train --val-data (val_* per
 # epoch, as eval computes them), early stopping (and its count across resumes), and plot's
 # axis labels, legend, x axis end and --log-y. Run by `make check` from the build
