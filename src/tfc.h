@@ -329,6 +329,28 @@ TFC_API tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n_axes, cons
                                    int keepdims);
 TFC_API tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int64_t axis);
 
+/* Pooling over the spatial dims of x = [N, C, d1 (, d2 (, d3))] (1 to 3 of them, float32 or
+ * float64). Each list holds n_spatial values; strides, dilations and both pads may be left all
+ * zero for 1, 1 and 0. A pad may be at most half the dilated kernel. Output sizes, ceil_mode and
+ * count_include_pad follow PyTorch; dilations other than 1 are for max pooling only. */
+typedef struct tfc_pool_params {
+    int n_spatial;                       /* 1..3: the last n_spatial dims of x are pooled */
+    int64_t kernel[3];                   /* window size per spatial dim */
+    int64_t strides[3];                  /* all 0: 1 */
+    int64_t pads_begin[3], pads_end[3];  /* implicit padding, elements */
+    int64_t dilations[3];                /* all 0: 1 (max pooling only) */
+    int ceil_mode;                       /* round output sizes up (a window must start inside) */
+    int count_include_pad;               /* average: divide by the window with its padding */
+} tfc_pool_params;
+/* Max pooling; padding never wins. indices non-NULL also gives the argmax as int64 (flat index
+ * into each input plane d1*d2*d3, as PyTorch's return_indices; on ties the first in row-major
+ * window order wins). Gradients flow to x through the argmax. */
+TFC_API tfc_tensor *tfc_max_pool(tfc_graph *g, tfc_tensor *x, const tfc_pool_params *p,
+                                 tfc_tensor **indices);
+TFC_API tfc_tensor *tfc_avg_pool(tfc_graph *g, tfc_tensor *x, const tfc_pool_params *p);
+/* The mean over every spatial dim, kept as size 1: [N, C, 1 (, 1 (, 1))]. A reduce_mean. */
+TFC_API tfc_tensor *tfc_global_avg_pool(tfc_graph *g, tfc_tensor *x);
+
 /* Shapes and data movement. */
 /* shape may hold one -1, inferred from the element count. */
 TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);
