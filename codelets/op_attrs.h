@@ -42,6 +42,10 @@ enum {
     POOL_COUNT_INCLUDE_PAD, POOL_WITH_INDICES
 };
 
+/* pad and pad_grad (graph/ops_pad.c): begin and end per dim, the mode (enum tfc_pad_mode:
+ * constant, reflect, edge) and the constant's value */
+enum { PAD_BEGIN, PAD_END, PAD_MODE, PAD_VALUE };
+
 /* Every apply_* op (sgd, momentum, adagrad, rmsprop, adam) has this one table; rmsprop's
  * smoothing constant alpha is APPLY_BETA1 (graph/ops_optim.c). */
 enum {

@@ -23,6 +23,7 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_clip, tfc_op_is_nan, tfc_op_is_inf;
 extern const struct tfc_op tfc_op_max_pool, tfc_op_avg_pool, tfc_op_max_pool_grad,
     tfc_op_max_pool_gather, tfc_op_avg_pool_grad; /* graph/ops_pool.c */
+extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -52,6 +53,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_apply_adam, &tfc_op_lr_schedule,
     &tfc_op_max_pool, &tfc_op_avg_pool, &tfc_op_max_pool_grad, &tfc_op_max_pool_gather,
     &tfc_op_avg_pool_grad,
+    &tfc_op_pad, &tfc_op_pad_grad,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -351,6 +351,14 @@ TFC_API tfc_tensor *tfc_avg_pool(tfc_graph *g, tfc_tensor *x, const tfc_pool_par
 /* The mean over every spatial dim, kept as size 1: [N, C, 1 (, 1 (, 1))]. A reduce_mean. */
 TFC_API tfc_tensor *tfc_global_avg_pool(tfc_graph *g, tfc_tensor *x);
 
+/* Padding of every dim of x (any rank, any dtype): begin[i] and end[i] elements (>= 0) before
+ * and after dim i. Constant fills with value; reflect mirrors without repeating the edge (a pad
+ * must be smaller than its dim, as NumPy's and PyTorch's reflect); edge repeats the border.
+ * Its gradient is the op pad_grad, which sums each padded element back onto its source. */
+enum tfc_pad_mode { TFC_PAD_CONSTANT = 0, TFC_PAD_REFLECT = 1, TFC_PAD_EDGE = 2 };
+TFC_API tfc_tensor *tfc_pad(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
+                            const int64_t *end, enum tfc_pad_mode mode, double value);
+
 /* Shapes and data movement. */
 /* shape may hold one -1, inferred from the element count. */
 TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);

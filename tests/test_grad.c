@@ -138,6 +138,8 @@ static const struct {
     {"max_pool_grad", "test_pool"},
     {"max_pool_gather", "test_pool"},
     {"avg_pool_grad", "test_pool"},
+    {"pad", "test_pad"},
+    {"pad_grad", "test_pad"},
 };
 
 /* ---- globals and reporting ------------------------------------------------------------- */
@@ -1191,6 +1193,49 @@ static void test_pool(void)
     gc_run(&c);
 }
 
+/* ---- pad (each mode) and its gradient op pad_grad ------------------------------------------ */
+
+static void test_pad(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int64_t b[3], e[3];
+        int dyn;
+    } q[] = {{{1, {5}}, {2}, {3}, 0},
+             {{2, {3, 4}}, {2, 0}, {1, 3}, 0},
+             {{2, {3, 4}}, {1, 2}, {2, 1}, 1},
+             {{3, {2, 3, 3}}, {1, 2, 0}, {0, 1, 2}, 0}};
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    rng_seed(44);
+    for (int i = 0; i < COUNT(q); i++)
+        for (int mode = 0; mode < 3; mode++) {
+            struct gc c;
+            gc_begin(&c, "pad", "%s %s%s", modes[mode], SHP(q[i].sh), q[i].dyn ? " (dynamic)" : "");
+            c.dyn = q[i].dyn;
+            tfc_tensor *x = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+            gc_use(&c, tfc_pad(c.g, x, q[i].b, q[i].e, (enum tfc_pad_mode)mode, 1.5));
+            gc_run(&c);
+            gc_begin(&c, "pad_grad", "%s %s", modes[mode], SHP(q[i].sh));
+            tfc_tensor *fx = gc_fixed(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+            tfc_shape ys = q[i].sh;
+            char attrs[160];
+            int k = snprintf(attrs, sizeof attrs, "mode=%d,begin=[", mode);
+            for (int d = 0; d < ys.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q[i].b[d]);
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "],end=[");
+            for (int d = 0; d < ys.rank; d++) {
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q[i].e[d]);
+                ys.dims[d] += q[i].b[d] + q[i].e[d];
+            }
+            snprintf(attrs + k, sizeof attrs - (size_t)k, "]");
+            tfc_tensor *in2[2] = {gc_x(&c, ht_rand(F64, ys, -2, 2, 0)), fx};
+            gc_use(&c, tfc_op(c.g, "pad_grad", 2, in2, attrs, NULL, 0));
+            gc_run(&c);
+        }
+}
+
 static void test_composite(void)
 {
     rng_seed(19);
@@ -1944,6 +1989,7 @@ static const struct {
     {"gather", test_gather},
     {"gradient ops", test_grad_ops},
     {"pooling", test_pool},
+    {"pad/pad_grad", test_pad},
     {"composite", test_composite},
 };
 

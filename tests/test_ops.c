@@ -143,6 +143,8 @@ static const struct {
     {"max_pool_grad", "test_pool"},
     {"max_pool_gather", "test_pool"},
     {"avg_pool_grad", "test_pool"},
+    {"pad", "test_pad"},
+    {"pad_grad", "test_pad"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -2219,6 +2221,133 @@ static void test_pool(void)
     pool_errors();
 }
 
+/* ---- pad and pad_grad --------------------------------------------------------------------- */
+
+/* NumPy's np.pad: constant fills; reflect mirrors about the border element; edge repeats it.
+ * scatter: the adjoint instead (dy summed onto the sources; x gives the shape). */
+static ht ref_pad(const ht *x, const int64_t *b, const int64_t *e, int mode, double value,
+                  const ht *dy)
+{
+    tfc_shape os = x->sh;
+    for (int d = 0; d < os.rank; d++) os.dims[d] += b[d] + e[d];
+    ht o = ht_new(dy ? dy->dt : x->dt, dy ? x->sh : os);
+    int64_t idx[TFC_MAX_RANK];
+    for (int64_t k = 0; k < numel(os); k++) {
+        unravel(os, k, idx);
+        int64_t src = 0, inside = 1;
+        for (int d = 0; d < os.rank; d++) {
+            int64_t n = x->sh.dims[d], i = idx[d] - b[d];
+            if (i < 0 || i >= n) {
+                if (mode == TFC_PAD_CONSTANT) inside = 0;
+                else if (mode == TFC_PAD_EDGE) i = i < 0 ? 0 : n - 1;
+                else i = i < 0 ? -i : 2 * (n - 1) - i;
+            }
+            src = src * n + i;
+        }
+        if (dy)
+            o.d[src] += inside ? dy->d[k] : 0;
+        else
+            o.d[k] = inside ? x->d[src] : as_dtype(x->dt, value);
+    }
+    return o;
+}
+
+static const struct pad_case {
+    tfc_shape sh;
+    int64_t b[4], e[4];
+    int dyn;
+} pad_cases[] = {
+    {{1, {5}}, {2}, {3}, 0},
+    {{2, {3, 4}}, {1, 0}, {2, 3}, 0},
+    {{2, {3, 4}}, {2, 3}, {1, 1}, 1},
+    {{3, {2, 3, 4}}, {0, 2, 1}, {1, 0, 3}, 0},
+    {{4, {2, 2, 3, 3}}, {0, 0, 1, 2}, {0, 0, 2, 1}, 1},
+    {{2, {1, 4}}, {0, 0}, {0, 0}, 0},
+};
+
+static void pad_case_run(enum tfc_dtype dt, const struct pad_case *q)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    for (int mode = 0; mode < 3; mode++) {
+        struct tc c;
+        tc_begin(&c, "pad %s %s %s%s", modes[mode], DT(dt), SHP(q->sh),
+                 q->dyn ? " (dynamic)" : "");
+        c.dyn = q->dyn;
+        ht x = is_float(dt) ? ht_rand(dt, q->sh, -4, 4, 0) : ht_rand(dt, q->sh, -50, 50, 0);
+        tfc_tensor *tx = tc_in(&c, &x);
+        tc_want(&c, tfc_pad(c.g, tx, q->b, q->e, (enum tfc_pad_mode)mode, 2.5),
+                ref_pad(&x, q->b, q->e, mode, 2.5, NULL), 0, "pad value 2.5");
+        if (is_float(dt)) {
+            ht y = ref_pad(&x, q->b, q->e, mode, 0, NULL);
+            ht dy = ht_rand(dt, y.sh, -2, 2, 0.1);
+            tfc_tensor *in2[2] = {tc_in(&c, &dy), tx};
+            char attrs[160];
+            int k = snprintf(attrs, sizeof attrs, "mode=%d,begin=[", mode);
+            for (int d = 0; d < q->sh.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q->b[d]);
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "],end=[");
+            for (int d = 0; d < q->sh.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q->e[d]);
+            snprintf(attrs + k, sizeof attrs - (size_t)k, "]");
+            tc_want(&c, tfc_op(c.g, "pad_grad", 2, in2, attrs, NULL, 0),
+                    ref_pad(&x, q->b, q->e, mode, 0, &dy), tol_of(dt), "pad_grad (%s)", attrs);
+            ht_free(&y), ht_free(&dy);
+        }
+        tc_run(&c);
+        ht_free(&x);
+    }
+}
+
+/* np.pad([1, 2, 3], 2, mode) written out, and the errors that name what is allowed. */
+static void pad_literal_and_errors(void)
+{
+    struct tc c;
+    tc_begin(&c, "pad literals");
+    ht x = ht_vals(F64, S(3), (double[]){1, 2, 3});
+    tfc_tensor *tx = tc_in(&c, &x);
+    const int64_t two[1] = {2};
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_REFLECT, 0),
+            ht_vals(F64, S(7), (double[]){3, 2, 1, 2, 3, 2, 1}), 0, "reflect");
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_EDGE, 0),
+            ht_vals(F64, S(7), (double[]){1, 1, 1, 2, 3, 3, 3}), 0, "edge");
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_CONSTANT, -1),
+            ht_vals(F64, S(7), (double[]){-1, -1, 1, 2, 3, -1, -1}), 0, "constant -1");
+    tc_run(&c);
+    ht_free(&x);
+    static const struct {
+        const char *attrs, *want;
+    } bad[] = {
+        {"begin=[3,0],end=[0,0],mode=1", "reflect pads 3 and 0 must be smaller than the dim"},
+        {"begin=[0,-1],end=[0,0]", "dim 1: pads -1 and 0 must be >= 0"},
+        {"begin=[1],end=[1]", "begin has 1 values and end 1, the input has rank 2"},
+        {"begin=[0,0],end=[0,0],mode=3", "mode 3 is unknown"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *p = tfc_placeholder(g, "p", F32, S(3, 4));
+        tfc_tensor *y = tfc_op(g, "pad", 1, &p, bad[i].attrs, NULL, 0);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("pad(%s): want an error with '%s', got %s", bad[i].attrs, bad[i].want,
+                   msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
+static void test_pad(void)
+{
+    rng_seed(43);
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    for (int di = 0; di < COUNT(dts); di++)
+        for (int q = 0; q < COUNT(pad_cases); q++) pad_case_run(dts[di], &pad_cases[q]);
+    pad_literal_and_errors();
+}
+
 /* ---- fused optimizer updates (torch.optim formulas, float64 reference) ------------------- */
 
 struct optim_case {
@@ -2570,6 +2699,7 @@ static const struct {
     {"gradient ops", test_grad_ops},
     {"optimizer updates", test_optim_ops},
     {"pooling", test_pool},
+    {"pad/pad_grad", test_pad},
     {"kernel errors", test_errors},
     {"every op ran", test_all_ops_executed},
 };
