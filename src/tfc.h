@@ -359,6 +359,13 @@ enum tfc_pad_mode { TFC_PAD_CONSTANT = 0, TFC_PAD_REFLECT = 1, TFC_PAD_EDGE = 2 
 TFC_API tfc_tensor *tfc_pad(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
                             const int64_t *end, enum tfc_pad_mode mode, double value);
 
+/* Reshapes by rule (reshape underneath): squeeze drops the given axes, which must have size 1
+ * (n_axes 0: every dim of size 1); unsqueeze inserts a dim of size 1 at axis (in [-rank-1,
+ * rank]); flatten gives [prod(dims before axis), prod(dims from axis)] (axis in [-rank, rank]). */
+TFC_API tfc_tensor *tfc_squeeze(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes);
+TFC_API tfc_tensor *tfc_unsqueeze(tfc_graph *g, tfc_tensor *x, int64_t axis);
+TFC_API tfc_tensor *tfc_flatten(tfc_graph *g, tfc_tensor *x, int64_t axis);
+
 /* Shapes and data movement. */
 /* shape may hold one -1, inferred from the element count. */
 TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);

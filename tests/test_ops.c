@@ -114,7 +114,7 @@ static const struct {
     {"reduce_max", "test_reduce"},
     {"reduce_min", "test_reduce"},
     {"argmax", "test_argmax"},
-    {"reshape", "test_reshape"},
+    {"reshape", "test_reshape, test_squeeze"},
     {"transpose", "test_transpose"},
     {"concat", "test_concat"},
     {"split", "test_split"},
@@ -2348,6 +2348,65 @@ static void test_pad(void)
     pad_literal_and_errors();
 }
 
+/* ---- squeeze, unsqueeze, flatten: reshapes by rule (their nodes are reshapes) ------------ */
+
+static void test_squeeze(void)
+{
+    rng_seed(45);
+    for (int dyn = 0; dyn < 2; dyn++) {
+        struct tc c;
+        tc_begin(&c, "squeeze/unsqueeze/flatten%s", dyn ? " (dynamic)" : "");
+        c.dyn = dyn;
+        ht x = ht_rand(F32, S(2, 1, 3, 1), -3, 3, 0);
+        tfc_tensor *tx = tc_in(&c, &x);
+        const int64_t last[1] = {-1}, both[2] = {1, 3};
+        tc_want(&c, tfc_squeeze(c.g, tx, 0, NULL), reshaped(&x, S(2, 3)), 0, "squeeze all");
+        tc_want(&c, tfc_squeeze(c.g, tx, 1, last), reshaped(&x, S(2, 1, 3)), 0, "squeeze -1");
+        tc_want(&c, tfc_squeeze(c.g, tx, 2, both), reshaped(&x, S(2, 3)), 0, "squeeze 1, 3");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 0), reshaped(&x, S(1, 2, 1, 3, 1)), 0,
+                "unsqueeze 0");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 4), reshaped(&x, S(2, 1, 3, 1, 1)), 0,
+                "unsqueeze 4");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, -2), reshaped(&x, S(2, 1, 3, 1, 1)), 0,
+                "unsqueeze -2");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 2), reshaped(&x, S(2, 1, 1, 3, 1)), 0,
+                "unsqueeze 2");
+        tc_want(&c, tfc_flatten(c.g, tx, 0), reshaped(&x, S(1, 6)), 0, "flatten 0");
+        tc_want(&c, tfc_flatten(c.g, tx, 1), reshaped(&x, S(2, 3)), 0, "flatten 1");
+        tc_want(&c, tfc_flatten(c.g, tx, 3), reshaped(&x, S(6, 1)), 0, "flatten 3");
+        tc_want(&c, tfc_flatten(c.g, tx, 4), reshaped(&x, S(6, 1)), 0, "flatten 4");
+        tc_want(&c, tfc_flatten(c.g, tx, -2), reshaped(&x, S(2, 3)), 0, "flatten -2");
+        tc_run(&c);
+        ht_free(&x);
+    }
+    static const struct {
+        int which;
+        int64_t axis;
+        const char *want;
+    } bad[] = {
+        {0, 0, "squeeze of 'x': dim 0 has size 2, not 1"},
+        {0, 4, "squeeze of 'x': axis 4 is invalid for rank 4"},
+        {1, 5, "unsqueeze of 'x': axis 5 is invalid for rank 4"},
+        {1, -6, "unsqueeze of 'x': axis -6 is invalid"},
+        {2, 5, "flatten of 'x': axis 5 is outside [-4, 4]"},
+        {2, -5, "flatten of 'x': axis -5 is outside [-4, 4]"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, S(2, 1, 3, 1)), *y;
+        y = bad[i].which == 0   ? tfc_squeeze(g, x, 1, &bad[i].axis)
+            : bad[i].which == 1 ? tfc_unsqueeze(g, x, bad[i].axis)
+                                : tfc_flatten(g, x, bad[i].axis);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("want an error with '%s', got %s", bad[i].want, msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
 /* ---- fused optimizer updates (torch.optim formulas, float64 reference) ------------------- */
 
 struct optim_case {
@@ -2700,6 +2759,7 @@ static const struct {
     {"optimizer updates", test_optim_ops},
     {"pooling", test_pool},
     {"pad/pad_grad", test_pad},
+    {"squeeze/unsqueeze/flatten", test_squeeze},
     {"kernel errors", test_errors},
     {"every op ran", test_all_ops_executed},
 };
