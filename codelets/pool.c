@@ -8,7 +8,12 @@
 #include "kernel.h"
 #include "bcast.h"
 #include "pool_geom.h"
+#include "opencl_common.h" /* tfc_opencl_can_execute */
 #include "../src/tfc.h"
+
+#ifdef STARPU_USE_OPENCL
+void tfc_pool_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_pool.c */
+#endif
 
 /* Pooling of one plane: out[o] = max or mean of its window; for max, arg[o] is the flat index
  * of the maximum in the plane (the first in row-major window order on ties; a NaN wins), or -1
@@ -163,6 +168,11 @@ static struct starpu_perfmodel pool_model = {
 struct starpu_codelet tfc_cl_pool = {
     .cpu_funcs = {pool_cpu},
     .cpu_funcs_name = {"pool_cpu"},
+#ifdef STARPU_USE_OPENCL
+    /* every kind and dtype: tfc_opencl_supports' default for codelets it does not list */
+    .opencl_funcs = {tfc_pool_opencl},
+    .can_execute = tfc_opencl_can_execute,
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &pool_model,
     .name = "pool",
