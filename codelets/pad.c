@@ -5,7 +5,12 @@
 #include "kernel.h"
 #include "bcast.h"
 #include "pad_src.h"
+#include "opencl_common.h" /* tfc_opencl_can_execute */
 #include "../src/tfc.h"
+
+#ifdef STARPU_USE_OPENCL
+void tfc_pad_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_pad.c */
+#endif
 
 /* The flat source index in the unpadded tensor `in` of output element `flat` of `out`, or -1
  * for the constant. */
@@ -70,6 +75,11 @@ static struct starpu_perfmodel pad_model = {
 struct starpu_codelet tfc_cl_pad = {
     .cpu_funcs = {pad_cpu},
     .cpu_funcs_name = {"pad_cpu"},
+#ifdef STARPU_USE_OPENCL
+    /* every kind and dtype: tfc_opencl_supports' default for codelets it does not list */
+    .opencl_funcs = {tfc_pad_opencl},
+    .can_execute = tfc_opencl_can_execute,
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &pad_model,
     .name = "pad",
