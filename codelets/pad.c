@@ -11,6 +11,9 @@
 #ifdef STARPU_USE_OPENCL
 void tfc_pad_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_pad.c */
 #endif
+#ifdef STARPU_USE_CUDA
+void tfc_pad_cuda(void *buffers[], void *cl_arg); /* codelets/pad_cuda.cu */
+#endif
 
 /* The flat source index in the unpadded tensor `in` of output element `flat` of `out`, or -1
  * for the constant. */
@@ -75,6 +78,10 @@ static struct starpu_perfmodel pad_model = {
 struct starpu_codelet tfc_cl_pad = {
     .cpu_funcs = {pad_cpu},
     .cpu_funcs_name = {"pad_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_pad_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
 #ifdef STARPU_USE_OPENCL
     /* every kind and dtype: tfc_opencl_supports' default for codelets it does not list */
     .opencl_funcs = {tfc_pad_opencl},

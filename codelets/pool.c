@@ -14,6 +14,9 @@
 #ifdef STARPU_USE_OPENCL
 void tfc_pool_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_pool.c */
 #endif
+#ifdef STARPU_USE_CUDA
+void tfc_pool_cuda(void *buffers[], void *cl_arg); /* codelets/pool_cuda.cu */
+#endif
 
 /* Pooling of one plane: out[o] = max or mean of its window; for max, arg[o] is the flat index
  * of the maximum in the plane (the first in row-major window order on ties; a NaN wins), or -1
@@ -168,6 +171,10 @@ static struct starpu_perfmodel pool_model = {
 struct starpu_codelet tfc_cl_pool = {
     .cpu_funcs = {pool_cpu},
     .cpu_funcs_name = {"pool_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_pool_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
 #ifdef STARPU_USE_OPENCL
     /* every kind and dtype: tfc_opencl_supports' default for codelets it does not list */
     .opencl_funcs = {tfc_pool_opencl},
