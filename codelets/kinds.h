@@ -66,6 +66,11 @@ enum tfc_kernel_kind {
     TFC_K_COPY,
     /* codelet: fused (an op list of element-wise kinds, codelets/fused.h) */
     TFC_K_FUSED,
+    /* codelet: pool (codelets/pool.c); max_pool_gather takes x at max_pool's argmax */
+    TFC_K_MAX_POOL, TFC_K_AVG_POOL, TFC_K_MAX_POOL_GRAD, TFC_K_AVG_POOL_GRAD,
+    TFC_K_MAX_POOL_GATHER,
+    /* codelet: pad (codelets/pad.c); pad_grad adds dy back onto the source of each element */
+    TFC_K_PAD, TFC_K_PAD_GRAD,
     TFC_K_NUM_KINDS
 };
 

@@ -34,6 +34,18 @@ enum { SLICE_BEGIN, SLICE_SIZE };
 enum { SLICE_GRAD_BEGIN = SLICE_BEGIN, SLICE_GRAD_SIZE = SLICE_SIZE };
 enum { ONE_HOT_DEPTH, ONE_HOT_DTYPE, ONE_HOT_ON, ONE_HOT_OFF };
 
+/* max_pool, avg_pool and avg_pool_grad (graph/ops_pool.c): lists of one value per spatial dim
+ * (strides, dilations and pads may be empty: 1, 1 and 0); dilations other than 1 are for
+ * max_pool only, count_include_pad for avg_pool, with_indices gives max_pool its argmax output */
+enum {
+    POOL_KERNEL, POOL_STRIDES, POOL_PADS_BEGIN, POOL_PADS_END, POOL_DILATIONS, POOL_CEIL_MODE,
+    POOL_COUNT_INCLUDE_PAD, POOL_WITH_INDICES
+};
+
+/* pad and pad_grad (graph/ops_pad.c): begin and end per dim, the mode (enum tfc_pad_mode:
+ * constant, reflect, edge) and the constant's value */
+enum { PAD_BEGIN, PAD_END, PAD_MODE, PAD_VALUE };
+
 /* Every apply_* op (sgd, momentum, adagrad, rmsprop, adam) has this one table; rmsprop's
  * smoothing constant alpha is APPLY_BETA1 (graph/ops_optim.c). */
 enum {

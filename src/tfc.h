@@ -359,6 +359,43 @@ TFC_API tfc_tensor *tfc_reduce_min(tfc_graph *g, tfc_tensor *x, int n_axes, cons
                                    int keepdims);
 TFC_API tfc_tensor *tfc_argmax(tfc_graph *g, tfc_tensor *x, int64_t axis);
 
+/* Pooling over the spatial dims of x = [N, C, d1 (, d2 (, d3))] (1 to 3 of them, float32 or
+ * float64). Each list holds n_spatial values; strides, dilations and both pads may be left all
+ * zero for 1, 1 and 0. A pad may be at most half the dilated kernel. Output sizes, ceil_mode and
+ * count_include_pad follow PyTorch; dilations other than 1 are for max pooling only. */
+typedef struct tfc_pool_params {
+    int n_spatial;                       /* 1..3: the last n_spatial dims of x are pooled */
+    int64_t kernel[3];                   /* window size per spatial dim */
+    int64_t strides[3];                  /* all 0: 1 */
+    int64_t pads_begin[3], pads_end[3];  /* implicit padding, elements */
+    int64_t dilations[3];                /* all 0: 1 (max pooling only) */
+    int ceil_mode;                       /* round output sizes up (a window must start inside) */
+    int count_include_pad;               /* average: divide by the window with its padding */
+} tfc_pool_params;
+/* Max pooling; padding never wins. indices non-NULL also gives the argmax as int64 (flat index
+ * into each input plane d1*d2*d3, as PyTorch's return_indices; on ties the first in row-major
+ * window order wins). Gradients flow to x through the argmax. */
+TFC_API tfc_tensor *tfc_max_pool(tfc_graph *g, tfc_tensor *x, const tfc_pool_params *p,
+                                 tfc_tensor **indices);
+TFC_API tfc_tensor *tfc_avg_pool(tfc_graph *g, tfc_tensor *x, const tfc_pool_params *p);
+/* The mean over every spatial dim, kept as size 1: [N, C, 1 (, 1 (, 1))]. A reduce_mean. */
+TFC_API tfc_tensor *tfc_global_avg_pool(tfc_graph *g, tfc_tensor *x);
+
+/* Padding of every dim of x (any rank, any dtype): begin[i] and end[i] elements (>= 0) before
+ * and after dim i. Constant fills with value; reflect mirrors without repeating the edge (a pad
+ * must be smaller than its dim, as NumPy's and PyTorch's reflect); edge repeats the border.
+ * Its gradient is the op pad_grad, which sums each padded element back onto its source. */
+enum tfc_pad_mode { TFC_PAD_CONSTANT = 0, TFC_PAD_REFLECT = 1, TFC_PAD_EDGE = 2 };
+TFC_API tfc_tensor *tfc_pad(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
+                            const int64_t *end, enum tfc_pad_mode mode, double value);
+
+/* Reshapes by rule (reshape underneath): squeeze drops the given axes, which must have size 1
+ * (n_axes 0: every dim of size 1); unsqueeze inserts a dim of size 1 at axis (in [-rank-1,
+ * rank]); flatten gives [prod(dims before axis), prod(dims from axis)] (axis in [-rank, rank]). */
+TFC_API tfc_tensor *tfc_squeeze(tfc_graph *g, tfc_tensor *x, int n_axes, const int64_t *axes);
+TFC_API tfc_tensor *tfc_unsqueeze(tfc_graph *g, tfc_tensor *x, int64_t axis);
+TFC_API tfc_tensor *tfc_flatten(tfc_graph *g, tfc_tensor *x, int64_t axis);
+
 /* Shapes and data movement. */
 /* shape may hold one -1, inferred from the element count. */
 TFC_API tfc_tensor *tfc_reshape(tfc_graph *g, tfc_tensor *x, tfc_shape shape);

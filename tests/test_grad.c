@@ -136,6 +136,13 @@ static const struct {
     {"conv", "test_conv"},
     {"conv_backprop_input", "test_conv"},
     {"conv_backprop_filter", "test_conv"},
+    {"max_pool", "test_pool"},
+    {"avg_pool", "test_pool"},
+    {"max_pool_grad", "test_pool"},
+    {"max_pool_gather", "test_pool"},
+    {"avg_pool_grad", "test_pool"},
+    {"pad", "test_pad"},
+    {"pad_grad", "test_pad"},
 };
 
 /* ---- globals and reporting ------------------------------------------------------------- */
@@ -1159,6 +1166,130 @@ static void test_grad_ops(void)
 }
 
 /* A composite: a two-layer network with a loss, every op's gradient meeting the others'. */
+/* ---- pooling: inputs without ties (distinct values), so every argmax is stable under the
+ * finite differences' perturbation ------------------------------------------------------------ */
+
+static const struct {
+    tfc_shape sh;
+    tfc_pool_params p;
+    int dyn, avg; /* avg: the case also runs avg_pool (no dilations) */
+} gpool[] = {
+    {{4, {2, 2, 4, 6}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0}, 0, 1},
+    {{4, {1, 2, 5, 5}}, {2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, {0}, 1, 0}, 0, 1},
+    {{4, {1, 2, 5, 5}}, {2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, {0}, 1, 1}, 1, 1},
+    {{3, {2, 1, 7}}, {1, {3}, {2}, {1}, {0}, {0}, 1, 1}, 0, 1},
+    {{5, {1, 1, 3, 4, 3}}, {3, {2, 3, 2}, {2, 2, 1}, {1, 1, 0}, {0, 1, 1}, {0}, 1, 1}, 0, 1},
+    {{3, {1, 2, 9}}, {1, {3}, {2}, {2}, {1}, {2}, 0, 0}, 0, 0},
+    {{4, {1, 1, 6, 5}}, {2, {2, 2}, {1, 2}, {1, 1}, {0, 1}, {2, 2}, 1, 0}, 1, 0},
+};
+
+/* The attributes of p as tfc_op text, for the gradient ops reached by name. */
+static void pool_attr_text(const tfc_pool_params *p, char *buf, size_t len)
+{
+    const char *names[] = {"kernel", "strides", "pads_begin", "pads_end"};
+    const int64_t *lists[] = {p->kernel, p->strides, p->pads_begin, p->pads_end};
+    size_t k = 0;
+    for (int a = 0; a < 4; a++) {
+        k += (size_t)snprintf(buf + k, len - k, "%s%s=[", a ? "," : "", names[a]);
+        for (int i = 0; i < p->n_spatial; i++)
+            k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? "," : "",
+                                  (long long)(a == 1 && !lists[a][i] ? 1 : lists[a][i]));
+        k += (size_t)snprintf(buf + k, len - k, "]");
+    }
+    snprintf(buf + k, len - k, ",ceil_mode=%d,count_include_pad=%d", p->ceil_mode,
+             p->count_include_pad);
+}
+
+static void test_pool(void)
+{
+    rng_seed(41);
+    for (int i = 0; i < COUNT(gpool); i++) {
+        const tfc_pool_params *p = &gpool[i].p;
+        for (int op = 0; op < (gpool[i].avg ? 2 : 1); op++) {
+            struct gc c;
+            gc_begin(&c, op ? "avg_pool" : "max_pool", "%s case %d%s", SHP(gpool[i].sh), i,
+                     gpool[i].dyn ? " (dynamic)" : "");
+            c.dyn = gpool[i].dyn;
+            tfc_tensor *x = gc_x(&c, ht_distinct(gpool[i].sh, -2, 0.25)), *ix = NULL;
+            gc_use(&c, op ? tfc_avg_pool(c.g, x, p) : tfc_max_pool(c.g, x, p, i % 2 ? &ix : NULL));
+            gc_run(&c);
+        }
+        /* the gradient ops themselves: the argmax comes from a fixed input */
+        struct gc c;
+        gc_begin(&c, "max_pool_grad", "%s case %d", SHP(gpool[i].sh), i);
+        tfc_tensor *fx = gc_fixed(&c, ht_distinct(gpool[i].sh, -2, 0.25)), *ix = NULL;
+        tfc_tensor *y = tfc_max_pool(c.g, fx, p, &ix);
+        tfc_tensor *dy = gc_x(&c, ht_rand(F64, y ? tfc_tensor_shape(y) : S0, -2, 2, 0));
+        tfc_tensor *in3[3] = {dy, ix, fx};
+        gc_use(&c, tfc_op(c.g, "max_pool_grad", 3, in3, NULL, NULL, 0));
+        gc_run(&c);
+        gc_begin(&c, "max_pool_gather", "%s case %d", SHP(gpool[i].sh), i);
+        fx = gc_fixed(&c, ht_distinct(gpool[i].sh, -2, 0.25));
+        tfc_max_pool(c.g, fx, p, &ix);
+        tfc_tensor *in2[2] = {gc_x(&c, ht_rand(F64, gpool[i].sh, -2, 2, 0)), ix};
+        gc_use(&c, tfc_op(c.g, "max_pool_gather", 2, in2, NULL, NULL, 0));
+        gc_run(&c);
+        if (!gpool[i].avg) continue;
+        char attrs[256];
+        pool_attr_text(p, attrs, sizeof attrs);
+        gc_begin(&c, "avg_pool_grad", "%s %s", SHP(gpool[i].sh), attrs);
+        fx = gc_fixed(&c, ht_rand(F64, gpool[i].sh, -2, 2, 0));
+        y = tfc_avg_pool(c.g, fx, p);
+        tfc_tensor *in_a[2] = {gc_x(&c, ht_rand(F64, y ? tfc_tensor_shape(y) : S0, -2, 2, 0)), fx};
+        gc_use(&c, tfc_op(c.g, "avg_pool_grad", 2, in_a, attrs, NULL, 0));
+        gc_run(&c);
+    }
+    /* global average pooling is a reduce_mean over the spatial dims */
+    struct gc c;
+    gc_begin(&c, "reduce_mean", "global_avg_pool [2,3,2,2] (dynamic)");
+    c.dyn = 1;
+    gc_use(&c, tfc_global_avg_pool(c.g, gc_x(&c, ht_rand(F64, S(2, 3, 2, 2), -2, 2, 0))));
+    gc_run(&c);
+}
+
+/* ---- pad (each mode) and its gradient op pad_grad ------------------------------------------ */
+
+static void test_pad(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int64_t b[3], e[3];
+        int dyn;
+    } q[] = {{{1, {5}}, {2}, {3}, 0},
+             {{2, {3, 4}}, {2, 0}, {1, 3}, 0},
+             {{2, {3, 4}}, {1, 2}, {2, 1}, 1},
+             {{3, {2, 3, 3}}, {1, 2, 0}, {0, 1, 2}, 0}};
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    rng_seed(44);
+    for (int i = 0; i < COUNT(q); i++)
+        for (int mode = 0; mode < 3; mode++) {
+            struct gc c;
+            gc_begin(&c, "pad", "%s %s%s", modes[mode], SHP(q[i].sh), q[i].dyn ? " (dynamic)" : "");
+            c.dyn = q[i].dyn;
+            tfc_tensor *x = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+            gc_use(&c, tfc_pad(c.g, x, q[i].b, q[i].e, (enum tfc_pad_mode)mode, 1.5));
+            gc_run(&c);
+            gc_begin(&c, "pad_grad", "%s %s", modes[mode], SHP(q[i].sh));
+            tfc_tensor *fx = gc_fixed(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+            tfc_shape ys = q[i].sh;
+            char attrs[160];
+            int k = snprintf(attrs, sizeof attrs, "mode=%d,begin=[", mode);
+            for (int d = 0; d < ys.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q[i].b[d]);
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "],end=[");
+            for (int d = 0; d < ys.rank; d++) {
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q[i].e[d]);
+                ys.dims[d] += q[i].b[d] + q[i].e[d];
+            }
+            snprintf(attrs + k, sizeof attrs - (size_t)k, "]");
+            tfc_tensor *in2[2] = {gc_x(&c, ht_rand(F64, ys, -2, 2, 0)), fx};
+            gc_use(&c, tfc_op(c.g, "pad_grad", 2, in2, attrs, NULL, 0));
+            gc_run(&c);
+        }
+}
+
 static void test_composite(void)
 {
     rng_seed(19);
@@ -1912,6 +2043,8 @@ static const struct {
     {"slice", test_slice},
     {"gather", test_gather},
     {"gradient ops", test_grad_ops},
+    {"pooling", test_pool},
+    {"pad/pad_grad", test_pad},
     {"composite", test_composite},
 };
 

@@ -116,7 +116,7 @@ static const struct {
     {"reduce_max", "test_reduce"},
     {"reduce_min", "test_reduce"},
     {"argmax", "test_argmax"},
-    {"reshape", "test_reshape"},
+    {"reshape", "test_reshape, test_squeeze"},
     {"transpose", "test_transpose"},
     {"concat", "test_concat"},
     {"split", "test_split"},
@@ -143,6 +143,13 @@ static const struct {
     {"conv", "test_conv, test_conv_errors"},
     {"conv_backprop_input", "test_conv"},
     {"conv_backprop_filter", "test_conv"},
+    {"max_pool", "test_pool"},
+    {"avg_pool", "test_pool"},
+    {"max_pool_grad", "test_pool"},
+    {"max_pool_gather", "test_pool"},
+    {"avg_pool_grad", "test_pool"},
+    {"pad", "test_pad"},
+    {"pad_grad", "test_pad"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -1952,6 +1959,459 @@ static void test_grad_ops(void)
     }
 }
 
+/* ---- pooling (max_pool, avg_pool and their gradient ops) ---------------------------------- */
+
+/* The output size of one pooled dim, as PyTorch defines it (ceil_mode: a window must start
+ * inside the input or its left padding). */
+static int64_t ref_pool_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
+                            int ceil_mode)
+{
+    int64_t num = in + pb + pe - d * (k - 1) - 1;
+    int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pb) o--;
+    return o;
+}
+
+struct ref_pool {
+    int nsp;
+    int64_t planes, in[3], out[3], k[3], s[3], d[3], pb[3], pe[3], nin, nout, ntap;
+};
+
+static struct ref_pool ref_pool_geom(tfc_shape xs, const tfc_pool_params *p)
+{
+    struct ref_pool r = {.nsp = p->n_spatial, .planes = xs.dims[0] * xs.dims[1], .nin = 1,
+                         .nout = 1, .ntap = 1};
+    for (int i = 0; i < r.nsp; i++) {
+        r.in[i] = xs.dims[2 + i];
+        r.k[i] = p->kernel[i];
+        r.s[i] = p->strides[i] ? p->strides[i] : 1;
+        r.d[i] = p->dilations[i] ? p->dilations[i] : 1;
+        r.pb[i] = p->pads_begin[i];
+        r.pe[i] = p->pads_end[i];
+        r.out[i] = ref_pool_dim(r.in[i], r.k[i], r.s[i], r.d[i], r.pb[i], r.pe[i], p->ceil_mode);
+        r.nin *= r.in[i], r.nout *= r.out[i], r.ntap *= r.k[i];
+    }
+    return r;
+}
+
+/* Tap t of output q: its flat index in the plane, or -1 in the padding; *lo_out gets the
+ * window's first position per dim. */
+static int64_t ref_tap(const struct ref_pool *r, int64_t q, int64_t t, int64_t *lo_out)
+{
+    int64_t at = 0, ok = 1, o[3], j[3], qr = q, tr = t;
+    for (int i = r->nsp - 1; i >= 0; i--) {
+        o[i] = qr % r->out[i], qr /= r->out[i];
+        j[i] = tr % r->k[i], tr /= r->k[i];
+    }
+    for (int i = 0; i < r->nsp; i++) {
+        int64_t lo = o[i] * r->s[i] - r->pb[i], pos = lo + j[i] * r->d[i];
+        if (lo_out) lo_out[i] = lo;
+        ok &= pos >= 0 && pos < r->in[i];
+        at = at * r->in[i] + pos;
+    }
+    return ok ? at : -1;
+}
+
+/* count_include_pad's divisor: the window clipped to the padding (not the ceil overhang). */
+static int64_t ref_padded_count(const struct ref_pool *r, const int64_t *lo)
+{
+    int64_t cnt = 1;
+    for (int i = 0; i < r->nsp; i++) {
+        int64_t end = lo[i] + r->k[i];
+        if (end > r->in[i] + r->pe[i]) end = r->in[i] + r->pe[i];
+        cnt *= end - lo[i];
+    }
+    return cnt;
+}
+
+/* max (arg: the first maximum's flat index per plane) or average of each window. */
+static ht ref_pool_run(const ht *x, const tfc_pool_params *p, int is_max, ht *arg)
+{
+    struct ref_pool r = ref_pool_geom(x->sh, p);
+    tfc_shape os = x->sh;
+    for (int i = 0; i < r.nsp; i++) os.dims[2 + i] = r.out[i];
+    ht y = ht_new(x->dt, os);
+    if (arg) *arg = ht_new(I64, os);
+    for (int64_t pl = 0; pl < r.planes; pl++)
+        for (int64_t q = 0; q < r.nout; q++) {
+            double best = -INFINITY, sum = 0;
+            int64_t bi = -1, cnt = 0, lo[3];
+            for (int64_t t = 0; t < r.ntap; t++) {
+                int64_t at = ref_tap(&r, q, t, lo);
+                if (at < 0) continue;
+                double v = x->d[pl * r.nin + at];
+                if (bi < 0 || v > best) best = v, bi = at;
+                sum += v, cnt++;
+            }
+            if (!is_max && p->count_include_pad) cnt = ref_padded_count(&r, lo);
+            y.d[pl * r.nout + q] = is_max ? best : sum / (double)cnt;
+            if (arg) arg->d[pl * r.nout + q] = (double)bi;
+        }
+    return y;
+}
+
+/* The adjoint of average pooling: dy[q] / divisor shared by the taps of window q. */
+static ht ref_avg_pool_grad(const ht *dy, const ht *x, const tfc_pool_params *p)
+{
+    struct ref_pool r = ref_pool_geom(x->sh, p);
+    ht dx = ht_new(dy->dt, x->sh);
+    for (int64_t pl = 0; pl < r.planes; pl++)
+        for (int64_t q = 0; q < r.nout; q++) {
+            int64_t n = 0, lo[3];
+            for (int64_t t = 0; t < r.ntap; t++) n += ref_tap(&r, q, t, lo) >= 0;
+            if (p->count_include_pad) n = ref_padded_count(&r, lo);
+            double share = dy->d[pl * r.nout + q] / (double)n;
+            for (int64_t t = 0; t < r.ntap; t++) {
+                int64_t at = ref_tap(&r, q, t, NULL);
+                if (at >= 0) dx.d[pl * r.nin + at] += share;
+            }
+        }
+    return dx;
+}
+
+/* scatter (dx[plane, idx] += dy) or gather (x[plane, idx]) through argmax indices. */
+static ht ref_argmax_route(const ht *v, const ht *idx, tfc_shape big, int scatter)
+{
+    int64_t Q = 1, P = 1;
+    for (int i = 2; i < idx->sh.rank; i++) Q *= idx->sh.dims[i];
+    for (int i = 2; i < big.rank; i++) P *= big.dims[i];
+    ht o = ht_new(v->dt, scatter ? big : idx->sh);
+    for (int64_t pl = 0; Q && pl < idx->n / Q; pl++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t k = (int64_t)idx->d[pl * Q + q];
+            if (scatter)
+                o.d[pl * P + k] += v->d[pl * Q + q];
+            else
+                o.d[pl * Q + q] = v->d[pl * P + k];
+        }
+    return o;
+}
+
+static const struct pool_case {
+    tfc_shape sh;
+    tfc_pool_params p;
+    int dyn;
+} pool_cases[] = {
+    {{4, {2, 3, 5, 6}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0}, 0},
+    {{4, {1, 2, 7, 5}}, {2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, {0}, 1, 0}, 0},
+    {{4, {1, 2, 7, 5}}, {2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, {0}, 1, 1}, 1},
+    {{4, {2, 1, 6, 6}}, {2, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0}, 0, 1}, 0},
+    {{3, {2, 2, 9}}, {1, {3}, {2}, {1}, {0}, {0}, 1, 0}, 0},
+    {{5, {1, 2, 4, 5, 3}}, {3, {2, 3, 2}, {2, 2, 1}, {1, 1, 0}, {0, 1, 1}, {0}, 1, 1}, 0},
+    {{5, {1, 1, 3, 3, 3}}, {3, {3, 3, 3}, {0}, {0}, {0}, {0}, 0, 0}, 0},
+    {{4, {0, 3, 4, 4}}, {2, {2, 2}, {0}, {0}, {0}, {0}, 0, 0}, 0},
+};
+
+/* Max pooling with dilations (a separate list: avg_pool refuses them). */
+static const struct pool_case dilated_cases[] = {
+    {{3, {2, 2, 9}}, {1, {3}, {2}, {2}, {1}, {2}, 0, 0}, 0},
+    {{4, {1, 2, 8, 7}}, {2, {2, 3}, {1, 2}, {1, 1}, {0, 2}, {3, 2}, 1, 0}, 0},
+    {{4, {1, 1, 4, 4}}, {2, {2, 2}, {1, 1}, {0}, {0}, {2, 2}, 0, 0}, 1},
+};
+
+static void pool_case_run(enum tfc_dtype dt, const struct pool_case *q, int with_avg)
+{
+    struct tc c;
+    tc_begin(&c, "pool %s %s k=%lld s=%lld pads=%lld/%lld dil=%lld ceil=%d incl=%d%s", DT(dt),
+             SHP(q->sh), (long long)q->p.kernel[0], (long long)q->p.strides[0],
+             (long long)q->p.pads_begin[0], (long long)q->p.pads_end[0],
+             (long long)q->p.dilations[0], q->p.ceil_mode, q->p.count_include_pad,
+             q->dyn ? " (dynamic)" : "");
+    c.dyn = q->dyn;
+    ht x = ht_rand(dt, q->sh, -4, 4, 0), arg;
+    tfc_tensor *tx = tc_in(&c, &x), *ti = NULL;
+    ht ymax = ref_pool_run(&x, &q->p, 1, &arg);
+    tc_want(&c, tfc_max_pool(c.g, tx, &q->p, &ti), ht_copy(&ymax), 0, "max_pool");
+    tc_want(&c, ti, ht_copy(&arg), 0, "max_pool indices");
+    tc_want(&c, tfc_max_pool(c.g, tx, &q->p, NULL), ht_copy(&ymax), 0, "max_pool, no indices");
+    /* the gradient ops, fed the reference argmax */
+    ht dy = ht_rand(dt, ymax.sh, -2, 2, 0.1);
+    tfc_tensor *tdy = tc_in(&c, &dy), *tai = tc_in(&c, &arg);
+    tfc_tensor *in_g[3] = {tdy, tai, tx}, *in_t[2] = {tx, tai};
+    tc_want(&c, tfc_op(c.g, "max_pool_grad", 3, in_g, NULL, NULL, 0),
+            ref_argmax_route(&dy, &arg, x.sh, 1), tol_of(dt), "max_pool_grad");
+    tc_want(&c, tfc_op(c.g, "max_pool_gather", 2, in_t, NULL, NULL, 0),
+            ref_argmax_route(&x, &arg, x.sh, 0), 0, "max_pool_gather");
+    if (with_avg) {
+        tc_want(&c, tfc_avg_pool(c.g, tx, &q->p), ref_pool_run(&x, &q->p, 0, NULL), tol_of(dt),
+                "avg_pool");
+        struct tfc_pool_params p = q->p;
+        char attrs[256]; /* avg_pool_grad is reached by name: its attributes as text */
+        int k = 0;
+        const char *names[] = {"kernel", "strides", "pads_begin", "pads_end"};
+        const int64_t *lists[] = {p.kernel, p.strides, p.pads_begin, p.pads_end};
+        for (int a = 0; a < 4; a++) {
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%s=[", a ? "," : "", names[a]);
+            for (int i = 0; i < p.n_spatial; i++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", i ? "," : "",
+                              (long long)(a == 1 && !lists[a][i] ? 1 : lists[a][i]));
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "]");
+        }
+        snprintf(attrs + k, sizeof attrs - (size_t)k, ",ceil_mode=%d,count_include_pad=%d",
+                 p.ceil_mode, p.count_include_pad);
+        tfc_tensor *in_a[2] = {tdy, tx};
+        tc_want(&c, tfc_op(c.g, "avg_pool_grad", 2, in_a, attrs, NULL, 0),
+                ref_avg_pool_grad(&dy, &x, &q->p), tol_of(dt), "avg_pool_grad (%s)", attrs);
+    }
+    tc_run(&c);
+    ht_free(&x), ht_free(&arg), ht_free(&ymax), ht_free(&dy);
+}
+
+/* Ties: small integers repeat in every window; the first in row-major window order wins. */
+static void pool_ties(enum tfc_dtype dt)
+{
+    struct tc c;
+    tc_begin(&c, "max_pool ties %s", DT(dt));
+    ht x = ht_new(dt, S(1, 2, 4, 6));
+    for (int64_t i = 0; i < x.n; i++) x.d[i] = (double)rng_int(0, 2);
+    tfc_pool_params p = {2, {2, 3}, {1, 2}, {0}, {0}, {0}, 0, 0};
+    ht arg, y = ref_pool_run(&x, &p, 1, &arg);
+    tfc_tensor *tx = tc_in(&c, &x), *ti = NULL;
+    tc_want(&c, tfc_max_pool(c.g, tx, &p, &ti), y, 0, "max_pool");
+    tc_want(&c, ti, arg, 0, "indices: the first maximum");
+    /* global average pooling is a reduce_mean over the spatial dims, kept as 1 */
+    ht gx = ht_rand(dt, S(2, 3, 4, 5), -3, 3, 0), gy = ht_new(dt, S(2, 3, 1, 1));
+    for (int64_t i = 0; i < gx.n; i++) gy.d[i / 20] += gx.d[i] / 20.0;
+    tc_want(&c, tfc_global_avg_pool(c.g, tc_in(&c, &gx)), gy, tol_of(dt), "global_avg_pool");
+    tc_run(&c);
+    ht_free(&x), ht_free(&gx);
+}
+
+/* Build-time errors name the attribute and what is allowed. */
+static void pool_errors(void)
+{
+    static const struct {
+        const char *op, *attrs, *want;
+    } bad[] = {
+        {"max_pool", "kernel=[2]", "kernel has 1 values, the input has 2 spatial dims"},
+        {"max_pool", "kernel=[2,2],strides=[1]", "strides has 1 values"},
+        {"max_pool", "kernel=[2,2],pads_begin=[2,0]", "a pad is larger than half"},
+        {"max_pool", "kernel=[0,2]", "kernel, strides and dilations must be >= 1"},
+        {"avg_pool", "kernel=[2,2],dilations=[2,1]", "dilations must be 1 for avg_pool"},
+        {"avg_pool", "kernel=[2,2],with_indices=1", "with_indices is for max_pool only"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, S(1, 2, 4, 4));
+        tfc_tensor *y = tfc_op(g, bad[i].op, 1, &x, bad[i].attrs, NULL, 0);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !tfc_graph_status(g) || !msg || !strstr(msg, bad[i].want))
+            REPORT("%s(%s): want an error with '%s', got %s", bad[i].op, bad[i].attrs,
+                   bad[i].want, msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+    tfc_graph *g = NULL;
+    if (tfc_graph_create(&g)) return;
+    tfc_tensor *v = tfc_placeholder(g, "v", F32, S(4, 4));
+    tfc_pool_params p = {2, {2, 2}, {0}, {0}, {0}, {0}, 0, 0};
+    if (tfc_max_pool(g, v, &p, NULL) || !strstr(tfc_graph_errmsg(g), "got rank 2"))
+        REPORT("max_pool of a rank-2 input: want 'got rank 2', got %s", tfc_graph_errmsg(g));
+    else
+        PASS();
+    tfc_graph_destroy(g);
+}
+
+static void test_pool(void)
+{
+    rng_seed(41);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int q = 0; q < COUNT(pool_cases); q++) pool_case_run(dt, &pool_cases[q], 1);
+        for (int q = 0; q < COUNT(dilated_cases); q++) pool_case_run(dt, &dilated_cases[q], 0);
+        pool_ties(dt);
+    }
+    pool_errors();
+}
+
+/* ---- pad and pad_grad --------------------------------------------------------------------- */
+
+/* NumPy's np.pad: constant fills; reflect mirrors about the border element; edge repeats it.
+ * scatter: the adjoint instead (dy summed onto the sources; x gives the shape). */
+static ht ref_pad(const ht *x, const int64_t *b, const int64_t *e, int mode, double value,
+                  const ht *dy)
+{
+    tfc_shape os = x->sh;
+    for (int d = 0; d < os.rank; d++) os.dims[d] += b[d] + e[d];
+    ht o = ht_new(dy ? dy->dt : x->dt, dy ? x->sh : os);
+    int64_t idx[TFC_MAX_RANK];
+    for (int64_t k = 0; k < numel(os); k++) {
+        unravel(os, k, idx);
+        int64_t src = 0, inside = 1;
+        for (int d = 0; d < os.rank; d++) {
+            int64_t n = x->sh.dims[d], i = idx[d] - b[d];
+            if (i < 0 || i >= n) {
+                if (mode == TFC_PAD_CONSTANT) inside = 0;
+                else if (mode == TFC_PAD_EDGE) i = i < 0 ? 0 : n - 1;
+                else i = i < 0 ? -i : 2 * (n - 1) - i;
+            }
+            src = src * n + i;
+        }
+        if (dy)
+            o.d[src] += inside ? dy->d[k] : 0;
+        else
+            o.d[k] = inside ? x->d[src] : as_dtype(x->dt, value);
+    }
+    return o;
+}
+
+static const struct pad_case {
+    tfc_shape sh;
+    int64_t b[4], e[4];
+    int dyn;
+} pad_cases[] = {
+    {{1, {5}}, {2}, {3}, 0},
+    {{2, {3, 4}}, {1, 0}, {2, 3}, 0},
+    {{2, {3, 4}}, {2, 3}, {1, 1}, 1},
+    {{3, {2, 3, 4}}, {0, 2, 1}, {1, 0, 3}, 0},
+    {{4, {2, 2, 3, 3}}, {0, 0, 1, 2}, {0, 0, 2, 1}, 1},
+    {{2, {1, 4}}, {0, 0}, {0, 0}, 0},
+};
+
+static void pad_case_run(enum tfc_dtype dt, const struct pad_case *q)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    for (int mode = 0; mode < 3; mode++) {
+        struct tc c;
+        tc_begin(&c, "pad %s %s %s%s", modes[mode], DT(dt), SHP(q->sh),
+                 q->dyn ? " (dynamic)" : "");
+        c.dyn = q->dyn;
+        ht x = is_float(dt) ? ht_rand(dt, q->sh, -4, 4, 0) : ht_rand(dt, q->sh, -50, 50, 0);
+        tfc_tensor *tx = tc_in(&c, &x);
+        tc_want(&c, tfc_pad(c.g, tx, q->b, q->e, (enum tfc_pad_mode)mode, 2.5),
+                ref_pad(&x, q->b, q->e, mode, 2.5, NULL), 0, "pad value 2.5");
+        if (is_float(dt)) {
+            ht y = ref_pad(&x, q->b, q->e, mode, 0, NULL);
+            ht dy = ht_rand(dt, y.sh, -2, 2, 0.1);
+            tfc_tensor *in2[2] = {tc_in(&c, &dy), tx};
+            char attrs[160];
+            int k = snprintf(attrs, sizeof attrs, "mode=%d,begin=[", mode);
+            for (int d = 0; d < q->sh.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q->b[d]);
+            k += snprintf(attrs + k, sizeof attrs - (size_t)k, "],end=[");
+            for (int d = 0; d < q->sh.rank; d++)
+                k += snprintf(attrs + k, sizeof attrs - (size_t)k, "%s%lld", d ? "," : "",
+                              (long long)q->e[d]);
+            snprintf(attrs + k, sizeof attrs - (size_t)k, "]");
+            tc_want(&c, tfc_op(c.g, "pad_grad", 2, in2, attrs, NULL, 0),
+                    ref_pad(&x, q->b, q->e, mode, 0, &dy), tol_of(dt), "pad_grad (%s)", attrs);
+            ht_free(&y), ht_free(&dy);
+        }
+        tc_run(&c);
+        ht_free(&x);
+    }
+}
+
+/* np.pad([1, 2, 3], 2, mode) written out, and the errors that name what is allowed. */
+static void pad_literal_and_errors(void)
+{
+    struct tc c;
+    tc_begin(&c, "pad literals");
+    ht x = ht_vals(F64, S(3), (double[]){1, 2, 3});
+    tfc_tensor *tx = tc_in(&c, &x);
+    const int64_t two[1] = {2};
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_REFLECT, 0),
+            ht_vals(F64, S(7), (double[]){3, 2, 1, 2, 3, 2, 1}), 0, "reflect");
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_EDGE, 0),
+            ht_vals(F64, S(7), (double[]){1, 1, 1, 2, 3, 3, 3}), 0, "edge");
+    tc_want(&c, tfc_pad(c.g, tx, two, two, TFC_PAD_CONSTANT, -1),
+            ht_vals(F64, S(7), (double[]){-1, -1, 1, 2, 3, -1, -1}), 0, "constant -1");
+    tc_run(&c);
+    ht_free(&x);
+    static const struct {
+        const char *attrs, *want;
+    } bad[] = {
+        {"begin=[3,0],end=[0,0],mode=1", "reflect pads 3 and 0 must be smaller than the dim"},
+        {"begin=[0,-1],end=[0,0]", "dim 1: pads -1 and 0 must be >= 0"},
+        {"begin=[1],end=[1]", "begin has 1 values and end 1, the input has rank 2"},
+        {"begin=[0,0],end=[0,0],mode=3", "mode 3 is unknown"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *p = tfc_placeholder(g, "p", F32, S(3, 4));
+        tfc_tensor *y = tfc_op(g, "pad", 1, &p, bad[i].attrs, NULL, 0);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("pad(%s): want an error with '%s', got %s", bad[i].attrs, bad[i].want,
+                   msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
+static void test_pad(void)
+{
+    rng_seed(43);
+    const enum tfc_dtype dts[] = {F32, F64, I32, I64};
+    for (int di = 0; di < COUNT(dts); di++)
+        for (int q = 0; q < COUNT(pad_cases); q++) pad_case_run(dts[di], &pad_cases[q]);
+    pad_literal_and_errors();
+}
+
+/* ---- squeeze, unsqueeze, flatten: reshapes by rule (their nodes are reshapes) ------------ */
+
+static void test_squeeze(void)
+{
+    rng_seed(45);
+    for (int dyn = 0; dyn < 2; dyn++) {
+        struct tc c;
+        tc_begin(&c, "squeeze/unsqueeze/flatten%s", dyn ? " (dynamic)" : "");
+        c.dyn = dyn;
+        ht x = ht_rand(F32, S(2, 1, 3, 1), -3, 3, 0);
+        tfc_tensor *tx = tc_in(&c, &x);
+        const int64_t last[1] = {-1}, both[2] = {1, 3};
+        tc_want(&c, tfc_squeeze(c.g, tx, 0, NULL), reshaped(&x, S(2, 3)), 0, "squeeze all");
+        tc_want(&c, tfc_squeeze(c.g, tx, 1, last), reshaped(&x, S(2, 1, 3)), 0, "squeeze -1");
+        tc_want(&c, tfc_squeeze(c.g, tx, 2, both), reshaped(&x, S(2, 3)), 0, "squeeze 1, 3");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 0), reshaped(&x, S(1, 2, 1, 3, 1)), 0,
+                "unsqueeze 0");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 4), reshaped(&x, S(2, 1, 3, 1, 1)), 0,
+                "unsqueeze 4");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, -2), reshaped(&x, S(2, 1, 3, 1, 1)), 0,
+                "unsqueeze -2");
+        tc_want(&c, tfc_unsqueeze(c.g, tx, 2), reshaped(&x, S(2, 1, 1, 3, 1)), 0,
+                "unsqueeze 2");
+        tc_want(&c, tfc_flatten(c.g, tx, 0), reshaped(&x, S(1, 6)), 0, "flatten 0");
+        tc_want(&c, tfc_flatten(c.g, tx, 1), reshaped(&x, S(2, 3)), 0, "flatten 1");
+        tc_want(&c, tfc_flatten(c.g, tx, 3), reshaped(&x, S(6, 1)), 0, "flatten 3");
+        tc_want(&c, tfc_flatten(c.g, tx, 4), reshaped(&x, S(6, 1)), 0, "flatten 4");
+        tc_want(&c, tfc_flatten(c.g, tx, -2), reshaped(&x, S(2, 3)), 0, "flatten -2");
+        tc_run(&c);
+        ht_free(&x);
+    }
+    static const struct {
+        int which;
+        int64_t axis;
+        const char *want;
+    } bad[] = {
+        {0, 0, "squeeze of 'x': dim 0 has size 2, not 1"},
+        {0, 4, "squeeze of 'x': axis 4 is invalid for rank 4"},
+        {1, 5, "unsqueeze of 'x': axis 5 is invalid for rank 4"},
+        {1, -6, "unsqueeze of 'x': axis -6 is invalid"},
+        {2, 5, "flatten of 'x': axis 5 is outside [-4, 4]"},
+        {2, -5, "flatten of 'x': axis -5 is outside [-4, 4]"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, S(2, 1, 3, 1)), *y;
+        y = bad[i].which == 0   ? tfc_squeeze(g, x, 1, &bad[i].axis)
+            : bad[i].which == 1 ? tfc_unsqueeze(g, x, bad[i].axis)
+                                : tfc_flatten(g, x, bad[i].axis);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("want an error with '%s', got %s", bad[i].want, msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
 /* ---- fused optimizer updates (torch.optim formulas, float64 reference) ------------------- */
 
 struct optim_case {
@@ -2566,6 +3026,9 @@ static const struct {
     {"assign/assign_add/assign_sub", test_assign},
     {"gradient ops", test_grad_ops},
     {"optimizer updates", test_optim_ops},
+    {"pooling", test_pool},
+    {"pad/pad_grad", test_pad},
+    {"squeeze/unsqueeze/flatten", test_squeeze},
     {"kernel errors", test_errors},
     {"conv", test_conv},
     {"conv shape errors", test_conv_errors},

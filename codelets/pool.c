@@ -1,0 +1,186 @@
+/* pool.c: CPU kernels of max and average pooling over 1-3 spatial dims and of their gradient
+ * ops (max_pool_grad scatters dy to the argmax, max_pool_gather takes x at the argmax,
+ * avg_pool_grad spreads dy over each window). Every tensor is [N, C, spatial...]; a plane is one
+ * image-channel. The window geometry is pool_geom.h, shared with the other devices. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernel.h"
+#include "bcast.h"
+#include "pool_geom.h"
+#include "opencl_common.h" /* tfc_opencl_can_execute */
+#include "../src/tfc.h"
+
+#ifdef STARPU_USE_OPENCL
+void tfc_pool_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_pool.c */
+#endif
+#ifdef STARPU_USE_CUDA
+void tfc_pool_cuda(void *buffers[], void *cl_arg); /* codelets/pool_cuda.cu */
+#endif
+
+/* Pooling of one plane: out[o] = max or mean of its window; for max, arg[o] is the flat index
+ * of the maximum in the plane (the first in row-major window order on ties; a NaN wins), or -1
+ * for a window of padding only (its value is then -inf). */
+static void pool_plane(const struct tfc_pool_geom *g, int is_max, int dt, const void *x,
+                       int64_t xoff, void *y, int64_t yoff, int64_t *arg)
+{
+    int64_t o[3], lo[3], j[3];
+    for (o[0] = 0; o[0] < g->out[0]; o[0]++)
+        for (o[1] = 0; o[1] < g->out[1]; o[1]++)
+            for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+                for (int i = 0; i < 3; i++) lo[i] = tfc_pool_win_lo(g, i, o[i]);
+                double acc = is_max ? -INFINITY : 0;
+                int64_t best = -1;
+                for (j[0] = 0; j[0] < g->k[0]; j[0]++)
+                    for (j[1] = 0; j[1] < g->k[1]; j[1]++)
+                        for (j[2] = 0; j[2] < g->k[2]; j[2]++) {
+                            int64_t at = 0, ok = 1;
+                            for (int i = 0; i < 3; i++) {
+                                int64_t p = lo[i] + j[i] * g->d[i];
+                                ok &= p >= 0 && p < g->in[i];
+                                at = at * g->in[i] + p;
+                            }
+                            if (!ok) continue;
+                            double v = tfc_load_f64(x, dt, xoff + at);
+                            if (!is_max)
+                                acc += v;
+                            else if (best < 0 || v > acc || (isnan(v) && !isnan(acc)))
+                                acc = v, best = at;
+                        }
+                int64_t q = (o[0] * g->out[1] + o[1]) * g->out[2] + o[2];
+                if (!is_max) {
+                    int64_t n = tfc_pool_divisor(g, lo);
+                    acc = n ? acc / (double)n : 0;
+                } else if (arg) {
+                    arg[yoff + q] = best;
+                }
+                tfc_store_f64(y, dt, yoff + q, acc);
+            }
+}
+
+/* avg_pool_grad of one plane: dx[i] += dy[o] / divisor(o) for each tap i of window o,
+ * accumulated in double. Returns -1 when out of memory. */
+static int avg_grad_plane(const struct tfc_pool_geom *g, int dt, const void *dy, int64_t yoff,
+                           void *dx, int64_t xoff)
+{
+    int64_t o[3], lo[3], j[3], n_in = tfc_pool_in_size(g);
+    double *acc = calloc((size_t)(n_in ? n_in : 1), sizeof *acc);
+    if (!acc) return -1;
+    for (o[0] = 0; o[0] < g->out[0]; o[0]++)
+        for (o[1] = 0; o[1] < g->out[1]; o[1]++)
+            for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+                for (int i = 0; i < 3; i++) lo[i] = tfc_pool_win_lo(g, i, o[i]);
+                int64_t n = tfc_pool_divisor(g, lo);
+                int64_t q = (o[0] * g->out[1] + o[1]) * g->out[2] + o[2];
+                double share = n ? tfc_load_f64(dy, dt, yoff + q) / (double)n : 0;
+                for (j[0] = 0; j[0] < g->k[0]; j[0]++)
+                    for (j[1] = 0; j[1] < g->k[1]; j[1]++)
+                        for (j[2] = 0; j[2] < g->k[2]; j[2]++) {
+                            int64_t at = 0, ok = 1;
+                            for (int i = 0; i < 3; i++) {
+                                int64_t p = lo[i] + j[i];
+                                ok &= p >= 0 && p < g->in[i];
+                                at = at * g->in[i] + p;
+                            }
+                            if (ok) acc[at] += share;
+                        }
+            }
+    for (int64_t i = 0; i < n_in; i++) tfc_store_f64(dx, dt, xoff + i, acc[i]);
+    free(acc);
+    return 0;
+}
+
+static int64_t plane_size(const struct tfc_kdesc *d)
+{
+    int64_t n = 1;
+    for (int i = 2; i < d->rank; i++) n *= d->dims[i];
+    return n;
+}
+
+/* max_pool_grad (scatter: dx[plane, idx] += v) and max_pool_gather (y = x[plane, idx]). */
+static void argmax_route(const struct tfc_kargs *a, void *buffers[])
+{
+    int scatter = a->kind == TFC_K_MAX_POOL_GRAD;
+    const struct tfc_kdesc *dv = &a->d[0], *di = &a->d[1], *out = tfc_kout_desc(a, 0);
+    const struct tfc_kdesc *big = scatter ? out : dv; /* the pooled input's shape */
+    const void *v = tfc_kin(buffers, a, 0);
+    const int64_t *idx = tfc_kin(buffers, a, 1);
+    void *y = tfc_kout(buffers, a, 0);
+    int64_t P = plane_size(big), Q = plane_size(di), planes = Q ? di->numel / Q : 0;
+    if (scatter) memset(y, 0, (size_t)out->numel * tfc_kdtype_size(out->dtype));
+    for (int64_t p = 0; p < planes && idx; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t k = idx[p * Q + q];
+            if (k < 0 || k >= P) {
+                if (k == -1 && scatter) continue; /* a window of padding only */
+                tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE,
+                                "index %lld at position %lld is outside [0, %lld)", (long long)k,
+                                (long long)(p * Q + q), (long long)P);
+                if (!scatter) tfc_store_f64(y, out->dtype, p * Q + q, NAN);
+                continue;
+            }
+            if (scatter)
+                tfc_store_f64(y, out->dtype, p * P + k,
+                              tfc_load_f64(y, out->dtype, p * P + k) +
+                                  tfc_load_f64(v, dv->dtype, p * Q + q));
+            else
+                tfc_store_f64(y, out->dtype, p * Q + q, tfc_load_f64(v, dv->dtype, p * P + k));
+        }
+}
+
+static void pool_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    void *y = tfc_kout(buffers, a, 0);
+    if (!y) return;
+    if (a->kind == TFC_K_MAX_POOL_GRAD || a->kind == TFC_K_MAX_POOL_GATHER) {
+        argmax_route(a, buffers);
+        return;
+    }
+    int grad = a->kind == TFC_K_AVG_POOL_GRAD;
+    const struct tfc_kdesc *xd = grad ? &a->d[1] : &a->d[0];
+    struct tfc_pool_geom g;
+    if (tfc_pool_geom_make(a->attrs, xd->rank, xd->dims, &g)) { /* inference checked it */
+        tfc_kernel_fail(a, TFC_ERR_INTERNAL, "pooling attributes do not fit the input");
+        return;
+    }
+    const void *x = tfc_kin(buffers, a, 0);
+    int64_t P = tfc_pool_in_size(&g), Q = tfc_pool_out_size(&g);
+    int dt = a->d[0].dtype;
+    if (grad) {
+        memset(y, 0, (size_t)xd->numel * tfc_kdtype_size(dt));
+        for (int64_t p = 0; p < g.planes && x; p++)
+            if (avg_grad_plane(&g, dt, x, p * Q, y, p * P)) {
+                tfc_kernel_fail(a, TFC_ERR_OUT_OF_MEMORY, "avg_pool_grad: no memory for a "
+                                "plane of %lld elements", (long long)P);
+                return;
+            }
+        return;
+    }
+    int64_t *arg = a->n_out > 1 ? tfc_kout(buffers, a, 1) : NULL;
+    for (int64_t p = 0; p < g.planes; p++)
+        pool_plane(&g, a->kind == TFC_K_MAX_POOL, dt, x, p * P, y, p * Q, arg);
+}
+
+static struct starpu_perfmodel pool_model = {
+    .type = STARPU_HISTORY_BASED,
+    .footprint = tfc_model_footprint,
+    .symbol = "tfc_pool",
+};
+
+struct starpu_codelet tfc_cl_pool = {
+    .cpu_funcs = {pool_cpu},
+    .cpu_funcs_name = {"pool_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_pool_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    /* every kind and dtype: tfc_opencl_supports' default for codelets it does not list */
+    .opencl_funcs = {tfc_pool_opencl},
+    .can_execute = tfc_opencl_can_execute,
+#endif
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &pool_model,
+    .name = "pool",
+};
