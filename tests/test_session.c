@@ -275,8 +275,10 @@ static void test_independent_nodes_overlap(void)
 {
     tfc_ctx_info info;
     tfc_ctx_info_get(test_ctx, &info);
-    if (info.n_cpu_workers + info.n_cuda_workers + info.n_opencl_workers < 2) {
-        fprintf(stderr, "(one worker: overlap not observable, checked nothing) ");
+    /* an OpenCL worker (PoCL on the same cores) need not be chosen: a performance-model
+     * scheduler may rightly keep both matmuls on the one CPU worker (STARPU_NCPU=1 dmda) */
+    if (info.n_cpu_workers + info.n_cuda_workers < 2) {
+        fprintf(stderr, "(fewer than two CPU/CUDA workers: overlap not assured, checked nothing) ");
         return;
     }
     tfc_graph *g;
