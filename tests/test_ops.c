@@ -2249,9 +2249,9 @@ static ht ref_pad(const ht *x, const int64_t *b, const int64_t *e, int mode, dou
             }
             src = src * n + i;
         }
-        if (dy)
-            o.d[src] += inside ? dy->d[k] : 0;
-        else
+        if (dy) {
+            if (inside) o.d[src] += dy->d[k]; /* src means nothing outside */
+        } else
             o.d[k] = inside ? x->d[src] : as_dtype(x->dt, value);
     }
     return o;
