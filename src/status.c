@@ -90,6 +90,7 @@ int tfc_dtype_parse(const char *name)
     static const struct { const char *alias; int dtype; } aliases[] = {
         {"f32", TFC_FLOAT32}, {"float", TFC_FLOAT32}, {"f64", TFC_FLOAT64},
         {"double", TFC_FLOAT64}, {"i32", TFC_INT32}, {"i64", TFC_INT64}, {"u8", TFC_UINT8}};
+    if (!name) return -1; /* a NULL column of a damaged store */
     for (int i = 0; i < TFC_NUM_DTYPES; i++)
         if (strcmp(name, dtype_names[i]) == 0) return i;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
