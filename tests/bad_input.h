@@ -16,13 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* TODO(wal-shm): read-only opens of a WAL store leave its -wal and -shm files behind today;
- * the engineer who owns store/store.c is fixing that. Until then a leftover file is reported
- * as a TODO line, not a failure; set this to 1 once the fix is merged. */
-#define BAD_ENFORCE_NO_WAL_SHM 1
-
 static char bad_dir[PATH_MAX];
-static int bad_n_ok, bad_n_fail, bad_n_xfail, bad_n_xpass, bad_n_wal_todo;
+static int bad_n_ok, bad_n_fail, bad_n_xfail, bad_n_xpass;
 
 static int bad_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -131,9 +126,8 @@ static int bad_wal_shm_left(const char *path)
     return left || stat(b, &sb) == 0;
 }
 
-/* The -wal/-shm check of a read-only use (see BAD_ENFORCE_NO_WAL_SHM): 1 when it passes or is
- * not enforced yet (then counted and reported at the end). The files are removed either way,
- * so that the next case starts clean. */
+/* The -wal/-shm check of a read-only use (the store must stay one file): 1 when it passes.
+ * Leftover files are removed either way, so that the next case starts clean. */
 static int bad_check_wal_shm(const char *path)
 {
     int left = bad_wal_shm_left(path);
@@ -143,9 +137,8 @@ static int bad_check_wal_shm(const char *path)
         unlink(b);
         snprintf(b, sizeof b, "%s-shm", path);
         unlink(b);
-        bad_n_wal_todo++;
     }
-    return !left || !BAD_ENFORCE_NO_WAL_SHM;
+    return !left;
 }
 
 /* Records the verdict of one table row and prints it: passed is whether every check held;
@@ -176,9 +169,6 @@ static void bad_summary(const char *prog)
 {
     printf("%s: %d ok, %d FAIL, %d XFAIL (pending), %d XPASS\n", prog, bad_n_ok, bad_n_fail,
            bad_n_xfail, bad_n_xpass);
-    if (bad_n_wal_todo)
-        printf("%s: TODO(wal-shm): %d read-only uses left -wal/-shm files beside the store "
-               "(not enforced until store/store.c is fixed)\n", prog, bad_n_wal_todo);
 }
 
 #endif

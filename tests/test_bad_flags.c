@@ -5,8 +5,7 @@
  * the exit status (1 or 2, never a signal or a hang), a message on stderr naming the flag or
  * value, and that the model's bytes and SQLite's integrity check are unchanged (every row
  * fails before writing); for the read-only commands (info, eval, run, plot, dot) also that no
- * -wal/-shm file is left (see bad_input.h: a TODO until store/store.c is fixed). Run from the
- * build directory (make check). */
+ * -wal/-shm file is left beside it. Run from the build directory (make check). */
 #define _GNU_SOURCE /* nftw in bad_input.h */
 #include "testutil.h"
 #include <fcntl.h>
