@@ -638,19 +638,23 @@ static int same_values(const tfc_value *got, const tfc_value *want, int exact, d
 }
 
 /* A 2-D convolution over a batch of 8 (x [8, 4, 9, 7], w [6, 2, 3, 3], stride 2x1, pads,
- * dilation 1x2, 2 groups) and its adjoints, and max and average pooling, each run whole and
- * split over the batch: blocks of 3 images (TFC_TILE_SIZE 3: 3 tasks, the last of 2 images;
- * the filter gradient one more task summing the 3 partials), then the automatic rule (tiling
- * on from 1 flop: TILES_PER_WORKER = 4 blocks per worker, 2 for the filter gradient). The
- * convolution, its input gradient and the pools equal the whole results bit for bit on CPU
- * workers (the kernels compute each image alone); the filter gradient sums the images in
- * another order: equal within float summation error. */
+ * dilation 1x2, 2 groups) and its adjoints, max and average pooling, and a conv_transpose of
+ * dy by w (the backprop-input kernel again, its own attributes), each run whole and split
+ * over the batch: blocks of 3 images (TFC_TILE_SIZE 3: 3 tasks, the last of 2 images; the
+ * filter gradient one more task summing the 3 partials), then the automatic rule (tiling on
+ * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, 2 for the filter gradient). The
+ * convolution, its input gradient, the pools and conv_transpose equal the whole results bit
+ * for bit on CPU workers (the kernels compute each image alone); the filter gradient sums the
+ * images in another order: equal within float summation error. */
 static void test_conv_batch(void)
 {
     const int64_t xd[4] = {8, 4, 9, 7}, wd[4] = {6, 2, 3, 3};
     tfc_conv_params cp = {.strides = {2, 1}, .pads_begin = {1, 0}, .pads_end = {0, 2},
                           .dilations = {1, 2}, .groups = 2};
     tfc_pool_params pp = {.n_spatial = 2, .kernel = {3, 2}, .strides = {2, 2}, .ceil_mode = 1};
+    /* dy [8, 6, 4, 5] by w as [C_in 6, C_out/groups 2, 3, 3]: [8, 4, 10, 8] */
+    tfc_conv_transpose_params tp = {.strides = {2, 1}, .pads_begin = {0, 1}, .dilations = {1, 2},
+                                    .output_padding = {1, 0}, .groups = 2};
     int workers = (int)starpu_worker_get_count();
     int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
     for (int di = 0; di < 2; di++) {
@@ -663,14 +667,15 @@ static void test_conv_batch(void)
         CU_ASSERT_FATAL(y != NULL);
         tfc_shape ys = tfc_tensor_shape(y);
         tfc_tensor *dy = tfc_placeholder(g, "dy", dt, ys);
-        tfc_tensor *outs[5] = {y, tfc_conv_backprop_input(g, dy, w, x, &cp),
+        tfc_tensor *outs[6] = {y, tfc_conv_backprop_input(g, dy, w, x, &cp),
                                tfc_conv_backprop_filter(g, x, dy, w, &cp),
-                               tfc_max_pool(g, x, &pp, NULL), tfc_avg_pool(g, x, &pp)};
+                               tfc_max_pool(g, x, &pp, NULL), tfc_avg_pool(g, x, &pp),
+                               tfc_conv_transpose(g, dy, w, &tp)};
         CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
         tfc_tensor *ft[3] = {x, w, dy};
         tfc_value *fv[3] = {nd_value(dt, 4, xd, 3), nd_value(dt, 4, wd, 4),
                             nd_value(dt, 4, ys.dims, 5)};
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 6; k++) {
             const char *name = tfc_tensor_name(outs[k]);
             int filter = k == 2, n_whole, n_tiles;
             uint64_t t_whole, t_tiled;
