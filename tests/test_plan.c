@@ -127,6 +127,29 @@ static void test_conv_models(void)
     }
 }
 
+/* conv_transpose: output_padding (which changes only the output's size) and the stride are
+ * keys; flops count the backprop-input kernel's multiply-adds: 2 N C_in C_out/groups kvol
+ * in-volume (x [2, 4, 5], w [4, 3, 3]). */
+static void test_conv_transpose_models(void)
+{
+    uint32_t fp[3];
+    double fl[3];
+    for (int v = 0; v < 3; v++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){2, 4, 5}));
+        tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){4, 3, 3}),
+                                     tfc_init_ones());
+        tfc_conv_transpose_params tp = {.strides = {v ? 3 : 2}, .output_padding = {v == 1}};
+        step_model(g, x, tfc_conv_transpose(g, x, w, &tp), &fp[v], &fl[v]);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[1]);
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[2]);
+    CU_ASSERT_NOT_EQUAL(fp[1], fp[2]);
+    for (int v = 0; v < 3; v++) CU_ASSERT_DOUBLE_EQUAL(fl[v], 2.0 * 2 * 4 * 3 * 3 * 5, 1e-9);
+}
+
 /* Pooling: ceil_mode and count_include_pad are keys too; flops are a window per output. */
 static void test_pool_models(void)
 {
@@ -218,6 +241,7 @@ int main(void)
     TEST_SUITE("plan", NULL, NULL);
     TEST_ADD(test_footprints);
     TEST_ADD(test_conv_models);
+    TEST_ADD(test_conv_transpose_models);
     TEST_ADD(test_pool_models);
     TEST_ADD(test_steps_and_modes);
     TEST_ADD(test_many_operands_and_empty);
