@@ -398,7 +398,7 @@ extern struct starpu_codelet tfc_cl_conv, tfc_cl_pool;
  * is no convolution or pooling step. The kernels loop over the images (pooling over N * C
  * planes) and compute each alone, so a block of images is the same computation on a shorter
  * batch: the activations and their gradients split, the filter is read whole. The filter
- * gradient sums over the images: each block writes its own partial sum (conv_split). */
+ * gradient sums over the images: each block writes its own partial sum (split_batch). */
 static unsigned batch_operands(const struct step *st)
 {
     const struct tfc_kargs *a = st->args;
@@ -406,7 +406,8 @@ static unsigned batch_operands(const struct step *st)
     if (st->cl != &tfc_cl_conv) return 0;
     switch (a->kind) {
     case TFC_K_CONV: return 1u << 0 | 1u << 2;                      /* x, y */
-    case TFC_K_CONV_BP_INPUT: return 1u << 0 | 1u << 2 | 1u << 3;   /* dy, x_like, dx */
+    case TFC_K_CONV_BP_INPUT: /* dy, x_like, dx; conv_transpose: x, y (no x_like) */
+        return 1u << 0 | 1u << 2 | 1u << 3;
     case TFC_K_CONV_BP_FILTER: return 1u << 0 | 1u << 1;            /* x, dy */
     default: return 0;
     }
