@@ -4,8 +4,62 @@
  * history, since tasks of a few microseconds are too noisy to calibrate. */
 #include <stdarg.h>
 #include <stdio.h>
+#include "conv_geom.h"
 #include "kernel.h"
 #include "../src/tfc.h"
+
+/* 2 N K C/groups kvol ovol: one multiply-add per (output element, filter tap of its group).
+ * Both adjoints do the same multiply-adds (the same GEMMs, transposed); -1 when the arguments
+ * give no geometry (the kernel reports that). */
+static double conv_flops(const struct tfc_kargs *a)
+{
+    struct tfc_conv_geom g;
+    struct tfc_conv_3d t;
+    char msg[200];
+    if (tfc_conv_geom_of(a, &g, msg, sizeof msg)) return -1;
+    tfc_conv_geom_3d(&g, &t);
+    return 2.0 * (double)g.batch * (double)g.out_ch * (double)(g.in_ch / g.groups) *
+           (double)t.k_vol * (double)t.o_vol;
+}
+
+/* The window volume of a pooling op (the product of its kernel attribute). */
+static double pool_window(const struct tfc_kargs *a)
+{
+    double v = 1;
+    for (int i = 0; i < a->attrs[POOL_KERNEL].n; i++) v *= (double)a->attrs[POOL_KERNEL].v[i];
+    return v;
+}
+
+/* Estimated flops: one per output element (element-wise, copies, pad and pad_grad, gathers),
+ * multiply-adds counted twice for the GEMM families, a window per pooled element. */
+static double kargs_flops(const struct tfc_kargs *a)
+{
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    double f = (double)o->numel;
+    switch (a->kind) {
+    case TFC_K_MATMUL:
+    case TFC_K_BATCH_MATMUL: {
+        const struct tfc_kdesc *x = &a->d[0];
+        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
+        return 2.0 * (double)o->numel * (double)k;
+    }
+    case TFC_K_CONV:
+    case TFC_K_CONV_BP_INPUT:
+    case TFC_K_CONV_BP_FILTER: {
+        double c = conv_flops(a);
+        return c >= 0 ? c : f;
+    }
+    case TFC_K_MAX_POOL:
+    case TFC_K_AVG_POOL: /* a window read per pooled value */
+        return (double)o->numel * pool_window(a);
+    case TFC_K_AVG_POOL_GRAD: /* each dy element spread over its window */
+        return (double)a->d[0].numel * pool_window(a);
+    case TFC_K_MAX_POOL_GRAD: /* each dy element added at its argmax (the output is zeroed) */
+        return (double)a->d[0].numel + f;
+    default:
+        return f;
+    }
+}
 
 uint32_t tfc_model_footprint(struct starpu_task *task)
 {
@@ -29,13 +83,7 @@ void tfc_kargs_finish(struct tfc_kargs *a)
     for (int i = 0; i < a->n_in + a->n_out; i++)
         bytes += (double)a->d[i].numel * (double)tfc_kdtype_size(a->d[i].dtype);
     a->bytes = bytes;
-    const struct tfc_kdesc *o = &a->d[a->n_in];
-    a->flops = (double)o->numel;
-    if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
-        const struct tfc_kdesc *x = &a->d[0];
-        int64_t k = a->attrs[MATMUL_TRANSPOSE_A].i ? x->dims[x->rank - 2] : x->dims[x->rank - 1];
-        a->flops = 2.0 * (double)o->numel * (double)k;
-    }
+    a->flops = kargs_flops(a);
 }
 
 /* Nominal rates of one CPU core: 10 GB/s and 5 GFLOP/s; a task costs at least 2 us. */

@@ -1,7 +1,9 @@
-/* grad_conv.c: gradients of the convolution and of its two adjoints. All three ops are linear
- * in each operand, so each gradient is one of the three ops again (same attributes, same
- * geometry): gradients of any order work. */
+/* grad_conv.c: gradients of the convolution, of its two adjoints and of conv_transpose. All
+ * are linear in each operand, so each gradient is one of the three ops again (same attributes,
+ * same geometry): gradients of any order work. */
+#include <string.h>
 #include "grad.h"
+#include "../codelets/op_attrs.h"
 
 extern const struct tfc_op tfc_op_conv, tfc_op_conv_backprop_input, tfc_op_conv_backprop_filter;
 
@@ -42,5 +44,23 @@ tfc_status tfc_grad_conv_backprop_filter(tfc_graph *g, struct tfc_node *n,
     tfc_tensor *x = n->inputs[0], *dy = n->inputs[1], *ddw = dys[0];
     dxs[0] = like_node(g, &tfc_op_conv_backprop_input, n, dy, ddw, x);
     dxs[1] = like_node(g, &tfc_op_conv, n, x, ddw, NULL);
+    return g->status;
+}
+
+/* y = conv_transpose(x, w) is conv_backprop_input(x, w) of the convolution c of y-shaped
+ * tensors by w (same strides, pads, dilations, groups): <y, dy> = <bp_input(x, w), dy> =
+ * <x, c(dy, w)>, so dx = conv(dy, w); and dw is c's filter gradient with the roles swapped:
+ * the convolution's input is dy and its output gradient x, dw = conv_backprop_filter(dy, x). */
+tfc_status tfc_grad_conv_transpose(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
+                                   tfc_tensor **dxs)
+{
+    tfc_tensor *x = n->inputs[0], *w = n->inputs[1], *dy = dys[0];
+    struct tfc_kattr at[TFC_MAX_ATTRS]; /* the convolution's: output_padding dropped */
+    memcpy(at, n->attrs, sizeof at);
+    for (int i = CONV_AUTO_PAD + 1; i < TFC_MAX_ATTRS; i++) at[i] = (struct tfc_kattr){0};
+    tfc_tensor *in[3] = {dy, w, NULL};
+    dxs[0] = tfc_build(g, &tfc_op_conv, 2, in, at);
+    tfc_tensor *fin[3] = {dy, x, w};
+    dxs[1] = tfc_build(g, &tfc_op_conv_backprop_filter, 3, fin, at);
     return g->status;
 }

@@ -22,6 +22,7 @@ extern const struct tfc_op tfc_op_neg, tfc_op_abs, tfc_op_square, tfc_op_sqrt, t
     tfc_op_ceil, tfc_op_round, tfc_op_sign, tfc_op_reciprocal, tfc_op_log1p, tfc_op_expm1,
     tfc_op_clip, tfc_op_is_nan, tfc_op_is_inf;
 extern const struct tfc_op tfc_op_conv, tfc_op_conv_backprop_input, tfc_op_conv_backprop_filter;
+extern const struct tfc_op tfc_op_conv_transpose; /* graph/ops_conv.c */
 extern const struct tfc_op tfc_op_max_pool, tfc_op_avg_pool, tfc_op_max_pool_grad,
     tfc_op_max_pool_gather, tfc_op_avg_pool_grad; /* graph/ops_pool.c */
 extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
@@ -53,6 +54,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_apply_sgd, &tfc_op_apply_momentum, &tfc_op_apply_adagrad, &tfc_op_apply_rmsprop,
     &tfc_op_apply_adam, &tfc_op_lr_schedule,
     &tfc_op_conv, &tfc_op_conv_backprop_input, &tfc_op_conv_backprop_filter,
+    &tfc_op_conv_transpose,
     &tfc_op_max_pool, &tfc_op_avg_pool, &tfc_op_max_pool_grad, &tfc_op_max_pool_gather,
     &tfc_op_avg_pool_grad,
     &tfc_op_pad, &tfc_op_pad_grad,

@@ -20,7 +20,11 @@
  *   - a reduction (sum, mean, max, min, sum_to) of a live tensor over its rows, its columns or
  *     both: one task per tile writes a partial result, one more task reduces the partials
  *     (split_reduce). STARPU_REDUX is not used: the partials keep the order of the sums fixed.
- * The first step that reads or writes a live tensor whole ends its partition before it. */
+ * The first step that reads or writes a live tensor whole ends its partition before it.
+ *
+ * Convolutions, their adjoints and pooling split over the batch instead (split_batch): one
+ * task per block of images, the filter read whole; the filter gradient's blocks write partial
+ * sums that one reduce task adds, as split-K's do. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +323,40 @@ static int split_matmul(struct tiler *tl, int si, int64_t t)
     return 0;
 }
 
+/* Appends the step that sums the nb blocks of intermediate ps (seen as [nb, numel of the
+ * output], over axis 0, in double) into slot sc, the output of step st: a reduce step of its
+ * own arguments (two operands). sc's tiles, if any, end before it. */
+static int push_block_sum(struct tiler *tl, const struct step *st, int ps, int64_t nb, int sc)
+{
+    const struct tfc_kargs *a = st->args;
+    const struct tfc_kdesc *dc = &a->d[a->n_in];
+    struct step *fs = push_tile(tl, st, st->n_buf > 2 ? st->n_buf : 2); /* two used */
+    if (!fs) return -1;
+    size_t size = sizeof(struct tfc_kargs) + 2 * sizeof(struct tfc_kdesc);
+    struct tfc_kargs *ra = calloc(1, size);
+    if (!ra) return -1; /* fs still owns the copy of st's arguments, freed with it */
+    free(fs->args);
+    fs->args = ra;
+    fs->args_size = size;
+    fs->cl = &tfc_cl_reduce;
+    ra->kind = TFC_K_REDUCE_SUM;
+    ra->node = a->node;
+    ra->n_in = 1;
+    ra->n_out = 1;
+    ra->attrs[REDUCE_AXES].n = 1; /* axes {0}: the blocks */
+    ra->d[0] = (struct tfc_kdesc){.dtype = dc->dtype, .rank = 2, .dims = {nb, dc->numel},
+                                  .numel = nb * dc->numel, .buf = 0};
+    ra->d[1] = *dc;
+    ra->d[1].buf = 1;
+    fs->n_buf = 2;
+    fs->buf_slot[0] = ps, fs->modes[0] = STARPU_R;
+    fs->buf_slot[1] = sc, fs->modes[1] = STARPU_W;
+    tfc_kargs_finish(ra);
+    fs->cost = st->cost * (double)(nb * dc->numel) / (a->flops > 0 ? a->flops : 1);
+    tl->live[sc] = -1;
+    return 0;
+}
+
 /* Appends the steps of matmul step si split along k in chunks of c (kc of them): chunk i
  * computes op(A)[:, chunk i] op(B)[chunk i, :] into block i of a new intermediate P
  * [kc * m, n], one gemm each with beta = 0; then one reduce step sums P's blocks (P seen as
@@ -349,31 +387,122 @@ static int split_inner(struct tiler *tl, int si, int64_t c)
         if (!push_gemm(tl, st, slots, first, child, m, (i + 1) * c <= k ? c : k - i * c, n))
             return -1;
     }
-    /* the sum of the blocks: a reduce step of its own arguments (two operands) */
-    struct step *fs = push_tile(tl, st, st->n_buf); /* room for the copy; two used */
-    if (!fs) return -1;
-    size_t size = sizeof(struct tfc_kargs) + 2 * sizeof(struct tfc_kdesc);
-    struct tfc_kargs *ra = calloc(1, size);
-    if (!ra) return -1; /* fs still owns the matmul's copy, freed with it */
-    free(fs->args);
-    fs->args = ra;
-    fs->args_size = size;
-    fs->cl = &tfc_cl_reduce;
-    ra->kind = TFC_K_REDUCE_SUM;
-    ra->node = a->node;
-    ra->n_in = 1;
-    ra->n_out = 1;
-    ra->attrs[REDUCE_AXES].n = 1; /* axes {0}: the blocks */
-    ra->d[0] = (struct tfc_kdesc){.dtype = dc->dtype, .rank = 2, .dims = {kc, m * n},
-                                  .numel = kc * m * n, .buf = 0};
-    ra->d[1] = *dc;
-    ra->d[1].buf = 1;
-    fs->n_buf = 2;
-    fs->buf_slot[0] = ps, fs->modes[0] = STARPU_R;
-    fs->buf_slot[1] = sc, fs->modes[1] = STARPU_W;
-    tfc_kargs_finish(ra);
-    fs->cost = st->cost * (double)(kc * m * n) / (a->flops > 0 ? a->flops : 1);
-    tl->live[sc] = -1;
+    return push_block_sum(tl, st, ps, kc, sc);
+}
+
+/* ---- convolutions and pooling: one task per block of images ------------------------------- */
+
+extern struct starpu_codelet tfc_cl_conv, tfc_cl_pool;
+
+/* The operands of step st that split over the batch dim N (bit i: descriptor i), or 0 when st
+ * is no convolution or pooling step. The kernels loop over the images (pooling over N * C
+ * planes) and compute each alone, so a block of images is the same computation on a shorter
+ * batch: the activations and their gradients split, the filter is read whole. The filter
+ * gradient sums over the images: each block writes its own partial sum (split_batch). */
+static unsigned batch_operands(const struct step *st)
+{
+    const struct tfc_kargs *a = st->args;
+    if (st->cl == &tfc_cl_pool) return (1u << (a->n_in + a->n_out)) - 1; /* all, indices too */
+    if (st->cl != &tfc_cl_conv) return 0;
+    switch (a->kind) {
+    case TFC_K_CONV: return 1u << 0 | 1u << 2;                      /* x, y */
+    case TFC_K_CONV_BP_INPUT: /* dy, x_like, dx; conv_transpose: x, y (no x_like) */
+        return 1u << 0 | 1u << 2 | 1u << 3;
+    case TFC_K_CONV_BP_FILTER: return 1u << 0 | 1u << 1;            /* x, dy */
+    default: return 0;
+    }
+}
+
+/* Whether step st is a convolution or pooling worth splitting over its batch: above the
+ * threshold (as a matmul), a batch of two or more that every split operand shares, no
+ * operand read both whole and split, its output an intermediate, someone to share it with. */
+static int big_batch_op(const struct plan *p, const struct step *st,
+                        const struct plan_options *opt)
+{
+    const struct tfc_kargs *a = st->args;
+    unsigned split = batch_operands(st);
+    if (opt->tile_min <= 0 || !split || a->flops < opt->tile_min) return 0;
+    if (opt->tile_size == 0 && opt->tile_workers < 2) return 0; /* auto: nobody to share with */
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    if (o->buf < 0 || p->slots[st->buf_slot[o->buf]].kind != SLOT_TEMP) return 0;
+    int64_t n = a->d[0].rank > 0 ? a->d[0].dims[0] : 0;
+    unsigned whole_bufs = 0, split_bufs = 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (split >> i & 1 && (d->rank < 1 || d->dims[0] != n)) return 0;
+        if (d->buf < 0) continue;
+        if (d->numel > UINT32_MAX) return 0;
+        if (split >> i & 1) split_bufs |= 1u << d->buf;
+        else whole_bufs |= 1u << d->buf;
+    }
+    return n >= 2 && !(whole_bufs & split_bufs);
+}
+
+/* Images per task of step st, or 0 when it stays whole: TFC_TILE_SIZE when set, else the
+ * batch over TILES_PER_WORKER tasks per worker (KCHUNKS_PER_WORKER for the filter gradient,
+ * whose blocks are summed afterwards, as split-K's). */
+static int64_t batch_block(const struct plan *p, const struct step *st,
+                           const struct plan_options *opt)
+{
+    if (!big_batch_op(p, st, opt)) return 0;
+    int64_t n = st->args->d[0].dims[0], b = opt->tile_size;
+    if (b <= 0) {
+        int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
+        int per = st->args->kind == TFC_K_CONV_BP_FILTER ? KCHUNKS_PER_WORKER : TILES_PER_WORKER;
+        b = cdiv(n, (int64_t)per * w);
+    }
+    return cdiv(n, b) > 1 ? b : 0;
+}
+
+/* Appends the steps of convolution or pooling step si over blocks of b images (nt blocks):
+ * each split operand, seen as [N, numel / N], is partitioned into blocks of b rows; task t
+ * runs the node's kernel on block t of each, the other operands whole. The filter gradient's
+ * task t writes its block's sum into row t of a new intermediate P [nt, numel of dw], and one
+ * reduce step adds P's rows into dw (in double; the order of the sums is fixed, but not the
+ * untiled one: equal to it within float summation error). */
+static int split_batch(struct tiler *tl, int si, int64_t b)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    unsigned split = batch_operands(st);
+    int64_t n = a->d[0].dims[0], nt = cdiv(n, b);
+    int filter = st->cl == &tfc_cl_conv && a->kind == TFC_K_CONV_BP_FILTER;
+    int so = st->buf_slot[o->buf], ps = filter ? add_slot(tl, o->dtype, nt, o->numel) : -1;
+    if (filter && ps < 0) return -1;
+    int bpart[STARPU_NMAXBUFS]; /* per buffer: its partition, or -1 when used whole */
+    for (int j = 0; j < st->n_buf; j++) bpart[j] = -1;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (!(split >> i & 1) || d->buf < 0 || bpart[d->buf] >= 0) continue;
+        int s = st->buf_slot[d->buf];
+        if (add_part(p, &tl->cap_parts, s, i < a->n_in, n, d->numel / n, b, d->numel / n))
+            return -1;
+        bpart[d->buf] = p->n_parts - 1;
+        tl->live[s] = -1; /* read through a new partition: earlier tiles end first */
+    }
+    if (filter) {
+        if (add_part(p, &tl->cap_parts, ps, 0, nt, o->numel, 1, o->numel)) return -1;
+        bpart[o->buf] = p->n_parts - 1;
+    }
+    for (int t = 0; t < nt; t++) {
+        struct step *ts = push_tile(tl, st, st->n_buf);
+        if (!ts) return -1;
+        struct tfc_kargs *ka = ts->args;
+        for (int i = 0; i < ka->n_in + ka->n_out; i++)
+            if (split >> i & 1) {
+                ka->d[i].dims[0] = (t + 1) * b <= n ? b : n - t * b;
+                set_numel(&ka->d[i]);
+            }
+        for (int j = 0; j < ts->n_buf; j++)
+            if (bpart[j] >= 0) ts->buf_part[j] = bpart[j], ts->buf_child[j] = t;
+        if (filter) ts->buf_slot[o->buf] = ps;
+        tfc_kargs_finish(ka);
+        ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
+    }
+    if (filter) return push_block_sum(tl, st, ps, nt, so);
+    tl->live[so] = -1; /* its consumers read it whole (they are not 2-D tile readers) */
     return 0;
 }
 
@@ -633,7 +762,7 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     for (int i = 0; i < p->n_steps; i++) {
         edge[i] = tile_of(p, &p->steps[i], opt);
         if (!edge[i]) edge[i] = -kchunk_of(p, &p->steps[i], opt);
-        any |= edge[i] != 0;
+        any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0;
     }
     if (!any) {
         free(edge); free(split);
@@ -647,8 +776,12 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     for (int i = 0; i < p->n_steps && !rc; i++) {
         const struct step *st = &p->steps[i];
         int q;
+        int64_t b;
         if (edge[i]) {
             rc = edge[i] > 0 ? split_matmul(&tl, i, edge[i]) : split_inner(&tl, i, -edge[i]);
+            split[i] = 1;
+        } else if ((b = batch_block(p, st, opt)) > 0) {
+            rc = split_batch(&tl, i, b);
             split[i] = 1;
         } else if ((q = fused_source(&tl, i)) >= 0) {
             rc = split_fused(&tl, i, q);

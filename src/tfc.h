@@ -268,6 +268,21 @@ TFC_API tfc_tensor *tfc_conv_backprop_input(tfc_graph *g, tfc_tensor *dy, tfc_te
                                             tfc_tensor *x_like, const tfc_conv_params *p);
 TFC_API tfc_tensor *tfc_conv_backprop_filter(tfc_graph *g, tfc_tensor *x, tfc_tensor *dy,
                                              tfc_tensor *w_like, const tfc_conv_params *p);
+/* Transposed convolution (PyTorch's ConvTranspose1d/2d/3d, ONNX's ConvTranspose with explicit
+ * pads): x [N, C_in, in...], w [C_in, C_out/groups, kernel...] -> [N, C_out, out...] with
+ * out = (in - 1) stride - pads_begin - pads_end + dilation (kernel - 1) + output_padding + 1.
+ * output_padding (default 0) must be below the stride. p NULL: the defaults. Its gradients are
+ * a convolution (dx) and a filter gradient (dw). */
+typedef struct tfc_conv_transpose_params {
+    int64_t strides[3];        /* per spatial dim; 0 means 1 */
+    int64_t pads_begin[3];     /* removed from the output's beginning (elements) */
+    int64_t pads_end[3];       /* removed from its end */
+    int64_t dilations[3];      /* 0 means 1 */
+    int64_t output_padding[3]; /* added at the output's end, each below its stride */
+    int64_t groups;            /* 0 means 1 */
+} tfc_conv_transpose_params;
+TFC_API tfc_tensor *tfc_conv_transpose(tfc_graph *g, tfc_tensor *x, tfc_tensor *w,
+                                       const tfc_conv_transpose_params *p);
 
 /* Element-wise binary ops with NumPy broadcasting. */
 TFC_API tfc_tensor *tfc_add(tfc_graph *g, tfc_tensor *a, tfc_tensor *b);

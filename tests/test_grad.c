@@ -136,6 +136,7 @@ static const struct {
     {"conv", "test_conv"},
     {"conv_backprop_input", "test_conv"},
     {"conv_backprop_filter", "test_conv"},
+    {"conv_transpose", "test_conv_transpose"},
     {"max_pool", "test_pool"},
     {"avg_pool", "test_pool"},
     {"max_pool_grad", "test_pool"},
@@ -1093,6 +1094,38 @@ static void test_conv(void)
     }
 }
 
+/* conv_transpose over 1, 2 and 3 spatial dims: strides, asymmetric pads, dilation,
+ * output_padding, groups. Linear in x and in w: its gradients (a convolution for dx, a filter
+ * gradient with the roles swapped for dw) against central differences, and the second-order
+ * check runs their own gradient builders. */
+static void test_conv_transpose(void)
+{
+    static const struct {
+        int rank;
+        int64_t x[5], w[5];
+        tfc_conv_transpose_params p;
+        int dyn;
+    } q[] = {
+        {3, {2, 2, 3}, {2, 2, 3}, {.strides = {2}, .pads_begin = {1}, .output_padding = {1}}, 1},
+        {4, {1, 4, 2, 3}, {4, 1, 2, 2}, {.strides = {2, 1}, .dilations = {1, 2}, .groups = 2,
+                                         .pads_end = {0, 1}}, 0},
+        {5, {1, 1, 2, 2, 2}, {1, 2, 2, 1, 2}, {.strides = {1, 2, 2}, .pads_begin = {0, 0, 1},
+                                              .output_padding = {0, 1, 0}}, 0},
+    };
+    rng_seed(23);
+    for (int i = 0; i < COUNT(q); i++) {
+        tfc_shape xs = tfc_shape_of(q[i].rank, q[i].x), ws = tfc_shape_of(q[i].rank, q[i].w);
+        struct gc c;
+        gc_begin(&c, "conv_transpose", "x %s w %s%s", SHP(xs), SHP(ws),
+                 q[i].dyn ? " (dynamic)" : "");
+        c.dyn = q[i].dyn;
+        tfc_tensor *x = gc_x(&c, ht_rand(F64, xs, -2, 2, 0));
+        tfc_tensor *w = gc_x(&c, ht_rand(F64, ws, -2, 2, 0));
+        gc_use(&c, tfc_conv_transpose(c.g, x, w, &q[i].p));
+        gc_run(&c);
+    }
+}
+
 static void test_grad_ops(void)
 {
     rng_seed(18);
@@ -2033,6 +2066,7 @@ static const struct {
     {"matmul", test_matmul},
     {"batch_matmul", test_batch_matmul},
     {"conv", test_conv},
+    {"conv_transpose", test_conv_transpose},
     {"softmax/log_softmax", test_softmax},
     {"cross entropy", test_xent},
     {"reductions", test_reduce},

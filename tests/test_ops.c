@@ -143,6 +143,7 @@ static const struct {
     {"conv", "test_conv, test_conv_errors"},
     {"conv_backprop_input", "test_conv"},
     {"conv_backprop_filter", "test_conv"},
+    {"conv_transpose", "test_conv_transpose"},
     {"max_pool", "test_pool"},
     {"avg_pool", "test_pool"},
     {"max_pool_grad", "test_pool"},
@@ -2940,6 +2941,128 @@ static void test_conv_batch_tiles(void)
     ht_free(&dx_want);
 }
 
+/* ---- conv_transpose ------------------------------------------------------------------------ */
+
+static const struct conv_t_case {
+    int nd;
+    int64_t n, cin, cout, in[3], kern[3]; /* cout: output channels (w dim 1 * groups) */
+    tfc_conv_transpose_params p;
+    int dyn;
+} conv_t_cases[] = {
+    {1, 2, 3, 2, {5}, {3}, {.strides = {2}, .pads_begin = {1}, .pads_end = {0},
+                            .output_padding = {1}}, 0},
+    {1, 3, 2, 4, {4}, {2}, {.dilations = {3}, .groups = 2}, 1},
+    {2, 2, 4, 6, {3, 4}, {3, 2}, {.strides = {2, 3}, .pads_begin = {1, 0}, .pads_end = {0, 2},
+                                  .dilations = {1, 2}, .output_padding = {1, 2}, .groups = 2}, 0},
+    {2, 1, 3, 3, {4, 3}, {2, 2}, {.groups = 3}, 0}, /* depthwise */
+    {3, 2, 2, 3, {2, 3, 2}, {2, 1, 3}, {.strides = {2, 1, 2}, .pads_end = {1, 0, 0},
+                                        .output_padding = {0, 0, 1}}, 0},
+};
+
+static int64_t conv_t_param(const int64_t *v, int d, int64_t zero_means)
+{
+    return v[d] ? v[d] : zero_means;
+}
+
+static tfc_shape conv_t_y_shape(const struct conv_t_case *q)
+{
+    tfc_shape s = {.rank = q->nd + 2, .dims = {q->n, q->cout}};
+    for (int d = 0; d < q->nd; d++)
+        s.dims[2 + d] = (q->in[d] - 1) * conv_t_param(q->p.strides, d, 1) - q->p.pads_begin[d] -
+                        q->p.pads_end[d] +
+                        conv_t_param(q->p.dilations, d, 1) * (q->kern[d] - 1) +
+                        q->p.output_padding[d] + 1;
+    return s;
+}
+
+/* PyTorch's definition, in float64 (dtype dt only labels the result): every input element scattered through the kernel,
+ * y[n, g*cog + co, i*s - pad + k*dil] += x[n, g*cig + ci, i] w[g*cig + ci, co, k], the
+ * positions outside y dropped. */
+static ht conv_t_ref(enum tfc_dtype dt, const struct conv_t_case *q, const ht *x, const ht *w)
+{
+    tfc_shape ys = conv_t_y_shape(q);
+    ht y = ht_new(dt, ys); /* values kept in float64 */
+    int64_t groups = q->p.groups ? q->p.groups : 1, cig = q->cin / groups, cog = q->cout / groups;
+    int64_t ivol = 1, kvol = 1, ovol = 1;
+    for (int d = 0; d < q->nd; d++) ivol *= q->in[d], kvol *= q->kern[d], ovol *= ys.dims[2 + d];
+    for (int64_t n = 0; n < q->n; n++)
+        for (int64_t c = 0; c < q->cin; c++)
+            for (int64_t i = 0; i < ivol; i++)
+                for (int64_t co = 0; co < cog; co++)
+                    for (int64_t k = 0; k < kvol; k++) {
+                        int64_t irem = i, krem = k, istr = ivol, kstr = kvol, opos = 0;
+                        int inside = 1;
+                        for (int d = 0; d < q->nd; d++) {
+                            istr /= q->in[d], kstr /= q->kern[d];
+                            int64_t id = irem / istr, kd = krem / kstr;
+                            irem %= istr, krem %= kstr;
+                            int64_t o = id * conv_t_param(q->p.strides, d, 1) -
+                                        q->p.pads_begin[d] +
+                                        kd * conv_t_param(q->p.dilations, d, 1);
+                            inside &= o >= 0 && o < ys.dims[2 + d];
+                            opos = opos * ys.dims[2 + d] + o;
+                        }
+                        if (!inside) continue;
+                        int64_t oc = c / cig * cog + co;
+                        y.d[(n * q->cout + oc) * ovol + opos] +=
+                            x->d[(n * q->cin + c) * ivol + i] * w->d[(c * cog + co) * kvol + k];
+                    }
+    return y;
+}
+
+static void test_conv_transpose(void)
+{
+    rng_seed(71);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int i = 0; i < COUNT(conv_t_cases); i++) {
+            const struct conv_t_case *q = &conv_t_cases[i];
+            int64_t groups = q->p.groups ? q->p.groups : 1;
+            tfc_shape xs = {.rank = q->nd + 2, .dims = {q->n, q->cin}};
+            tfc_shape ws = {.rank = q->nd + 2, .dims = {q->cin, q->cout / groups}};
+            for (int d = 0; d < q->nd; d++) xs.dims[2 + d] = q->in[d], ws.dims[2 + d] = q->kern[d];
+            struct tc c;
+            tc_begin(&c, "conv_transpose %s case %d (%d-D, x %s, w %s)", DT(dt), i, q->nd,
+                     SHP(xs), SHP(ws));
+            c.dyn = q->dyn;
+            ht x = ht_rand(dt, xs, -2, 2, 0), w = ht_rand(dt, ws, -2, 2, 0);
+            ht y = conv_t_ref(dt, q, &x, &w);
+            tfc_tensor *tx = tc_in(&c, &x), *tw = tc_in(&c, &w);
+            tc_want(&c, tfc_conv_transpose(c.g, tx, tw, &q->p), y, tol_loose(dt),
+                    "conv_transpose");
+            ht_free(&x), ht_free(&w);
+            tc_run(&c);
+        }
+    }
+    /* inference names what does not fit */
+    static const struct {
+        int64_t x[3], w[3];
+        tfc_conv_transpose_params p;
+        const char *says;
+    } bad[] = {
+        {{1, 2, 5}, {2, 2, 3}, {.strides = {2}, .output_padding = {2}},
+         "output_padding[0] is 2; it must be below the stride 2"},
+        {{1, 3, 5}, {2, 2, 3}, {.groups = 1}, "filter dim 0 2"},
+        {{1, 2, 5}, {2, 2, 3}, {.groups = 4}, "divisible by groups"},
+        {{1, 2, 1}, {2, 2, 2}, {.pads_begin = {1}, .pads_end = {1}}, "give an output of 0"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g;
+        if (tfc_graph_create(&g)) continue;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, tfc_shape_of(3, bad[i].x));
+        tfc_tensor *w = tfc_placeholder(g, "w", F32, tfc_shape_of(3, bad[i].w));
+        tfc_tensor *y = tfc_conv_transpose(g, x, w, &bad[i].p);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || tfc_graph_status(g) != TFC_ERR_SHAPE || !strstr(msg, bad[i].says))
+            REPORT("conv_transpose error case %d: status %s, message '%s'; expected a shape "
+                   "error saying '%s'", i, tfc_status_string(tfc_graph_status(g)), msg,
+                   bad[i].says);
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
 /* ---- suites: one per scheduler ------------------------------------------------------------ */
 
 static int suite_init(void)
@@ -3033,6 +3156,7 @@ static const struct {
     {"conv", test_conv},
     {"conv shape errors", test_conv_errors},
     {"conv batch tiles", test_conv_batch_tiles},
+    {"conv_transpose", test_conv_transpose},
     {"every op ran", test_all_ops_executed},
 };
 

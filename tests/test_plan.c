@@ -45,6 +45,132 @@ static void test_footprints(void)
     CU_ASSERT_NOT_EQUAL(f32, matmul_footprint(TFC_FLOAT32, 64, 1)); /* transpose attribute */
 }
 
+/* ---- convolution and pooling perfmodels ---------------------------------------------------- */
+
+/* The footprint and flops of the one step computing y (fed x, constant-free graph). */
+static void step_model(tfc_graph *g, tfc_tensor *x, tfc_tensor *y, uint32_t *fp, double *flops)
+{
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_value *xv;
+    tfc_value_create(tfc_tensor_dtype(x), tfc_tensor_shape(x), &xv);
+    struct plan *p = build(g, 1, &x, &xv, 1, &y, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->n_steps, 1);
+    *fp = p->steps[0].args->footprint;
+    *flops = p->steps[0].args->flops;
+    tfc_plan_free(p);
+    tfc_value_destroy(xv);
+}
+
+/* conv x [2, 4, 9, 11] with a variable w [6, 4/groups, 3, 3] and pc's attributes; which
+ * selects the op (0 conv, 1 backprop_input, 2 backprop_filter, each fed the tensor it reads). */
+static void conv_model(int which, const tfc_conv_params *pc, uint32_t *fp, double *flops)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t gr = pc->groups ? pc->groups : 1;
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){2, 4, 9, 11}));
+    tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32,
+                                 tfc_shape_of(4, (int64_t[]){6, 4 / gr, 3, 3}), tfc_init_ones());
+    tfc_tensor *y = tfc_conv(g, x, w, pc), *fed = x, *out = y;
+    if (which) { /* dy fed, of y's shape */
+        fed = tfc_placeholder(g, "dy", TFC_FLOAT32, tfc_tensor_shape(y));
+        out = which == 1 ? tfc_conv_backprop_input(g, fed, w, x, pc)
+                         : tfc_conv_backprop_filter(g, x, fed, w, pc);
+    }
+    if (which) { /* x is read (or its shape) too: feed it as well */
+        tfc_value *xv, *dv;
+        tfc_value_create(TFC_FLOAT32, tfc_tensor_shape(x), &xv);
+        tfc_value_create(TFC_FLOAT32, tfc_tensor_shape(fed), &dv);
+        tfc_tensor *ft[2] = {x, fed};
+        tfc_value *fv[2] = {xv, dv};
+        struct plan *p = build(g, 2, ft, fv, 1, &out, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        CU_ASSERT_EQUAL_FATAL(p->n_steps, 1);
+        *fp = p->steps[0].args->footprint, *flops = p->steps[0].args->flops;
+        tfc_plan_free(p);
+        tfc_value_destroy(xv), tfc_value_destroy(dv);
+    } else {
+        step_model(g, fed, out, fp, flops);
+    }
+    tfc_graph_destroy(g);
+}
+
+/* Two convolutions of the same operand sizes but another stride, pad, dilation or group count
+ * (or auto_pad) get different footprints, so StarPU keeps one history entry each; the flops
+ * are 2 N K C/groups kvol ovol for the convolution and both adjoints. */
+static void test_conv_models(void)
+{
+    tfc_conv_params base = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, 0};
+    tfc_conv_params var[5] = {base, base, base, base, base};
+    var[0].strides[1] = 2;
+    var[1].pads_begin[0] = 1;
+    var[2].dilations[1] = 2;
+    var[3].groups = 2;
+    var[4].auto_pad = TFC_CONV_PAD_SAME_UPPER;
+    for (int which = 0; which < 3; which++) {
+        uint32_t f0, f0b, fv[5];
+        double fl0, fl, flv[5];
+        conv_model(which, &base, &f0, &fl0);
+        conv_model(which, &base, &f0b, &fl);
+        CU_ASSERT_EQUAL(f0, f0b); /* stable */
+        /* out 7 x 9: 2 * N 2 * K 6 * C 4 * kvol 9 * ovol 63 */
+        CU_ASSERT_DOUBLE_EQUAL(fl0, 2.0 * 2 * 6 * 4 * 9 * 63, 1e-9);
+        for (int v = 0; v < 5; v++) {
+            conv_model(which, &var[v], &fv[v], &flv[v]);
+            CU_ASSERT_NOT_EQUAL(fv[v], f0);
+            for (int u = 0; u < v; u++) CU_ASSERT_NOT_EQUAL(fv[v], fv[u]);
+        }
+        CU_ASSERT_DOUBLE_EQUAL(flv[0], 2.0 * 2 * 6 * 4 * 9 * (7 * 5), 1e-9); /* stride 2 */
+        CU_ASSERT_DOUBLE_EQUAL(flv[3], 2.0 * 2 * 6 * 2 * 9 * 63, 1e-9);      /* groups 2 */
+        CU_ASSERT_DOUBLE_EQUAL(flv[4], 2.0 * 2 * 6 * 4 * 9 * 99, 1e-9);      /* SAME: 9 x 11 */
+    }
+}
+
+/* conv_transpose: output_padding (which changes only the output's size) and the stride are
+ * keys; flops count the backprop-input kernel's multiply-adds: 2 N C_in C_out/groups kvol
+ * in-volume (x [2, 4, 5], w [4, 3, 3]). */
+static void test_conv_transpose_models(void)
+{
+    uint32_t fp[3];
+    double fl[3];
+    for (int v = 0; v < 3; v++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){2, 4, 5}));
+        tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){4, 3, 3}),
+                                     tfc_init_ones());
+        tfc_conv_transpose_params tp = {.strides = {v ? 3 : 2}, .output_padding = {v == 1}};
+        step_model(g, x, tfc_conv_transpose(g, x, w, &tp), &fp[v], &fl[v]);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[1]);
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[2]);
+    CU_ASSERT_NOT_EQUAL(fp[1], fp[2]);
+    for (int v = 0; v < 3; v++) CU_ASSERT_DOUBLE_EQUAL(fl[v], 2.0 * 2 * 4 * 3 * 3 * 5, 1e-9);
+}
+
+/* Pooling: ceil_mode and count_include_pad are keys too; flops are a window per output. */
+static void test_pool_models(void)
+{
+    uint32_t fp[3];
+    double fl[3];
+    for (int v = 0; v < 3; v++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32,
+                                        tfc_shape_of(4, (int64_t[]){2, 3, 8, 8}));
+        tfc_pool_params pp = {.n_spatial = 2, .kernel = {3, 3}, .strides = {2, 2},
+                              .ceil_mode = v == 1, .count_include_pad = v == 2};
+        step_model(g, x, tfc_avg_pool(g, x, &pp), &fp[v], &fl[v]);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[1]);
+    CU_ASSERT_NOT_EQUAL(fp[0], fp[2]);
+    CU_ASSERT_DOUBLE_EQUAL(fl[0], 2.0 * 3 * 3 * 3 * 9, 1e-9); /* out 3 x 3, window 9 */
+    CU_ASSERT_DOUBLE_EQUAL(fl[1], 2.0 * 3 * 4 * 4 * 9, 1e-9); /* ceil_mode: out 4 x 4 */
+}
+
 static void test_steps_and_modes(void)
 {
     tfc_graph *g;
@@ -114,6 +240,9 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     TEST_SUITE("plan", NULL, NULL);
     TEST_ADD(test_footprints);
+    TEST_ADD(test_conv_models);
+    TEST_ADD(test_conv_transpose_models);
+    TEST_ADD(test_pool_models);
     TEST_ADD(test_steps_and_modes);
     TEST_ADD(test_many_operands_and_empty);
     return test_main();

@@ -601,6 +601,107 @@ static void test_training(void)
     tfc_value_destroy(a1), tfc_value_destroy(a2), tfc_value_destroy(b1), tfc_value_destroy(b2);
 }
 
+/* ---- convolutions and pooling over the batch ----------------------------------------------- */
+
+/* A value of dtype dt and shape [dims] filled from seed. */
+static tfc_value *nd_value(enum tfc_dtype dt, int rank, const int64_t *dims, unsigned seed)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    double *x = malloc(sizeof(double) * (size_t)n);
+    CU_ASSERT_FATAL(x != NULL);
+    fill(x, n, seed);
+    tfc_value *v = value_of(dt, 1, n, x); /* then reshaped: same buffer layout */
+    free(x);
+    tfc_value *r = NULL;
+    CU_ASSERT_FATAL(tfc_value_from_data(dt, tfc_shape_of(rank, dims), tfc_value_cdata(v), &r) ==
+                    TFC_OK);
+    tfc_value_destroy(v);
+    return r;
+}
+
+/* Whether got equals want bit for bit (exact = 1; tasks on one kind of device: the kernels
+ * compute each image alone), else within tol relative to the largest |want|. */
+static int same_values(const tfc_value *got, const tfc_value *want, int exact, double tol)
+{
+    size_t n = tfc_value_nbytes(want);
+    if (tfc_value_nbytes(got) != n) return 0;
+    if (exact) return memcmp(tfc_value_cdata(got), tfc_value_cdata(want), n) == 0;
+    int64_t cnt = (int64_t)(n / (tfc_value_dtype(want) == TFC_FLOAT32 ? 4 : 8));
+    double big = 0, e = 0;
+    for (int64_t i = 0; i < cnt; i++) big = fmax(big, fabs(at(want, i)));
+    for (int64_t i = 0; i < cnt; i++) {
+        double d = fabs(at(got, i) - at(want, i));
+        if (!(d <= e)) e = d;
+    }
+    return e <= tol * (1 + big);
+}
+
+/* A 2-D convolution over a batch of 8 (x [8, 4, 9, 7], w [6, 2, 3, 3], stride 2x1, pads,
+ * dilation 1x2, 2 groups) and its adjoints, max and average pooling, and a conv_transpose of
+ * dy by w (the backprop-input kernel again, its own attributes), each run whole and split
+ * over the batch: blocks of 3 images (TFC_TILE_SIZE 3: 3 tasks, the last of 2 images; the
+ * filter gradient one more task summing the 3 partials), then the automatic rule (tiling on
+ * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, 2 for the filter gradient). The
+ * convolution, its input gradient, the pools and conv_transpose equal the whole results bit
+ * for bit on CPU workers (the kernels compute each image alone); the filter gradient sums the
+ * images in another order: equal within float summation error. */
+static void test_conv_batch(void)
+{
+    const int64_t xd[4] = {8, 4, 9, 7}, wd[4] = {6, 2, 3, 3};
+    tfc_conv_params cp = {.strides = {2, 1}, .pads_begin = {1, 0}, .pads_end = {0, 2},
+                          .dilations = {1, 2}, .groups = 2};
+    tfc_pool_params pp = {.n_spatial = 2, .kernel = {3, 2}, .strides = {2, 2}, .ceil_mode = 1};
+    /* dy [8, 6, 4, 5] by w as [C_in 6, C_out/groups 2, 3, 3]: [8, 4, 10, 8] */
+    tfc_conv_transpose_params tp = {.strides = {2, 1}, .pads_begin = {0, 1}, .dilations = {1, 2},
+                                    .output_padding = {1, 0}, .groups = 2};
+    int workers = (int)starpu_worker_get_count();
+    int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+        tfc_graph *g = NULL;
+        CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+        tfc_tensor *x = tfc_placeholder(g, "x", dt, tfc_shape_of(4, xd));
+        tfc_tensor *w = tfc_placeholder(g, "w", dt, tfc_shape_of(4, wd));
+        tfc_tensor *y = tfc_conv(g, x, w, &cp);
+        CU_ASSERT_FATAL(y != NULL);
+        tfc_shape ys = tfc_tensor_shape(y);
+        tfc_tensor *dy = tfc_placeholder(g, "dy", dt, ys);
+        tfc_tensor *outs[6] = {y, tfc_conv_backprop_input(g, dy, w, x, &cp),
+                               tfc_conv_backprop_filter(g, x, dy, w, &cp),
+                               tfc_max_pool(g, x, &pp, NULL), tfc_avg_pool(g, x, &pp),
+                               tfc_conv_transpose(g, dy, w, &tp)};
+        CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+        tfc_tensor *ft[3] = {x, w, dy};
+        tfc_value *fv[3] = {nd_value(dt, 4, xd, 3), nd_value(dt, 4, wd, 4),
+                            nd_value(dt, 4, ys.dims, 5)};
+        for (int k = 0; k < 6; k++) {
+            const char *name = tfc_tensor_name(outs[k]);
+            int filter = k == 2, n_whole, n_tiles;
+            uint64_t t_whole, t_tiled;
+            tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
+            CU_ASSERT_EQUAL(n_whole, 1);
+            for (int mode = 0; mode < 2; mode++) { /* blocks of 3; automatic */
+                int per = filter ? 2 : 4, blk = mode ? (int)cdiv(8, per * workers) : 3;
+                int want = mode && workers < 2 ? 1 : (int)cdiv(8, blk) + (filter && blk < 8);
+                tfc_value *tiled = run_tiled(g, 1, mode ? 0 : 3, 3, ft, fv, outs[k], name,
+                                             &n_tiles, &t_tiled);
+                CU_ASSERT_EQUAL(n_tiles, want);
+                int ok = same_values(tiled, whole, exact && !filter, tol_of(dt));
+                if (n_tiles != want || !ok)
+                    fprintf(stderr, "%s %s, %s: %d tasks (want %d), %s\n", di ? "f64" : "f32",
+                            name, mode ? "auto" : "blocks of 3", n_tiles, want,
+                            ok ? "same values" : "values differ");
+                CU_ASSERT(ok);
+                tfc_value_destroy(tiled);
+            }
+            tfc_value_destroy(whole);
+        }
+        for (int i = 0; i < 3; i++) tfc_value_destroy(fv[i]);
+        tfc_graph_destroy(g);
+    }
+}
+
 /* ---- defaults and errors ------------------------------------------------------------------- */
 
 /* With the defaults, a small matmul stays one task and a 512^3 one (at the threshold) is
@@ -1110,6 +1211,7 @@ int main(void)
     TEST_ADD(test_split_k);
     TEST_ADD(test_chain);
     TEST_ADD(test_training);
+    TEST_ADD(test_conv_batch);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
