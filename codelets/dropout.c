@@ -5,6 +5,14 @@
 #include <string.h>
 #include "kernel.h"
 #include "philox.h"
+#include "opencl_common.h" /* tfc_opencl_can_execute */
+
+#ifdef STARPU_USE_OPENCL
+void tfc_dropout_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_dropout.c */
+#endif
+#ifdef STARPU_USE_CUDA
+void tfc_dropout_cuda(void *buffers[], void *cl_arg); /* codelets/dropout_cuda.cu */
+#endif
 
 /* One task's element-wise work over n elements: kept units times s, dropped ones 0. One
  * Philox block gives the words of four consecutive elements. */
@@ -65,6 +73,15 @@ static struct starpu_perfmodel dropout_model = {
 struct starpu_codelet tfc_cl_dropout = {
     .cpu_funcs = {dropout_cpu},
     .cpu_funcs_name = {"dropout_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_dropout_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+#ifdef STARPU_USE_OPENCL
+    /* both kinds and dtypes: tfc_opencl_supports' default for codelets it does not list */
+    .opencl_funcs = {tfc_dropout_opencl},
+    .can_execute = tfc_opencl_can_execute,
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &dropout_model,
     .name = "dropout",

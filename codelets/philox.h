@@ -3,7 +3,7 @@
  * decision built on it: element i's bits are a pure function of (seed, step, i), so which units
  * drop never depends on the device, the worker, the tiling or the order of the work. One text
  * serves C, CUDA C++ and OpenCL C: TFC_PHILOX_CODE is expanded here for C and CUDA and
- * stringified into tfc_philox_cl_source for the OpenCL programs. */
+ * stringified into TFC_PHILOX_CL_SOURCE for the OpenCL programs. */
 #ifndef TFC_PHILOX_H
 #define TFC_PHILOX_H
 
@@ -59,10 +59,12 @@ TFC_PHILOX_FN int tfc_dropout_keep(TFC_U64 seed, TFC_U64 step, TFC_U64 i, TFC_U3
 #ifndef __OPENCL_VERSION__
 TFC_PHILOX_CODE(TFC_PHILOX_EXPAND_)
 
-/* The same functions as OpenCL C source (with the type names it needs). */
-static const char tfc_philox_cl_source[] =
-    "#define TFC_U32 uint\n#define TFC_U64 ulong\n#define TFC_PHILOX_FN static inline\n"
-    TFC_PHILOX_CODE(TFC_PHILOX_STRING_) "\n";
+/* The same functions as OpenCL C source (a string literal, with the type names it needs),
+ * guarded so that a program may hold it in each of its dtype instances. */
+#define TFC_PHILOX_CL_SOURCE                                                                   \
+    "#ifndef TFC_PHILOX_CL\n#define TFC_PHILOX_CL\n#define TFC_U32 uint\n"                      \
+    "#define TFC_U64 ulong\n#define TFC_PHILOX_FN static inline\n"                              \
+    TFC_PHILOX_CODE(TFC_PHILOX_STRING_) "\n#endif\n"
 
 /* The keep threshold of a drop probability in [0, 1): ceil(rate * 2^32) (exact: a power-of-two
  * product), so that a word w drops exactly when w * 2^-32 < rate. Computed on the host once,

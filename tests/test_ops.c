@@ -2439,38 +2439,44 @@ static double dropout_disagree(const tfc_value *a, const tfc_value *b, int64_t n
     return (double)d / (double)n;
 }
 
-/* Over 2^20 ones: the kept fraction is within 5 sigma of 1 - rate, every kept unit is exactly
- * the float32 of 1 / (1 - rate), and masks of another step or another seed differ in about
- * 2 rate (1 - rate) of the units, as independent masks do. */
+/* Over 2^20 units: the kept fraction is within 5 sigma of 1 - rate, and masks of another step
+ * or another seed differ in about 2 rate (1 - rate) of the units, as independent masks do.
+ * Every element has the exact bits of the reference mask times x times the float32 scale
+ * (one IEEE multiply), whichever device ran it: CPU and OpenCL results are bit-identical. */
 static void dropout_statistics(void)
 {
     const int64_t n = 1 << 20;
     const double rate = 0.3;
+    const uint64_t seeds[3] = {77, 77, 78}, steps[3] = {5, 6, 5}; /* next step, other seed */
     tfc_graph *g = NULL;
     if (tfc_graph_create(&g)) return;
-    tfc_value *ones = NULL;
-    tfc_value_create(F32, S(n), &ones);
-    for (int64_t i = 0; ones && i < n; i++) ((float *)tfc_value_data(ones))[i] = 1;
-    tfc_tensor *x = tfc_constant(g, "ones", ones), *tr = tfc_scalar(g, F32, 1);
-    tfc_tensor *y[3] = {
-        tfc_dropout(g, x, rate, tr, tfc_scalar(g, I64, 5), 77),
-        tfc_dropout(g, x, rate, tr, tfc_scalar(g, I64, 6), 77),  /* the next step */
-        tfc_dropout(g, x, rate, tr, tfc_scalar(g, I64, 5), 78),  /* another seed */
-    };
+    tfc_value *xv = NULL;
+    tfc_value_create(F32, S(n), &xv);
+    float *x = xv ? tfc_value_data(xv) : NULL;
+    for (int64_t i = 0; x && i < n; i++) x[i] = 1.0f + (float)(i % 1000) / 1024.0f;
+    tfc_tensor *tx = tfc_constant(g, "x", xv), *tr = tfc_scalar(g, F32, 1), *y[3];
+    for (int k = 0; k < 3; k++)
+        y[k] = tfc_dropout(g, tx, rate, tr, tfc_scalar(g, I64, (double)steps[k]), seeds[k]);
     tfc_value *got[3] = {0};
     g_cases++;
-    if (dropout_fetch(g, "dropout statistics", 3, y, got)) {
+    if (x && dropout_fetch(g, "dropout statistics", 3, y, got)) {
         const float scale = (float)(1.0 / (1.0 - rate));
         double sd = sqrt(rate * (1 - rate) / (double)n), ok = 1;
         for (int k = 0; k < 3; k++) {
             const float *p = tfc_value_cdata(got[k]);
-            int64_t kept = 0, odd = 0;
-            for (int64_t i = 0; i < n; i++) kept += p[i] != 0, odd += p[i] != 0 && p[i] != scale;
+            int64_t kept = 0, bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t w[4];
+                tfc_philox_block(seeds[k], steps[k], (uint64_t)i / 4, w);
+                float want = ldexp((double)w[i % 4], -32) >= rate ? x[i] * scale : 0.0f;
+                kept += p[i] != 0;
+                bad += memcmp(&p[i], &want, sizeof want) != 0;
+            }
             double f = (double)kept / (double)n;
-            if (fabs(f - (1 - rate)) > 5 * sd || odd)
+            if (fabs(f - (1 - rate)) > 5 * sd || bad)
                 ok = 0, REPORT("dropout statistics: mask %d keeps %.6f of the units (want %.6f "
-                               "+- %.6f) and %lld kept values differ from %.9g", k, f, 1 - rate,
-                               5 * sd, (long long)odd, (double)scale);
+                               "+- %.6f); %lld elements are not the bits of x * %.9g or 0", k,
+                               f, 1 - rate, 5 * sd, (long long)bad, (double)scale);
         }
         double want = 2 * rate * (1 - rate), sd2 = sqrt(want * (1 - want) / (double)n);
         double ds = dropout_disagree(got[0], got[1], n), dk = dropout_disagree(got[0], got[2], n);
@@ -2480,8 +2486,26 @@ static void dropout_statistics(void)
         if (ok) PASS(), mark("dropout");
     }
     for (int k = 0; k < 3; k++) tfc_value_destroy(got[k]);
-    tfc_value_destroy(ones);
+    tfc_value_destroy(xv);
     tfc_graph_destroy(g);
+}
+
+/* Dropout of a matmul's output: under run-tiling.sh the matmul runs as tiles, and the mask
+ * must not change with them (element i is i of the whole tensor). */
+static void dropout_after_matmul(enum tfc_dtype dt)
+{
+    struct tc c;
+    tc_begin(&c, "dropout of a matmul %s", DT(dt));
+    ht a = ht_rand(dt, S(6, 5), -2, 2, 0.1), b = ht_rand(dt, S(5, 7), -2, 2, 0.1);
+    ht ab = ht_new(dt, S(6, 7));
+    for (int64_t i = 0; i < 6; i++)
+        for (int64_t j = 0; j < 7; j++)
+            for (int64_t k = 0; k < 5; k++) ab.d[i * 7 + j] += a.d[i * 5 + k] * b.d[k * 7 + j];
+    tfc_tensor *prod = tfc_matmul(c.g, tc_in(&c, &a), tc_in(&c, &b), 0, 0);
+    tc_want(&c, tfc_dropout(c.g, prod, 0.4, tfc_scalar(c.g, F32, 1), tfc_scalar(c.g, I64, 12), 9),
+            ref_dropout(&ab, 0.4, 9, 12, 1), tol_loose(dt), "dropout(matmul)");
+    tc_run(&c);
+    ht_free(&a), ht_free(&b), ht_free(&ab);
 }
 
 /* seed 0: two layers in one graph differ; the same graph built again drops the same units; a
@@ -2641,6 +2665,8 @@ static void test_dropout(void)
                                  steps[(si + ri) % COUNT(steps)], 1);
     dropout_case_run(F32, S(4, 5), 0, 0.5, 9, 0); /* training 0: the identity */
     dropout_case_run(F64, S(9), 1, 0.5, 9, 0);
+    dropout_after_matmul(F32);
+    dropout_after_matmul(F64);
     dropout_statistics();
     dropout_derived_seeds();
     dropout_global_step_order();
