@@ -71,6 +71,8 @@ enum tfc_kernel_kind {
     TFC_K_MAX_POOL_GATHER,
     /* codelet: pad (codelets/pad.c); pad_grad adds dy back onto the source of each element */
     TFC_K_PAD, TFC_K_PAD_GRAD,
+    /* codelet: dropout (codelets/dropout.c); both multiply by the mask of (seed, step, i) */
+    TFC_K_DROPOUT, TFC_K_DROPOUT_GRAD,
     TFC_K_NUM_KINDS
 };
 

@@ -46,6 +46,10 @@ enum {
  * constant, reflect, edge) and the constant's value */
 enum { PAD_BEGIN, PAD_END, PAD_MODE, PAD_VALUE };
 
+/* dropout and dropout_grad (graph/ops_dropout.c): the drop probability in [0, 1) and the
+ * seed that keys the op's random stream (codelets/philox.h) */
+enum { DROPOUT_RATE, DROPOUT_SEED };
+
 /* Every apply_* op (sgd, momentum, adagrad, rmsprop, adam) has this one table; rmsprop's
  * smoothing constant alpha is APPLY_BETA1 (graph/ops_optim.c). */
 enum {

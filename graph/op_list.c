@@ -26,6 +26,7 @@ extern const struct tfc_op tfc_op_conv_transpose; /* graph/ops_conv.c */
 extern const struct tfc_op tfc_op_max_pool, tfc_op_avg_pool, tfc_op_max_pool_grad,
     tfc_op_max_pool_gather, tfc_op_avg_pool_grad; /* graph/ops_pool.c */
 extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
+extern const struct tfc_op tfc_op_dropout, tfc_op_dropout_grad; /* graph/ops_dropout.c */
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -58,6 +59,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_max_pool, &tfc_op_avg_pool, &tfc_op_max_pool_grad, &tfc_op_max_pool_gather,
     &tfc_op_avg_pool_grad,
     &tfc_op_pad, &tfc_op_pad_grad,
+    &tfc_op_dropout, &tfc_op_dropout_grad,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -404,6 +404,22 @@ enum tfc_pad_mode { TFC_PAD_CONSTANT = 0, TFC_PAD_REFLECT = 1, TFC_PAD_EDGE = 2 
 TFC_API tfc_tensor *tfc_pad(tfc_graph *g, tfc_tensor *x, const int64_t *begin,
                             const int64_t *end, enum tfc_pad_mode mode, double value);
 
+/* Dropout of x (float32 or float64): where training (a float32 scalar tensor) is nonzero, each
+ * element is zeroed with probability rate (in [0, 1), else an invalid-argument error naming it)
+ * and the kept ones are scaled by 1 / (1 - rate); where it is 0, y = x. Which elements drop is
+ * a pure function of (seed, step, element index) (Philox4x32-10): the same on every device and
+ * tiling, and a run resumed from a checkpoint of the step drops the same units. step is an
+ * int64 scalar tensor, NULL for the graph's global step (tfc_global_step), which each run reads
+ * before the optimizer's increment when the dropout is built before tfc_minimize (operations
+ * on a variable follow node creation order). seed 0 derives one from the graph seed (set
+ * tfc_graph_set_seed first) and the node's name, so two dropout layers differ. Its gradient op
+ * dropout_grad recomputes the mask; no mask is stored.
+ *   tfc_tensor *train = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+ *   tfc_tensor *h = tfc_dropout(g, tfc_relu(g, tfc_matmul(g, x, w)), 0.5, train, NULL, 0);
+ *   ... tfc_minimize(g, loss, 0, NULL, &opt, tfc_global_step(g)); feed training 1 to train. */
+TFC_API tfc_tensor *tfc_dropout(tfc_graph *g, tfc_tensor *x, double rate, tfc_tensor *training,
+                                tfc_tensor *step, uint64_t seed);
+
 /* Reshapes by rule (reshape underneath): squeeze drops the given axes, which must have size 1
  * (n_axes 0: every dim of size 1); unsqueeze inserts a dim of size 1 at axis (in [-rank-1,
  * rank]); flatten gives [prod(dims before axis), prod(dims from axis)] (axis in [-rank, rank]). */

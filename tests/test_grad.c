@@ -144,6 +144,8 @@ static const struct {
     {"avg_pool_grad", "test_pool"},
     {"pad", "test_pad"},
     {"pad_grad", "test_pad"},
+    {"dropout", "test_dropout"},
+    {"dropout_grad", "test_dropout"},
 };
 
 /* ---- globals and reporting ------------------------------------------------------------- */
@@ -1323,6 +1325,37 @@ static void test_pad(void)
         }
 }
 
+/* ---- dropout and its gradient op dropout_grad (the same mask, recomputed) ------------------ */
+
+static void test_dropout(void)
+{
+    static const struct {
+        tfc_shape sh;
+        double rate;
+        int64_t step;
+        int training, dyn;
+    } q[] = {{{1, {9}}, 0.5, 3, 1, 0}, {{2, {3, 4}}, 0.25, 11, 1, 1}, {{2, {2, 5}}, 0.5, 3, 0, 0}};
+    rng_seed(48);
+    for (int i = 0; i < COUNT(q); i++) {
+        const char *ops[2] = {"dropout", "dropout_grad"};
+        for (int k = 0; k < 2; k++) {
+            struct gc c;
+            gc_begin(&c, ops[k], "%s rate %g step %lld training %d%s", SHP(q[i].sh), q[i].rate,
+                     (long long)q[i].step, q[i].training, q[i].dyn ? " (dynamic)" : "");
+            c.dyn = q[i].dyn;
+            tfc_tensor *x = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+            tfc_tensor *step = gc_fixed(&c, ht_vals(I64, S0, (double[]){(double)q[i].step}));
+            tfc_tensor *tr = gc_fixed(&c, ht_vals(F32, S0, (double[]){q[i].training}));
+            char attrs[64];
+            snprintf(attrs, sizeof attrs, "rate=%g,seed=%d", q[i].rate, 100 + i);
+            tfc_tensor *in3[3] = {x, step, tr};
+            gc_use(&c, k ? tfc_op(c.g, ops[k], 3, in3, attrs, NULL, 0)
+                         : tfc_dropout(c.g, x, q[i].rate, tr, step, (uint64_t)(100 + i)));
+            gc_run(&c);
+        }
+    }
+}
+
 static void test_composite(void)
 {
     rng_seed(19);
@@ -2079,6 +2112,7 @@ static const struct {
     {"gradient ops", test_grad_ops},
     {"pooling", test_pool},
     {"pad/pad_grad", test_pad},
+    {"dropout/dropout_grad", test_dropout},
     {"composite", test_composite},
 };
 

@@ -27,6 +27,13 @@
  * bit for bit, those of every uninterrupted run from a checkpoint the chain passed through,
  * and its store must hold each metric of steps 1 to the target exactly once.
  * One CPU worker (STARPU_NCPU=1) and fixed seeds make training deterministic.
+ *
+ * Then the same for a model with dropout (ft_trainer --model dropout: the MLP with dropout
+ * keyed by the global step, trained from the graph stored in its model store): killed with
+ * SIGKILL up to DROPOUT_KILLS times at drawn moments and resumed each time, it ends with variables
+ * and per-step dropout masks (ft_trainer's probes) identical, bit for bit, to an uninterrupted
+ * run; and the masks of consecutive steps differ (a mask that ignored the step would pass the
+ * bit-exact comparison but not this).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,12 +65,14 @@ extern char **environ;
 #define CHILD_FD 3         /* the announcement pipe in the child */
 #define RUN_TIMEOUT_S 60.0 /* a run that takes longer has hung */
 #define MAX_CHAIN 256
+#define DROPOUT_KILLS 4    /* kills of the dropout model's chain (at least 2 land) */
 #define METRIC_BATCH "7"   /* ft_trainer's metric batches: commits between checkpoints too */
 
 static char tmpdir[PATH_MAX / 2];
 static char trainer[PATH_MAX];
 static char ref_out[PATH_MAX]; /* final variables of an uninterrupted run from scratch */
 static int have_ref;
+static const char *model; /* ft_trainer's --model, or NULL for its plain MLP */
 
 static double now_s(void)
 {
@@ -183,7 +192,8 @@ static int spawn_trainer(struct run *r, const char *store, const char *out, long
     snprintf(keep, sizeof keep, "%d", KEEP);
     char *argv[] = {"ft_trainer", (char *)store, target, (char *)out, "--fd", fd,
                     "--every", every, "--keep", keep, "--hold-us", hold,
-                    "--metric-batch", METRIC_BATCH, NULL};
+                    "--metric-batch", METRIC_BATCH, model ? "--model" : NULL,
+                    (char *)model, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, w, CHILD_FD);
@@ -338,9 +348,11 @@ static int complete_metrics(const char *path, int64_t run_start, const char *wha
         return -1;
     }
     int rc = check_metrics(st, TARGET, run_start, msg, sizeof msg);
-    if (!rc && (tfc_store_query_int(st, "SELECT count(*) FROM metrics", &n) || n != 2 * TARGET)) {
-        snprintf(msg, sizeof msg, "%lld metric rows for %d steps of 2 metrics", (long long)n,
-                 TARGET);
+    int per_step = model ? 3 : 2; /* the dropout model also logs its probe */
+    if (!rc && (tfc_store_query_int(st, "SELECT count(*) FROM metrics", &n) ||
+                n != per_step * TARGET)) {
+        snprintf(msg, sizeof msg, "%lld metric rows for %d steps of %d metrics", (long long)n,
+                 TARGET, per_step);
         rc = -1;
     }
     if (rc) fprintf(stderr, "%s: %s\n", what, msg);
@@ -725,6 +737,104 @@ static void test_kill_nine(void)
     remove_store(store);
 }
 
+/* ---- dropout: the same units drop after a resume ------------------------------------------ */
+
+/* The probes record of a variables file: each step's mask hash, consecutive ones different. */
+static int probes_vary(const char *path)
+{
+    size_t len = 0;
+    char *a = slurp(path, &len), *rec = a ? memmem(a, len, "probes int64 ", 13) : NULL;
+    size_t bytes = 0;
+    int hdr = 0, rc = -1;
+    if (!rec || sscanf(rec, "probes int64 %zu%n", &bytes, &hdr) != 1 ||
+        bytes != TARGET * sizeof(int64_t) || (size_t)(rec + 1 + hdr - a) + bytes > len) {
+        fprintf(stderr, "%s: no probes record of %d steps\n", path, TARGET);
+    } else {
+        const char *p = rec + 1 + hdr; /* after the header's newline */
+        int64_t prev = -1, v, same = 0;
+        for (int k = 0; k < TARGET; k++, prev = v) {
+            memcpy(&v, p + (size_t)k * sizeof v, sizeof v);
+            same += v == prev || v < 0;
+        }
+        if (same) fprintf(stderr, "%s: %lld steps drop the units of the step before\n", path,
+                          (long long)same);
+        rc = same ? -1 : 0;
+    }
+    free(a);
+    return rc;
+}
+
+/* One run on store, killed with SIGKILL `delay` s after it announced R (unless it ends first);
+ * *resumed_from is its R step. 1 when the kill ended it, 0 when it ran to the end, -1 on a
+ * failure. */
+static int killed_run(const char *store, const char *out, double delay, int64_t *resumed_from)
+{
+    struct run r;
+    if (spawn_trainer(&r, store, out, 0)) return -1;
+    double t0 = now_s(), t_r = -1;
+    int killed = 0;
+    while (!killed) {
+        if (t_r < 0 && r.have_r) t_r = now_s();
+        double wait = t_r < 0 ? 1.0 : t_r + delay - now_s();
+        if (t_r >= 0 && wait <= 0 && !r.done) {
+            kill(r.pid, SIGKILL);
+            killed = 1;
+        } else if (now_s() - t0 > RUN_TIMEOUT_S) {
+            kill(r.pid, SIGKILL);
+            fprintf(stderr, "ft_trainer --model dropout hung\n");
+            killed = -1;
+        } else if (read_lines(&r, wait > 0 ? wait : 0.01, NULL, NULL) < 0) {
+            break; /* it ended by itself */
+        }
+    }
+    finish(&r);
+    *resumed_from = r.have_r ? r.r_step : -1;
+    if (killed < 0 || r.bad) return -1;
+    if (r.exit_code == 128 + SIGKILL) return 1;
+    return r.exit_code == 0 && r.done && r.done_step == TARGET ? 0 : -1;
+}
+
+static void test_dropout_resume(void)
+{
+    char store[PATH_MAX], ref[PATH_MAX], out[PATH_MAX];
+    model = "dropout";
+    tpath(store, "dropout-reference.db", -1);
+    tpath(ref, "dropout-reference.vars", -1);
+    tpath(out, "dropout-chain.vars", -1);
+    remove_store(store);
+    int64_t rs = -2;
+    CU_ASSERT_EQUAL_FATAL(run_to_target(store, ref, &rs), 0);
+    CU_ASSERT_EQUAL(probes_vary(ref), 0);
+    remove_store(store);
+    tpath(store, "dropout-chain.db", -1);
+    remove_store(store);
+    int kills = 0, ended = 0, last_r = -1;
+    double t0 = now_s();
+    for (int attempt = 0; attempt < 4 * DROPOUT_KILLS && kills < DROPOUT_KILLS && !ended;
+         attempt++) {
+        int64_t from = -1;
+        int rc = killed_run(store, out, (double)rng_range(100000, 700000) * 1e-6, &from);
+        CU_ASSERT_FATAL(rc >= 0);
+        CU_ASSERT(from >= last_r); /* a resume never goes back past a committed checkpoint */
+        last_r = (int)from;
+        kills += rc == 1;
+        ended = rc == 0;
+    }
+    /* a chain that went fast may reach the target between kills; it still needs kills */
+    CU_ASSERT(kills >= 2);
+    /* the end of the chain: resumed from the last checkpoint, to the target, without kills */
+    unlink(out);
+    CU_ASSERT_EQUAL_FATAL(run_to_target(store, out, &rs), 0);
+    CU_ASSERT(rs > 0);
+    int same = same_variables(ref, out, "dropout model killed and resumed") == 0;
+    CU_ASSERT(same);
+    printf("\n    dropout model: %d kills, the last resume from step %lld, final variables and "
+           "masks %s the uninterrupted run's: %.1f s\n", kills, (long long)rs,
+           same ? "identical to" : "DIFFERENT from", now_s() - t0);
+    remove_store(store);
+    model = NULL;
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -777,5 +887,6 @@ int main(void)
     TEST_SUITE("killnine", suite_init, suite_clean);
     TEST_ADD(test_uninterrupted);
     TEST_ADD(test_kill_nine);
+    TEST_ADD(test_dropout_resume);
     return test_main();
 }

@@ -36,6 +36,7 @@
 #include "../sched/testing.h"
 #include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
 #include "../codelets/op_attrs.h"
+#include "../codelets/philox.h"   /* test_dropout: the generator of the reference masks */
 #include "host_tensor.h"
 
 
@@ -151,6 +152,8 @@ static const struct {
     {"avg_pool_grad", "test_pool"},
     {"pad", "test_pad"},
     {"pad_grad", "test_pad"},
+    {"dropout", "test_dropout"},
+    {"dropout_grad", "test_dropout"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -2354,6 +2357,323 @@ static void test_pad(void)
     pad_literal_and_errors();
 }
 
+/* ---- dropout and dropout_grad ------------------------------------------------------------- */
+
+/* Philox4x32-10 against Random123's known-answer vectors (kat_vectors: counter, key, result),
+ * so that the reference below rests on the published generator, not on the library alone. */
+static void dropout_philox_kat(void)
+{
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+         0x94fdcceb, 0x5001e420, 0x24126ea1},
+    };
+    for (int k = 0; k < COUNT(kat); k++) {
+        uint32_t c[4] = {kat[k][0], kat[k][1], kat[k][2], kat[k][3]};
+        tfc_philox4x32_10(c, kat[k][4], kat[k][5]);
+        if (memcmp(c, kat[k] + 6, sizeof c))
+            REPORT("philox4x32-10 vector %d: got %08x %08x %08x %08x, want %08x %08x %08x %08x",
+                   k, c[0], c[1], c[2], c[3], kat[k][6], kat[k][7], kat[k][8], kat[k][9]);
+        else
+            PASS();
+    }
+}
+
+/* The float64 reference: element i's word w from the generator; kept when w * 2^-32 >= rate,
+ * then divided by 1 - rate; training 0 is the identity. */
+static ht ref_dropout(const ht *x, double rate, uint64_t seed, uint64_t step, int training)
+{
+    ht o = ht_new(x->dt, x->sh);
+    for (int64_t i = 0; i < x->n; i++) {
+        uint32_t w[4];
+        tfc_philox_block(seed, step, (uint64_t)i / 4, w);
+        int keep = ldexp((double)w[i % 4], -32) >= rate;
+        o.d[i] = !training ? x->d[i] : keep ? x->d[i] / (1.0 - rate) : 0;
+    }
+    return o;
+}
+
+static void dropout_case_run(enum tfc_dtype dt, tfc_shape sh, int dyn, double rate,
+                             uint64_t step, int training)
+{
+    struct tc c;
+    uint64_t seed = 0x5eed0000ull + (uint64_t)(rate * 100) + step;
+    tc_begin(&c, "dropout %s %s%s rate %g step %llu training %d", DT(dt), SHP(sh),
+             dyn ? " (dynamic)" : "", rate, (unsigned long long)step, training);
+    c.dyn = dyn;
+    ht x = ht_rand(dt, sh, -4, 4, 0.1), dy = ht_rand(dt, sh, -2, 2, 0.1);
+    ht st = ht_vals(I64, S0, (double[]){(double)step});
+    ht tr = ht_vals(F32, S0, (double[]){training ? 1 : 0});
+    tfc_tensor *tx = tc_in(&c, &x), *tdy = tc_in(&c, &dy), *tst = tc_in(&c, &st);
+    tfc_tensor *ttr = tc_in(&c, &tr);
+    tc_want(&c, tfc_dropout(c.g, tx, rate, ttr, tst, seed),
+            ref_dropout(&x, rate, seed, step, training), tol_of(dt), "dropout");
+    char attrs[96];
+    snprintf(attrs, sizeof attrs, "rate=%.17g,seed=%llu", rate, (unsigned long long)seed);
+    tfc_tensor *in3[3] = {tdy, tst, ttr};
+    tc_want(&c, tfc_op(c.g, "dropout_grad", 3, in3, attrs, NULL, 0),
+            ref_dropout(&dy, rate, seed, step, training), tol_of(dt), "dropout_grad (%s)", attrs);
+    tc_run(&c);
+    ht_free(&x), ht_free(&dy), ht_free(&st), ht_free(&tr);
+}
+
+/* Runs fetches over constants only; writes each value into got (the caller destroys them). */
+static int dropout_fetch(tfc_graph *g, const char *label, int n, tfc_tensor **t, tfc_value **got)
+{
+    tfc_session *s = NULL;
+    tfc_status st = tfc_graph_status(g) ? tfc_graph_status(g) : open_session(g, &s);
+    if (!st) st = tfc_session_run(s, 0, NULL, NULL, n, t, got, 0, NULL);
+    if (st)
+        REPORT("%s: %s", label, s ? tfc_session_errmsg(s) : tfc_graph_errmsg(g));
+    tfc_session_destroy(s);
+    return st == TFC_OK;
+}
+
+/* The fraction of elements where a and b (float32) differ in being zero. */
+static double dropout_disagree(const tfc_value *a, const tfc_value *b, int64_t n)
+{
+    const float *p = tfc_value_cdata(a), *q = tfc_value_cdata(b);
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++) d += (p[i] == 0) != (q[i] == 0);
+    return (double)d / (double)n;
+}
+
+/* Over 2^20 units: the kept fraction is within 5 sigma of 1 - rate, and masks of another step
+ * or another seed differ in about 2 rate (1 - rate) of the units, as independent masks do.
+ * Every element has the exact bits of the reference mask times x times the float32 scale
+ * (one IEEE multiply), whichever device ran it: CPU and OpenCL results are bit-identical. */
+static void dropout_statistics(void)
+{
+    const int64_t n = 1 << 20;
+    const double rate = 0.3;
+    const uint64_t seeds[3] = {77, 77, 78}, steps[3] = {5, 6, 5}; /* next step, other seed */
+    tfc_graph *g = NULL;
+    if (tfc_graph_create(&g)) return;
+    tfc_value *xv = NULL;
+    tfc_value_create(F32, S(n), &xv);
+    float *x = xv ? tfc_value_data(xv) : NULL;
+    for (int64_t i = 0; x && i < n; i++) x[i] = 1.0f + (float)(i % 1000) / 1024.0f;
+    tfc_tensor *tx = tfc_constant(g, "x", xv), *tr = tfc_scalar(g, F32, 1), *y[3];
+    for (int k = 0; k < 3; k++)
+        y[k] = tfc_dropout(g, tx, rate, tr, tfc_scalar(g, I64, (double)steps[k]), seeds[k]);
+    tfc_value *got[3] = {0};
+    g_cases++;
+    if (x && dropout_fetch(g, "dropout statistics", 3, y, got)) {
+        const float scale = (float)(1.0 / (1.0 - rate));
+        double sd = sqrt(rate * (1 - rate) / (double)n), ok = 1;
+        for (int k = 0; k < 3; k++) {
+            const float *p = tfc_value_cdata(got[k]);
+            int64_t kept = 0, bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t w[4];
+                tfc_philox_block(seeds[k], steps[k], (uint64_t)i / 4, w);
+                float want = ldexp((double)w[i % 4], -32) >= rate ? x[i] * scale : 0.0f;
+                kept += p[i] != 0;
+                bad += memcmp(&p[i], &want, sizeof want) != 0;
+            }
+            double f = (double)kept / (double)n;
+            if (fabs(f - (1 - rate)) > 5 * sd || bad)
+                ok = 0, REPORT("dropout statistics: mask %d keeps %.6f of the units (want %.6f "
+                               "+- %.6f); %lld elements are not the bits of x * %.9g or 0", k,
+                               f, 1 - rate, 5 * sd, (long long)bad, (double)scale);
+        }
+        double want = 2 * rate * (1 - rate), sd2 = sqrt(want * (1 - want) / (double)n);
+        double ds = dropout_disagree(got[0], got[1], n), dk = dropout_disagree(got[0], got[2], n);
+        if (fabs(ds - want) > 5 * sd2 || fabs(dk - want) > 5 * sd2)
+            ok = 0, REPORT("dropout statistics: masks differ in %.6f of the units between steps "
+                           "and %.6f between seeds, want %.6f +- %.6f", ds, dk, want, 5 * sd2);
+        if (ok) PASS(), mark("dropout");
+    }
+    for (int k = 0; k < 3; k++) tfc_value_destroy(got[k]);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
+/* Dropout of a matmul's output: under run-tiling.sh the matmul runs as tiles, and the mask
+ * must not change with them (element i is i of the whole tensor). */
+static void dropout_after_matmul(enum tfc_dtype dt)
+{
+    struct tc c;
+    tc_begin(&c, "dropout of a matmul %s", DT(dt));
+    ht a = ht_rand(dt, S(6, 5), -2, 2, 0.1), b = ht_rand(dt, S(5, 7), -2, 2, 0.1);
+    ht ab = ht_new(dt, S(6, 7));
+    for (int64_t i = 0; i < 6; i++)
+        for (int64_t j = 0; j < 7; j++)
+            for (int64_t k = 0; k < 5; k++) ab.d[i * 7 + j] += a.d[i * 5 + k] * b.d[k * 7 + j];
+    tfc_tensor *prod = tfc_matmul(c.g, tc_in(&c, &a), tc_in(&c, &b), 0, 0);
+    tc_want(&c, tfc_dropout(c.g, prod, 0.4, tfc_scalar(c.g, F32, 1), tfc_scalar(c.g, I64, 12), 9),
+            ref_dropout(&ab, 0.4, 9, 12, 1), tol_loose(dt), "dropout(matmul)");
+    tc_run(&c);
+    ht_free(&a), ht_free(&b), ht_free(&ab);
+}
+
+/* seed 0: two layers in one graph differ; the same graph built again drops the same units; a
+ * different graph seed drops others. */
+static void dropout_derived_seeds(void)
+{
+    const int64_t n = 4096;
+    tfc_value *got[2][2] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_graph_set_seed(g, k ? 12 : 11);
+        tfc_tensor *x = tfc_fill(g, S(n), F32, 1.0), *tr = tfc_scalar(g, F32, 1);
+        tfc_tensor *st = tfc_scalar(g, I64, 3);
+        tfc_tensor *y[2] = {tfc_dropout(g, x, 0.5, tr, st, 0), tfc_dropout(g, x, 0.5, tr, st, 0)};
+        g_cases++;
+        dropout_fetch(g, "dropout derived seeds", 2, y, got[k]);
+        tfc_graph_destroy(g);
+    }
+    if (got[0][0] && got[0][1] && got[1][0]) {
+        double layers = dropout_disagree(got[0][0], got[0][1], n);
+        double seeds = dropout_disagree(got[0][0], got[1][0], n);
+        if (layers < 0.4 || seeds < 0.4)
+            REPORT("dropout derived seeds: two layers differ in %.3f of the units, two graph "
+                   "seeds in %.3f (independent masks: about 0.5)", layers, seeds);
+        else
+            PASS();
+    }
+    /* the same graph again: the same seeds, so the same units */
+    tfc_graph *g = NULL;
+    if (!tfc_graph_create(&g)) {
+        tfc_graph_set_seed(g, 11);
+        tfc_tensor *x = tfc_fill(g, S(n), F32, 1.0), *tr = tfc_scalar(g, F32, 1);
+        tfc_tensor *st = tfc_scalar(g, I64, 3);
+        tfc_tensor *y[2] = {tfc_dropout(g, x, 0.5, tr, st, 0), tfc_dropout(g, x, 0.5, tr, st, 0)};
+        tfc_value *again[2] = {0};
+        if (dropout_fetch(g, "dropout derived seeds again", 2, y, again) && got[0][1]) {
+            if (memcmp(tfc_value_cdata(again[1]), tfc_value_cdata(got[0][1]), (size_t)n * 4))
+                REPORT("dropout derived seeds: the same graph built twice drops other units");
+            else
+                PASS();
+        }
+        for (int k = 0; k < 2; k++) tfc_value_destroy(again[k]);
+        tfc_graph_destroy(g);
+    }
+    for (int k = 0; k < 4; k++) tfc_value_destroy(got[k / 2][k % 2]);
+}
+
+/* The step is the global step as the run found it: built before the increment (as tfc_minimize
+ * builds it, after the model), the dropout reads the value before the increment of the same
+ * run, although its input comes later than the increment could run (operations on a variable
+ * follow node creation order, and StarPU orders the read before the read-write). */
+static void dropout_global_step_order(void)
+{
+    const char *label = "dropout reads the global step before its increment";
+    g_cases++;
+    tfc_graph *g = NULL;
+    tfc_session *s = NULL;
+    ht x = ht_rand(F32, S(64), -3, 3, 0.1);
+    tfc_value *xv = ht_value(&x), *one = NULL;
+    tfc_value_scalar(F32, 1, &one);
+    if (tfc_graph_create(&g)) goto out;
+    tfc_tensor *gs = tfc_global_step(g), *px = tfc_placeholder(g, "x", F32, S(64));
+    tfc_tensor *tr = tfc_placeholder(g, "training", F32, S0);
+    tfc_tensor *y = tfc_dropout(g, tfc_add(g, px, px), 0.5, tr, NULL, 4242);
+    tfc_tensor *inc = tfc_assign_add(g, gs, tfc_scalar(g, I64, 1));
+    tfc_tensor *ft[2] = {px, tr};
+    tfc_value *fv[2] = {xv, one};
+    if (tfc_graph_status(g) || open_session(g, &s) || tfc_session_init_variables(s)) {
+        REPORT("%s: %s", label, s ? tfc_session_errmsg(s) : tfc_graph_errmsg(g));
+        goto out;
+    }
+    ht two_x = map2(&x, &x, F32, r_add);
+    int ok = 1;
+    for (uint64_t step = 0; step < 3 && ok; step++) {
+        tfc_value *got = NULL;
+        ht want = ref_dropout(&two_x, 0.5, 4242, step, 1);
+        tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &y, &got, 1, &inc);
+        if (st)
+            ok = 0, REPORT("%s: run %llu: %s", label, (unsigned long long)step,
+                           tfc_session_errmsg(s));
+        else
+            ok = check_value(label, "y at the step before the increment", got, &want, 1e-6);
+        tfc_value_destroy(got);
+        ht_free(&want);
+    }
+    ht_free(&two_x);
+    ht three = ht_vals(I64, S0, (double[]){3});
+    if (ok && read_check(s, label, gs, &three)) mark("dropout");
+    ht_free(&three);
+out:
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    tfc_value_destroy(xv), tfc_value_destroy(one);
+    ht_free(&x);
+}
+
+/* rate outside [0, 1), and inputs of the wrong kind: build errors naming the value. */
+static void dropout_errors(void)
+{
+    static const struct {
+        double rate;
+        enum tfc_dtype x, step, training;
+        const char *want;
+    } bad[] = {
+        {1, F32, I64, F32, "rate 1 is outside [0, 1)"},
+        {-0.25, F32, I64, F32, "rate -0.25 is outside [0, 1)"},
+        {NAN, F64, I64, F32, "rate nan is outside [0, 1)"},
+        {0.5, I32, I64, F32, "the input must be float32 or float64, got int32"},
+        {0.5, F32, I32, F32, "the step (input 1) must be an int64 scalar"},
+        {0.5, F32, I64, I64, "training (input 2) must be a float32 scalar"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *x = tfc_placeholder(g, "x", bad[i].x, S(3));
+        tfc_tensor *st = tfc_placeholder(g, "step", bad[i].step, S0);
+        tfc_tensor *tr = tfc_placeholder(g, "training", bad[i].training, S0);
+        tfc_tensor *y = tfc_dropout(g, x, bad[i].rate, tr, st, 1);
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("dropout error %d: want an error with '%s', got %s", i, bad[i].want,
+                   msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+    /* the generic builder checks the rate attribute the same way */
+    tfc_graph *g = NULL;
+    if (tfc_graph_create(&g)) return;
+    tfc_tensor *in[3] = {tfc_placeholder(g, "x", F32, S(3)), tfc_placeholder(g, "s", I64, S0),
+                         tfc_placeholder(g, "t", F32, S0)};
+    tfc_tensor *y = tfc_op(g, "dropout_grad", 3, in, "rate=1.5", NULL, 0);
+    const char *msg = tfc_graph_errmsg(g);
+    if (y || !msg || !strstr(msg, "rate 1.5 is outside [0, 1)"))
+        REPORT("dropout_grad rate=1.5: got %s", msg ? msg : "no error");
+    else
+        PASS();
+    tfc_graph_destroy(g);
+}
+
+static void test_dropout(void)
+{
+    rng_seed(47);
+    dropout_philox_kat();
+    const struct {
+        tfc_shape sh;
+        int dyn;
+    } shapes[] = {{S(7), 0}, {S(3, 5), 0}, {S(2, 3, 4), 1}, {S(0, 3), 0}};
+    const double rates[] = {0, 0.3, 0.75};
+    const uint64_t steps[] = {0, 5, (1ull << 33) + 7}; /* the last needs the counter's high word */
+    const enum tfc_dtype dts[] = {F32, F64};
+    for (int di = 0; di < COUNT(dts); di++)
+        for (int si = 0; si < COUNT(shapes); si++)
+            for (int ri = 0; ri < COUNT(rates); ri++)
+                dropout_case_run(dts[di], shapes[si].sh, shapes[si].dyn, rates[ri],
+                                 steps[(si + ri) % COUNT(steps)], 1);
+    dropout_case_run(F32, S(4, 5), 0, 0.5, 9, 0); /* training 0: the identity */
+    dropout_case_run(F64, S(9), 1, 0.5, 9, 0);
+    dropout_after_matmul(F32);
+    dropout_after_matmul(F64);
+    dropout_statistics();
+    dropout_derived_seeds();
+    dropout_global_step_order();
+    dropout_errors();
+}
+
 /* ---- squeeze, unsqueeze, flatten: reshapes by rule (their nodes are reshapes) ------------ */
 
 static void test_squeeze(void)
@@ -3151,6 +3471,7 @@ static const struct {
     {"optimizer updates", test_optim_ops},
     {"pooling", test_pool},
     {"pad/pad_grad", test_pad},
+    {"dropout/dropout_grad", test_dropout},
     {"squeeze/unsqueeze/flatten", test_squeeze},
     {"kernel errors", test_errors},
     {"conv", test_conv},
