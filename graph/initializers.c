@@ -4,20 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "graph.h"
-
-/* One Philox-4x32-10 block: 4 random words from a 128-bit counter and a 64-bit key. */
-static void philox4x32(uint32_t ctr[4], uint32_t key[2])
-{
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0], p1 = (uint64_t)0xCD9E8D57u * ctr[2];
-        uint32_t c0 = (uint32_t)(p1 >> 32) ^ ctr[1] ^ k0, c1 = (uint32_t)p1;
-        uint32_t c2 = (uint32_t)(p0 >> 32) ^ ctr[3] ^ k1, c3 = (uint32_t)p0;
-        ctr[0] = c0; ctr[1] = c1; ctr[2] = c2; ctr[3] = c3;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-}
+#include "../codelets/philox.h" /* the one Philox-4x32-10, shared with dropout */
 
 static uint64_t mix64(uint64_t x) /* splitmix64 finalizer: spreads the two seeds over the key */
 {
@@ -30,7 +17,7 @@ static uint64_t mix64(uint64_t x) /* splitmix64 finalizer: spreads the two seeds
 static void uniform2(uint32_t key[2], uint64_t index, uint32_t attempt, double u[2])
 {
     uint32_t c[4] = {(uint32_t)index, (uint32_t)(index >> 32), attempt, 0x7463u /* "tc" */};
-    philox4x32(c, key);
+    tfc_philox4x32_10(c, key[0], key[1]);
     for (int k = 0; k < 2; k++) {
         uint64_t bits = ((uint64_t)c[2 * k] << 21) ^ (c[2 * k + 1] >> 11);
         u[k] = ((double)(bits & ((1ull << 53) - 1)) + 0.5) / 9007199254740992.0;
