@@ -23,6 +23,11 @@ int tfc_conv_dnnl_live_threads(void)
     return 0;
 }
 
+void tfc_conv_dnnl_force_layouts(enum tfc_conv_dnnl_layouts l)
+{
+    (void)l;
+}
+
 #else
 
 #include <pthread.h>
@@ -121,9 +126,18 @@ static struct worker *worker_get(void)
     return tls_worker = w;
 }
 
+static int layouts_forced = TFC_CONV_DNNL_LAYOUTS_AUTO; /* bench/conv_codelet compares */
+
+void tfc_conv_dnnl_force_layouts(enum tfc_conv_dnnl_layouts l)
+{
+    __atomic_store_n(&layouts_forced, (int)l, __ATOMIC_RELAXED);
+}
+
 /* Plain layouts for this task's primitive (see MIN_BLOCKED_BP_INPUT_CHANNELS). */
 static int wants_plain(int kind, const struct tfc_conv_geom *g)
 {
+    int forced = __atomic_load_n(&layouts_forced, __ATOMIC_RELAXED);
+    if (forced != TFC_CONV_DNNL_LAYOUTS_AUTO) return forced == TFC_CONV_DNNL_LAYOUTS_PLAIN;
     return kind == TFC_K_CONV_BP_INPUT &&
            g->in_ch / g->groups < MIN_BLOCKED_BP_INPUT_CHANNELS;
 }

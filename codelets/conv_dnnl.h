@@ -20,4 +20,13 @@ enum tfc_conv_dnnl_result tfc_conv_dnnl_cpu(void *buffers[], const struct tfc_ka
  * worker that ran one, until it ends at StarPU's shutdown (for tests). */
 int tfc_conv_dnnl_live_threads(void);
 
+/* The layouts of the primitives built from now on (for benchmarks): auto (blocked, but plain
+ * for the input gradient of layers with few input channels), all blocked, all plain. */
+enum tfc_conv_dnnl_layouts {
+    TFC_CONV_DNNL_LAYOUTS_AUTO,
+    TFC_CONV_DNNL_LAYOUTS_BLOCKED,
+    TFC_CONV_DNNL_LAYOUTS_PLAIN,
+};
+void tfc_conv_dnnl_force_layouts(enum tfc_conv_dnnl_layouts l);
+
 #endif
