@@ -249,15 +249,17 @@ static void test_backend_variable(void)
     }
 }
 
-/* A task on every CPU worker of a started StarPU: each worker builds its own oneDNN state, and
- * all of it is gone once StarPU stops. */
+/* A task on every CPU worker of a started StarPU: each worker builds its own oneDNN state, on
+ * its own thread alone (no OpenMP team beside StarPU's workers), and all of it is gone once
+ * StarPU stops. */
 static void test_worker_state_released(void)
 {
     int before = tfc_conv_dnnl_live_threads();
     tfc_ctx *ctx;
     CU_ASSERT_FATAL(tfc_ctx_create(&ctx) == TFC_OK);
+    int threads_before = thread_count();
     struct task t;
-    task_make(&t, &cases[3], 1, TFC_FLOAT32);
+    task_make(&t, &cases[0], 1, TFC_FLOAT32);
     starpu_data_handle_t h[3];
     for (int i = 0; i < 3; i++)
         starpu_vector_data_register(&h[i], STARPU_MAIN_RAM, (uintptr_t)t.data[i],
@@ -275,7 +277,11 @@ static void test_worker_state_released(void)
     }
     starpu_task_wait_for_all();
     for (int i = 0; i < 3; i++) starpu_data_unregister(h[i]);
-    int during = tfc_conv_dnnl_live_threads();
+    int during = tfc_conv_dnnl_live_threads(), threads_during = thread_count();
+    if (threads_during != threads_before)
+        fprintf(stderr, "threads: %d with StarPU started, %d after the convolutions\n",
+                threads_before, threads_during);
+    CU_ASSERT(threads_during == threads_before);
     tfc_ctx_destroy(ctx);
     int after = tfc_conv_dnnl_live_threads();
 #ifdef TFC_HAVE_DNNL
