@@ -2,7 +2,7 @@
  * oneDNN's convolution primitives, float32 on the plain NCW/NCHW/NCDHW buffers StarPU hands
  * over. Each CPU worker thread has its own engine, stream and small LRU cache of primitives
  * keyed by every shape and attribute, released when the thread ends (StarPU joins its workers
- * at shutdown); oneDNN runs on that one thread (Debian's build threads with OpenMP). Inside the
+ * at shutdown); oneDNN runs on the calling thread alone (Debian's build threads with OpenMP). Inside the
  * task the operands are reordered to the blocked layouts oneDNN picks (format any): measured
  * faster than its plain-layout kernels even with the reorders (bench/RESULTS.md), except the
  * input gradient of a layer with few input channels, where the direct kernels crawl and the
@@ -43,8 +43,8 @@ void tfc_conv_dnnl_force_layouts(enum tfc_conv_dnnl_layouts l)
 
 #define CACHE_SLOTS 16 /* primitives per worker: a training step has about 3 per conv layer */
 /* Input gradients of layers with fewer input channels per group than one AVX-512 block run
- * at 0.07 of the sgemm rate in oneDNN's direct kernels (conv1: 1 channel) and 0.4-0.5 with
- * plain layouts (its GEMM path): those take plain layouts. */
+ * 6 to 7 times slower in oneDNN's direct kernels on blocked layouts (conv1, 1 channel: 0.1 of
+ * the sgemm rate) than on plain layouts (its GEMM path): those take plain layouts. */
 #define MIN_BLOCKED_BP_INPUT_CHANNELS 16
 #define KEY_LEN (7 + 7 * TFC_CONV_MAX_SPATIAL)
 
@@ -112,11 +112,6 @@ static struct worker *worker_get(void)
     struct worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     __atomic_add_fetch(&live_threads, 1, __ATOMIC_RELAXED);
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-    /* this thread's OpenMP team size: StarPU's workers are the parallelism, and a team per
-     * call would oversubscribe the cores and pay a fork-join per primitive */
-    omp_set_num_threads(1);
-#endif
     if (dnnl_engine_create(&w->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&w->stream, w->engine, dnnl_stream_default_flags) != dnnl_success ||
         worker_key == (pthread_key_t)-1 || pthread_setspecific(worker_key, w)) {
@@ -343,11 +338,22 @@ enum tfc_conv_dnnl_result tfc_conv_dnnl_cpu(void *buffers[], const struct tfc_ka
         return TFC_CONV_DNNL_DECLINED; /* im2col reports it */
     struct worker *w = worker_get();
     if (!w) return TFC_CONV_DNNL_DECLINED;
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+    /* one OpenMP thread while oneDNN builds and runs (it sizes its loops by the calling
+     * thread's team size): StarPU's workers are the parallelism, and a team per call would
+     * oversubscribe the cores and pay a fork-join per primitive. Restored after, for a thread
+     * of the application's (plan-time constant folding runs kernels there). */
+    int omp_threads = omp_get_max_threads();
+    if (omp_threads != 1) omp_set_num_threads(1);
+#endif
     struct prim *p = prim_get(w, a->kind, &g);
-    if (p->declined) return TFC_CONV_DNNL_DECLINED;
     void *data[3] = {tfc_kin(buffers, a, 0), tfc_kin(buffers, a, 1), tfc_kout(buffers, a, 0)};
-    const char *step;
-    dnnl_status_t s = prim_exec(w, p, data, &step);
+    const char *step = NULL;
+    dnnl_status_t s = p->declined ? dnnl_success : prim_exec(w, p, data, &step);
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+    if (omp_threads != 1) omp_set_num_threads(omp_threads);
+#endif
+    if (p->declined) return TFC_CONV_DNNL_DECLINED;
     if (s != dnnl_success)
         tfc_kernel_fail(a, TFC_ERR_RUNTIME, "oneDNN failed in %s of a %lld-D %s: %s", step,
                         (long long)g.nd, a->kind == TFC_K_CONV ? "convolution"
