@@ -1,11 +1,12 @@
 #!/bin/bash
 # deps.sh: installs the Debian 12 packages tfc-starpu needs to build and test (as root);
 # clang with its libFuzzer runtime and llvm's symbolizer are for scripts/fuzz.sh.
+# libdnnl-dev (oneDNN) runs the CPU convolutions; the library builds without it (im2col).
 # Safe to run again: when everything is installed it does nothing.
 set -euo pipefail
 PACKAGES="build-essential autoconf automake libtool pkg-config libstarpu-dev libopenblas-dev
   libhwloc-dev libsqlite3-dev sqlite3 libcunit1-dev zlib1g-dev pocl-opencl-icd
-  ocl-icd-opencl-dev opencl-headers dataset-fashion-mnist
+  ocl-icd-opencl-dev opencl-headers dataset-fashion-mnist libdnnl-dev
   clang libclang-rt-dev llvm"
 missing=""
 for p in $PACKAGES; do

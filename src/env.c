@@ -15,6 +15,7 @@ enum knob_kind {
     KNOB_BOOL,     /* 0 or 1 */
     KNOB_INT,      /* a decimal integer in [lo, hi] */
     KNOB_PATH,     /* a non-empty path */
+    KNOB_CHOICE,   /* one of the words of `word`, separated by '|' (its index is the value) */
     KNOB_EXTERNAL, /* read by the test programs and scripts, not by the library */
 };
 
@@ -49,6 +50,9 @@ static const struct knob knobs[] = {
      "plans a session keeps cached (tfc_session_set_plan_cache_size; default 32)"},
     {"TFC_STORE_EXCLUSIVE", KNOB_BOOL, 0, 1,
      "1: open model stores in SQLite's exclusive locking mode (TFC_STORE_EXCLUSIVE flag)"},
+    {"TFC_CONV_BACKEND", KNOB_CHOICE, 0, 0,
+     "CPU convolution kernels: auto (oneDNN when built with it), dnnl or im2col",
+     "auto|dnnl|im2col"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},
@@ -65,6 +69,22 @@ static const struct knob *find(const char *name, size_t len)
     for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++)
         if (strlen(knobs[i].name) == len && !strncmp(knobs[i].name, name, len)) return &knobs[i];
     return NULL;
+}
+
+/* KNOB_CHOICE: the index of v among the words of k->word. */
+static tfc_status parse_choice(const struct knob *k, const char *v, long long *out, char *msg)
+{
+    long long i = 0;
+    for (const char *w = k->word; *w; i++) {
+        size_t len = strcspn(w, "|");
+        if (strlen(v) == len && !strncmp(v, w, len)) {
+            *out = i;
+            return TFC_OK;
+        }
+        w += len + (w[len] == '|');
+    }
+    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "%s must be one of %s, not '%.64s' (%s)",
+                    k->name, k->word, v, k->what);
 }
 
 static tfc_status parse(const struct knob *k, const char *v, long long *out, char *msg)
@@ -100,6 +120,8 @@ static tfc_status parse(const struct knob *k, const char *v, long long *out, cha
         return TFC_OK;
     case KNOB_EXTERNAL:
         return TFC_OK;
+    case KNOB_CHOICE:
+        return parse_choice(k, v, out, msg);
     }
     return TFC_OK;
 }
@@ -150,6 +172,14 @@ tfc_status tfc_env_bool(const char *name, int def, int *out, char *msg)
 tfc_status tfc_env_int(const char *name, long long def, long long *out, char *msg)
 {
     return get(name, KNOB_INT, def, out, msg);
+}
+
+tfc_status tfc_env_choice(const char *name, int *out, char *msg)
+{
+    long long v;
+    tfc_status st = get(name, KNOB_CHOICE, 0, &v, msg);
+    *out = st ? 0 : (int)v;
+    return st;
 }
 
 /* ---- StarPU's variables ---------------------------------------------------------------------

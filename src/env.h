@@ -13,6 +13,9 @@ tfc_status tfc_env_check(char *msg);
 tfc_status tfc_env_bool(const char *name, int def, int *out, char *msg);
 /* The value of an integer variable within its table bounds, def when unset. */
 tfc_status tfc_env_int(const char *name, long long def, long long *out, char *msg);
+/* The index of a choice variable's word in its table entry ("auto|dnnl|im2col": 0, 1, 2),
+ * 0 when it is unset; a word not listed fails with a message (and gives 0). */
+tfc_status tfc_env_choice(const char *name, int *out, char *msg);
 
 /* What the StarPU we link allows, for checking its variables before starpu_init (filled by
  * sched/runtime.c, which may include <starpu.h>; this file may not). */

@@ -108,8 +108,12 @@ static const struct env_case cases[] = {
     {{"TFC_FUSION="}, BAD, "TFC_FUSION must be 0 or 1, not ''"},
     {{"TFC_TRACE="}, BAD, "TFC_TRACE is empty"},
     {{"TFC_SCHED=dmda"}, BAD, "unknown environment variable TFC_SCHED"},
+    {{"TFC_CONV_BACKEND=cudnn"}, BAD, "TFC_CONV_BACKEND must be one of auto|dnnl|im2col, "
+     "not 'cudnn'"},
+    {{"TFC_CONV_BACKEND="}, BAD, "TFC_CONV_BACKEND must be one of", "not ''"},
     /* good values start */
     {{"STARPU_NCPU=1", "STARPU_SCHED=eager"}, TFC_OK},
+    {{"TFC_CONV_BACKEND=im2col"}, TFC_OK},
     {{"STARPU_SCHED=modular-heft", "STARPU_CALIBRATE=0"}, TFC_OK},
     {{"STARPU_SCHED=heft"}, TFC_OK}, /* StarPU's old name of dmda */
     {{"STARPU_WORKERS_CPUID=0-1,0 1-", "STARPU_WORKERS_NOBIND=0"}, TFC_OK},
