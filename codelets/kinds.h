@@ -71,6 +71,9 @@ enum tfc_kernel_kind {
     TFC_K_MAX_POOL_GATHER,
     /* codelet: pad (codelets/pad.c); pad_grad adds dy back onto the source of each element */
     TFC_K_PAD, TFC_K_PAD_GRAD,
+    /* codelet: norm (codelets/norm.c); batch_norm_update writes the moving statistics */
+    TFC_K_BATCH_NORM, TFC_K_BATCH_NORM_GRAD, TFC_K_BATCH_NORM_UPDATE, TFC_K_LAYER_NORM,
+    TFC_K_LAYER_NORM_GRAD,
     TFC_K_NUM_KINDS
 };
 
