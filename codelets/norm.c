@@ -5,7 +5,12 @@
 #include <math.h>
 #include "kernel.h"
 #include "bcast.h"
+#include "opencl_common.h" /* tfc_opencl_can_execute */
 #include "../src/tfc.h"
+
+#ifdef STARPU_USE_OPENCL
+void tfc_norm_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_norm.c */
+#endif
 
 
 /* x = [N, C, S...] seen as N x C x S: element (n, c, s) is at (n * C + c) * S + s. */
@@ -229,6 +234,11 @@ static struct starpu_perfmodel norm_model = {
 struct starpu_codelet tfc_cl_norm = {
     .cpu_funcs = {norm_cpu},
     .cpu_funcs_name = {"norm_cpu"},
+#ifdef STARPU_USE_OPENCL
+    /* every kind, float32 and float64: tfc_opencl_supports' default for unlisted codelets */
+    .opencl_funcs = {tfc_norm_opencl},
+    .can_execute = tfc_opencl_can_execute,
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &norm_model,
     .name = "norm",
