@@ -11,6 +11,9 @@
 #ifdef STARPU_USE_OPENCL
 void tfc_norm_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_norm.c */
 #endif
+#ifdef STARPU_USE_CUDA
+void tfc_norm_cuda(void *buffers[], void *cl_arg); /* codelets/norm_cuda.cu */
+#endif
 
 
 /* x = [N, C, S...] seen as N x C x S: element (n, c, s) is at (n * C + c) * S + s. */
@@ -234,6 +237,10 @@ static struct starpu_perfmodel norm_model = {
 struct starpu_codelet tfc_cl_norm = {
     .cpu_funcs = {norm_cpu},
     .cpu_funcs_name = {"norm_cpu"},
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {tfc_norm_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
 #ifdef STARPU_USE_OPENCL
     /* every kind, float32 and float64: tfc_opencl_supports' default for unlisted codelets */
     .opencl_funcs = {tfc_norm_opencl},
