@@ -178,15 +178,12 @@ tfc_status tfc_grad_layer_norm(tfc_graph *g, struct tfc_node *n, tfc_tensor *con
     return g->status;
 }
 
-/* mean or var of layer norm ([leading dims]) with x's normalized dims put back as 1s. */
+/* mean or var of layer norm ([leading dims]) with x's normalized dims put back as 1s (only
+ * the leading dim of x may be unknown: reshape infers it). */
 static tfc_tensor *keep_dims(tfc_graph *g, tfc_tensor *v, const tfc_shape *xs, int k)
 {
     int64_t dims[TFC_MAX_RANK];
-    int unknown = 0;
-    for (int d = 0; d < xs->rank; d++) {
-        dims[d] = d < xs->rank - k ? xs->dims[d] : 1;
-        if (dims[d] < 0 && unknown++) dims[d] = 1; /* never: only the leading dim is unknown */
-    }
+    for (int d = 0; d < xs->rank; d++) dims[d] = d < xs->rank - k ? xs->dims[d] : 1;
     return tfc_reshape(g, v, tfc_shape_of(xs->rank, dims));
 }
 

@@ -512,6 +512,57 @@ static void test_batch_norm_layer_trains(void)
     tfc_graph_destroy(g);
 }
 
+/* A stored graph with a batch norm layer keeps the untrainable moving statistics and the
+ * update wired to y: the loaded graph moves them in a training run, not in an inference run. */
+static void test_batch_norm_layer_store(void)
+{
+    char dir[] = "test_layers.XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.db", dir);
+    tfc_graph *g, *h = NULL;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 2));
+    tfc_tensor *tr = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *y = tfc_batch_norm_layer(g, x, tr, 0.5, 1e-5, "bn");
+    CU_ASSERT_EQUAL_FATAL(tfc_tensor_set_name(y, "y"), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_store *st;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_save_graph(st, g), TFC_OK);
+    tfc_store_close(st);
+    tfc_graph_destroy(g);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_load_graph(st, &h), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(tfc_trainable_variables(h, NULL, 0), 2);
+    tfc_tensor *ph[2] = {tfc_graph_find(h, "x"), tfc_graph_find(h, "training")};
+    tfc_tensor *out = tfc_graph_find(h, "y"), *mm = tfc_graph_find(h, "bn/moving_mean");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mm);
+    CU_ASSERT_FALSE(tfc_variable_trainable(mm));
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, h, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, flags[2] = {0, 1}, got[2];
+    const float want[2][2] = {{0, 0}, {2, 2.5f}}; /* batch means 4 and 5, momentum 0.5 */
+    for (int k = 0; k < 2; k++) {
+        tfc_value *feeds[2] = {test_f32(2, (int64_t[]){4, 2}, xs), test_f32(0, NULL, &flags[k])};
+        tfc_value *yv = NULL;
+        CU_ASSERT_EQUAL(tfc_session_run(s, 2, ph, feeds, 1, &out, &yv, 0, NULL), TFC_OK);
+        tfc_value_destroy(yv);
+        read_f32(s, mm, got, 2);
+        CU_ASSERT_DOUBLE_EQUAL(got[0], want[k][0], 1e-6);
+        CU_ASSERT_DOUBLE_EQUAL(got[1], want[k][1], 1e-6);
+        tfc_value_destroy(feeds[0]);
+        tfc_value_destroy(feeds[1]);
+    }
+    tfc_session_destroy(s);
+    tfc_graph_destroy(h);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* Layer norm layer over the last 2 dims: gamma and beta of those dims, values as computed. */
 static void test_layer_norm_layer(void)
 {
@@ -574,6 +625,7 @@ int main(void)
     TEST_ADD(test_batch_norm_layer_variables);
     TEST_ADD(test_batch_norm_layer_inference);
     TEST_ADD(test_batch_norm_layer_trains);
+    TEST_ADD(test_batch_norm_layer_store);
     TEST_ADD(test_layer_norm_layer);
     return test_main();
 }
