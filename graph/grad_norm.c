@@ -199,8 +199,9 @@ static void layer_norm_grad_twin(tfc_graph *g, struct tfc_node *n, tfc_tensor *c
     tfc_tensor *eps = tfc_scalar(g, x->desc.dtype, n->attrs[LAYER_NORM_EPSILON].f);
     tfc_tensor *invstd = tfc_rsqrt(g, tfc_add(g, keep_dims(g, in[3], xs, k), eps));
     tfc_tensor *xhat = tfc_mul(g, tfc_sub(g, x, keep_dims(g, in[2], xs, k)), invstd);
+    tfc_tensor *dyx_mean = tfc_reduce_mean(g, tfc_mul(g, dy, xhat), na, axes, 1);
     tfc_tensor *c = tfc_sub(g, tfc_sub(g, dy, tfc_reduce_mean(g, dy, na, axes, 1)),
-                            tfc_mul(g, xhat, tfc_reduce_mean(g, tfc_mul(g, dy, xhat), na, axes, 1)));
+                            tfc_mul(g, xhat, dyx_mean));
     outs[0] = tfc_mul(g, invstd, c);
 }
 

@@ -581,8 +581,9 @@ TFC_API tfc_tensor *tfc_dense(tfc_graph *g, tfc_tensor *x, int64_t units,
  *     batch variance for moving_var (so each channel needs 2 values or more);
  *   inference: mean and var are moving_mean and moving_var, which stay untouched.
  * The update is a control input of the returned y: any run that computes y (or what depends
- * on it, such as a loss) performs it. p NULL: epsilon 1e-5, momentum 0.1 (PyTorch's). Gradients reach x, gamma and beta in both
- * modes (and the moving statistics in inference mode). Errors name the tensor at fault. */
+ * on it, such as a loss) performs it. p NULL: epsilon 1e-5, momentum 0.1 (PyTorch's).
+ * Gradients reach x, gamma and beta in both modes (and the moving statistics in inference
+ * mode). Errors name the tensor at fault. */
 typedef struct tfc_batch_norm_params {
     double epsilon;  /* added to the variance; > 0 */
     double momentum; /* weight of the batch statistics in the moving ones; in [0, 1] */

@@ -426,7 +426,8 @@ static void test_batch_norm_layer_inference(void)
     CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
     tfc_tensor *v[4] = {tfc_graph_find(g, "batch_norm/moving_mean"),
                         tfc_graph_find(g, "batch_norm/moving_variance"),
-                        tfc_graph_find(g, "batch_norm/gamma"), tfc_graph_find(g, "batch_norm/beta")};
+                        tfc_graph_find(g, "batch_norm/gamma"),
+                        tfc_graph_find(g, "batch_norm/beta")};
     const float *vals[4] = {mm, mv, gamma, beta};
     for (int k = 0; k < 4; k++) write_f32(s, v[k], vals[k], C);
     float zero = 0;

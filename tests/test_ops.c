@@ -2872,7 +2872,10 @@ static void ref_layer_norm(const ht *x, int k, double eps, ht *out)
         double sum = 0, sq = 0;
         for (int64_t j = 0; j < len; j++) sum += x->d[r * len + j];
         double mean = sum / (double)len;
-        for (int64_t j = 0; j < len; j++) sq += (x->d[r * len + j] - mean) * (x->d[r * len + j] - mean);
+        for (int64_t j = 0; j < len; j++) {
+            double d = x->d[r * len + j] - mean;
+            sq += d * d;
+        }
         double var = sq / (double)len;
         for (int64_t j = 0; j < len; j++)
             out[0].d[r * len + j] = (x->d[r * len + j] - mean) / sqrt(var + eps);
@@ -2924,7 +2927,8 @@ static void layer_norm_case(enum tfc_dtype dt, tfc_shape sh, int k, int dyn)
     ht dy = ht_rand(dt, sh, -2, 2, 0), m = ht_copy(&want[1]), v = ht_copy(&want[2]);
     for (int64_t i = 0; i < m.n; i++) m.d[i] = as_dtype(dt, m.d[i]), v.d[i] = as_dtype(dt, v.d[i]);
     ht dx = ref_layer_norm_grad(&dy, &x, &m, &v, 1e-3);
-    for (int j = 0; j < 3; j++) tc_want(&c, outs[j], want[j], tol_of(dt), "layer_norm output %d", j);
+    for (int j = 0; j < 3; j++)
+        tc_want(&c, outs[j], want[j], tol_of(dt), "layer_norm output %d", j);
     tfc_tensor *gin[4] = {tc_in(&c, &dy), tx, tc_in(&c, &m), tc_in(&c, &v)};
     tc_want(&c, tfc_op(c.g, "layer_norm_grad", 4, gin, attrs, NULL, 0), dx, 10 * tol_of(dt),
             "layer_norm_grad");
@@ -2950,7 +2954,8 @@ static void norm_errors(void)
         tfc_graph *g = NULL;
         if (tfc_graph_create(&g)) return;
         tfc_tensor *x = tfc_placeholder(g, "x", F32, S(4, 3));
-        tfc_tensor *c3 = tfc_placeholder(g, "c", F32, S(3)), *c4 = tfc_placeholder(g, "c4", F32, S(4));
+        tfc_tensor *c3 = tfc_placeholder(g, "c", F32, S(3));
+        tfc_tensor *c4 = tfc_placeholder(g, "c4", F32, S(4));
         tfc_tensor *tr = tfc_scalar(g, F32, 1), *tv = tfc_placeholder(g, "tv", F32, S(2));
         tfc_tensor *b = tfc_placeholder(g, "b", F32, S(2)), *y = NULL;
         tfc_batch_norm_params p = {1e-5, bad[i].which == 2 ? 1.5 : 0.1};
