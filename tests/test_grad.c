@@ -2041,7 +2041,7 @@ static void test_norm(void)
                 gc_begin(&c, "batch_norm", "%s training=%d%s%s", SHP(q[i].sh), training,
                          stats ? ", mean and var used" : "", q[i].dyn ? " (dynamic)" : "");
                 c.dyn = q[i].dyn;
-                tfc_tensor *in[6], *outs[3];
+                tfc_tensor *in[6], *outs[3] = {0};
                 in[0] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
                 in[1] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
                 in[2] = gc_x(&c, ht_rand(F64, cs, -1, 1, 0));
@@ -2055,7 +2055,7 @@ static void test_norm(void)
                 gc_begin(&c, "batch_norm_grad", "%s training=%d%s", SHP(q[i].sh), training,
                          q[i].dyn ? " (dynamic)" : "");
                 c.dyn = q[i].dyn;
-                tfc_tensor *gin[6], *gout[5];
+                tfc_tensor *gin[6], *gout[5] = {0};
                 gin[0] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
                 gin[1] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
                 gin[2] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
@@ -2078,7 +2078,7 @@ static void test_norm(void)
             gc_begin(&c, "layer_norm", "%s n_axes=%d%s%s", SHP(l[i].sh), l[i].k,
                      stats ? ", mean and var used" : "", l[i].dyn ? " (dynamic)" : "");
             c.dyn = l[i].dyn;
-            tfc_tensor *x = gc_x(&c, ht_rand(F64, l[i].sh, -2, 2, 0)), *outs[3];
+            tfc_tensor *x = gc_x(&c, ht_rand(F64, l[i].sh, -2, 2, 0)), *outs[3] = {0};
             tfc_op(c.g, "layer_norm", 1, &x, attrs, outs, 3);
             for (int k = 0; k < (stats ? 3 : 1); k++) gc_use(&c, outs[k]);
             gc_run(&c);

@@ -2767,7 +2767,7 @@ static void batch_norm_ops_case(enum tfc_dtype dt, tfc_shape sh, int training, i
     ht in[5] = {ht_rand(dt, sh, -3, 3, 0), ht_rand(dt, cs, 0.5, 2, 0), ht_rand(dt, cs, -1, 1, 0),
                 ht_rand(dt, cs, -1, 1, 0), ht_rand(dt, cs, 0.2, 2, 0)};
     ht flag = ht_vals(F32, S0, (double[]){training ? 1.5 : 0});
-    tfc_tensor *t[6], *outs[5];
+    tfc_tensor *t[6], *outs[5] = {0};
     for (int i = 0; i < 5; i++) t[i] = tc_in(&c, &in[i]);
     t[5] = tc_in(&c, &flag);
     ht want[5];
@@ -2912,7 +2912,7 @@ static void layer_norm_case(enum tfc_dtype dt, tfc_shape sh, int k, int dyn)
     ht x = ht_rand(dt, sh, -3, 3, 0), want[3];
     tfc_shape ns = tfc_shape_of(k, &sh.dims[sh.rank - k]);
     ht gamma = ht_rand(dt, ns, 0.5, 2, 0), beta = ht_rand(dt, ns, -1, 1, 0);
-    tfc_tensor *tx = tc_in(&c, &x), *outs[3];
+    tfc_tensor *tx = tc_in(&c, &x), *outs[3] = {0};
     char attrs[64];
     snprintf(attrs, sizeof attrs, "epsilon=0.001,n_axes=%d", k);
     ref_layer_norm(&x, k, 1e-3, want);
