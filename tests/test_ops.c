@@ -2976,6 +2976,51 @@ static void norm_errors(void)
     }
 }
 
+/* Run-time mistakes fail the run with a message, never abort: training mode with one value
+ * per channel (the moving variance's unbiased estimate needs 2); inference mode runs. */
+static void norm_run_errors(void)
+{
+    tfc_graph *g = NULL;
+    tfc_session *s = NULL;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", F32, S(1, 3)), *v[4];
+    tfc_tensor *tr = tfc_placeholder(g, "training", F32, S0);
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "v%d", i);
+        v[i] = tfc_variable(g, name, F32, S(3), tfc_init_ones());
+    }
+    tfc_tensor *y = tfc_batch_norm(g, x, v[0], v[1], v[2], v[3], tr, NULL);
+    if (tfc_graph_status(g) || open_session(g, &s) || tfc_session_init_variables(s)) {
+        REPORT("norm run errors: build or session: %s", tfc_graph_errmsg(g));
+        goto out;
+    }
+    ht xv = ht_rand(F32, S(1, 3), -1, 1, 0);
+    for (int training = 1; training >= 0; training--) {
+        ht flag = ht_vals(F32, S0, (double[]){training});
+        tfc_value *fv[2] = {ht_value(&xv), ht_value(&flag)}, *got = NULL;
+        tfc_tensor *ft[2] = {x, tr};
+        tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &y, &got, 0, NULL);
+        const char *msg = tfc_session_errmsg(s);
+        if (training && (st != TFC_ERR_INVALID_ARGUMENT || !msg ||
+                         !strstr(msg, "1 value per channel in this batch")))
+            REPORT("norm run errors: want a failed run naming 1 value per channel, got %s: %s",
+                   tfc_status_string(st), msg ? msg : "no message");
+        else if (!training && st)
+            REPORT("norm run errors: inference with one value per channel: %s", msg);
+        else
+            PASS();
+        tfc_value_destroy(got);
+        tfc_value_destroy(fv[0]);
+        tfc_value_destroy(fv[1]);
+        ht_free(&flag);
+    }
+    ht_free(&xv);
+out:
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 static void test_norm(void)
 {
     rng_seed(61);
@@ -2993,6 +3038,7 @@ static void test_norm(void)
         layer_norm_case(dts[di], S(3, 4), 2, 0);
     }
     norm_errors();
+    norm_run_errors();
 }
 
 static void test_all_ops_executed(void)
