@@ -73,6 +73,9 @@ enum tfc_kernel_kind {
     TFC_K_PAD, TFC_K_PAD_GRAD,
     /* codelet: dropout (codelets/dropout.c); both multiply by the mask of (seed, step, i) */
     TFC_K_DROPOUT, TFC_K_DROPOUT_GRAD,
+    /* codelet: norm (codelets/norm.c); batch_norm_update writes the moving statistics */
+    TFC_K_BATCH_NORM, TFC_K_BATCH_NORM_GRAD, TFC_K_BATCH_NORM_UPDATE, TFC_K_LAYER_NORM,
+    TFC_K_LAYER_NORM_GRAD,
     TFC_K_NUM_KINDS
 };
 

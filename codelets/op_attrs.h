@@ -68,4 +68,10 @@ enum { LR_STEP_DECAY, LR_EXPONENTIAL, LR_COSINE };
 enum { CONV_STRIDES, CONV_PADS, CONV_DILATIONS, CONV_GROUPS, CONV_AUTO_PAD };
 enum { TFC_CONV_NOTSET, TFC_CONV_SAME_UPPER, TFC_CONV_SAME_LOWER, TFC_CONV_VALID };
 
+/* batch_norm and batch_norm_grad; batch_norm_update; layer_norm and layer_norm_grad over the
+ * last n_axes dims (graph/ops_norm.c, codelets/norm.c) */
+enum { BATCH_NORM_EPSILON };
+enum { BATCH_NORM_UPDATE_MOMENTUM };
+enum { LAYER_NORM_EPSILON, LAYER_NORM_N_AXES };
+
 #endif

@@ -27,6 +27,8 @@ extern const struct tfc_op tfc_op_max_pool, tfc_op_avg_pool, tfc_op_max_pool_gra
     tfc_op_max_pool_gather, tfc_op_avg_pool_grad; /* graph/ops_pool.c */
 extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
 extern const struct tfc_op tfc_op_dropout, tfc_op_dropout_grad; /* graph/ops_dropout.c */
+extern const struct tfc_op tfc_op_batch_norm, tfc_op_batch_norm_grad, tfc_op_batch_norm_update,
+    tfc_op_layer_norm, tfc_op_layer_norm_grad; /* graph/ops_norm.c */
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -60,6 +62,8 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_avg_pool_grad,
     &tfc_op_pad, &tfc_op_pad_grad,
     &tfc_op_dropout, &tfc_op_dropout_grad,
+    &tfc_op_batch_norm, &tfc_op_batch_norm_grad, &tfc_op_batch_norm_update, &tfc_op_layer_norm,
+    &tfc_op_layer_norm_grad,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

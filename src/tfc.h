@@ -600,6 +600,45 @@ typedef enum tfc_activation {
 TFC_API tfc_tensor *tfc_dense(tfc_graph *g, tfc_tensor *x, int64_t units,
                               tfc_activation activation, const char *name);
 
+/* ---- Normalization ----------------------------------------------------------------------- */
+
+/* Batch normalization of x = [N, C] or [N, C, spatial...] (float32 or float64) per channel
+ * (axis 1): y = gamma * (x - mean) / sqrt(var + epsilon) + beta; gamma, beta, moving_mean and
+ * moving_var are [C] of x's dtype. The mode is chosen at run time by `training`, a scalar float
+ * tensor (nonzero: training), so one stored graph serves training and evaluation:
+ *   training: mean and var are the batch's (over N and the spatial dims, the biased variance);
+ *     when moving_mean and moving_var are variables, such a run also updates them once, as
+ *     PyTorch does: moving = (1 - momentum) * moving + momentum * batch, with the unbiased
+ *     batch variance for moving_var (so each channel needs 2 values or more);
+ *   inference: mean and var are moving_mean and moving_var, which stay untouched.
+ * The update is a control input of the returned y: any run that computes y (or what depends
+ * on it, such as a loss) performs it. p NULL: epsilon 1e-5, momentum 0.1 (PyTorch's).
+ * Gradients reach x, gamma and beta in both modes (and the moving statistics in inference
+ * mode). Errors name the tensor at fault. */
+typedef struct tfc_batch_norm_params {
+    double epsilon;  /* added to the variance; > 0 */
+    double momentum; /* weight of the batch statistics in the moving ones; in [0, 1] */
+} tfc_batch_norm_params;
+TFC_API tfc_tensor *tfc_batch_norm(tfc_graph *g, tfc_tensor *x, tfc_tensor *gamma,
+                                   tfc_tensor *beta, tfc_tensor *moving_mean,
+                                   tfc_tensor *moving_var, tfc_tensor *training,
+                                   const tfc_batch_norm_params *p);
+/* Layer normalization over the last n_axes dims of x (1 to its rank; they are PyTorch's
+ * normalized_shape): (x - mean) / sqrt(var + epsilon) * gamma + beta, with the mean and the
+ * biased variance over those dims. gamma and beta (each may be NULL: none) have the shape of
+ * those dims; epsilon > 0. */
+TFC_API tfc_tensor *tfc_layer_norm(tfc_graph *g, tfc_tensor *x, tfc_tensor *gamma,
+                                   tfc_tensor *beta, int n_axes, double epsilon);
+/* Layers (graph/layers_norm.c), named like tfc_dense (NULL: "batch_norm", "layer_norm"). The
+ * batch norm layer creates under its scope the trainable gamma (ones) and beta (zeros) and the
+ * untrainable moving_mean (zeros) and moving_variance (ones), all [C], and normalizes x with
+ * tfc_batch_norm. The layer norm layer creates trainable gamma (ones) and beta (zeros) of the
+ * shape of x's last n_axes dims (which must be known). Results NULL on error (recorded on g). */
+TFC_API tfc_tensor *tfc_batch_norm_layer(tfc_graph *g, tfc_tensor *x, tfc_tensor *training,
+                                         double momentum, double epsilon, const char *name);
+TFC_API tfc_tensor *tfc_layer_norm_layer(tfc_graph *g, tfc_tensor *x, int n_axes,
+                                         double epsilon, const char *name);
+
 /* ---- Scheduling hints ------------------------------------------------------------------ */
 
 /* Placement hints. device is "cpu", "cuda", "cuda:N", "opencl" or "opencl:N" (N: the N-th

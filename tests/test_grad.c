@@ -146,6 +146,10 @@ static const struct {
     {"pad_grad", "test_pad"},
     {"dropout", "test_dropout"},
     {"dropout_grad", "test_dropout"},
+    {"batch_norm", "test_norm"},
+    {"batch_norm_grad", "test_norm"},
+    {"layer_norm", "test_norm"},
+    {"layer_norm_grad", "test_norm"},
 };
 
 /* ---- globals and reporting ------------------------------------------------------------- */
@@ -2086,6 +2090,79 @@ static int suite_clean(void)
 }
 
 /* the sweep: run in float64 and in float32 */
+/* batch_norm in both modes (training a fixed float32 scalar), through y alone and through its
+ * statistics outputs too; layer_norm; and their gradient ops called by name. */
+static void test_norm(void)
+{
+    static const struct {
+        tfc_shape sh;
+        int dyn;
+    } q[] = {{{2, {4, 3}}, 0}, {{4, {2, 2, 2, 2}}, 0}, {{3, {3, 2, 2}}, 1}};
+    rng_seed(61);
+    for (int i = 0; i < COUNT(q); i++)
+        for (int training = 0; training < 2; training++)
+            for (int stats = 0; stats < 2; stats++) {
+                struct gc c;
+                tfc_shape cs = tfc_shape_of(1, &q[i].sh.dims[1]);
+                gc_begin(&c, "batch_norm", "%s training=%d%s%s", SHP(q[i].sh), training,
+                         stats ? ", mean and var used" : "", q[i].dyn ? " (dynamic)" : "");
+                c.dyn = q[i].dyn;
+                tfc_tensor *in[6], *outs[3] = {0};
+                in[0] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+                in[1] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
+                in[2] = gc_x(&c, ht_rand(F64, cs, -1, 1, 0));
+                in[3] = gc_x(&c, ht_rand(F64, cs, -1, 1, 0));
+                in[4] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
+                in[5] = gc_fixed(&c, ht_vals(F32, S0, (double[]){training}));
+                tfc_op(c.g, "batch_norm", 6, in, "epsilon=0.01", outs, 3);
+                for (int k = 0; k < (stats ? 3 : 1); k++) gc_use(&c, outs[k]);
+                gc_run(&c);
+                if (stats) continue; /* the gradient op: once per shape and mode */
+                gc_begin(&c, "batch_norm_grad", "%s training=%d%s", SHP(q[i].sh), training,
+                         q[i].dyn ? " (dynamic)" : "");
+                c.dyn = q[i].dyn;
+                tfc_tensor *gin[6], *gout[5] = {0};
+                gin[0] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+                gin[1] = gc_x(&c, ht_rand(F64, q[i].sh, -2, 2, 0));
+                gin[2] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
+                gin[3] = gc_x(&c, ht_rand(F64, cs, -1, 1, 0));
+                gin[4] = gc_x(&c, ht_rand(F64, cs, 0.5, 2, 0));
+                gin[5] = gc_fixed(&c, ht_vals(F32, S0, (double[]){training}));
+                tfc_op(c.g, "batch_norm_grad", 6, gin, "epsilon=0.01", gout, 5);
+                for (int k = 0; k < 5; k++) gc_use(&c, gout[k]);
+                gc_run(&c);
+            }
+    static const struct {
+        tfc_shape sh;
+        int k, dyn;
+    } l[] = {{{2, {3, 4}}, 1, 0}, {{3, {2, 3, 2}}, 2, 1}, {{2, {2, 3}}, 2, 0}};
+    for (int i = 0; i < COUNT(l); i++)
+        for (int stats = 0; stats < 2; stats++) {
+            struct gc c;
+            char attrs[64];
+            snprintf(attrs, sizeof attrs, "epsilon=0.01,n_axes=%d", l[i].k);
+            gc_begin(&c, "layer_norm", "%s n_axes=%d%s%s", SHP(l[i].sh), l[i].k,
+                     stats ? ", mean and var used" : "", l[i].dyn ? " (dynamic)" : "");
+            c.dyn = l[i].dyn;
+            tfc_tensor *x = gc_x(&c, ht_rand(F64, l[i].sh, -2, 2, 0)), *outs[3] = {0};
+            tfc_op(c.g, "layer_norm", 1, &x, attrs, outs, 3);
+            for (int k = 0; k < (stats ? 3 : 1); k++) gc_use(&c, outs[k]);
+            gc_run(&c);
+            if (stats) continue;
+            tfc_shape outer = tfc_shape_of(l[i].sh.rank - l[i].k, l[i].sh.dims);
+            gc_begin(&c, "layer_norm_grad", "%s n_axes=%d%s", SHP(l[i].sh), l[i].k,
+                     l[i].dyn ? " (dynamic)" : "");
+            c.dyn = l[i].dyn && outer.rank > 0;
+            tfc_tensor *gin[4];
+            gin[0] = gc_x(&c, ht_rand(F64, l[i].sh, -2, 2, 0));
+            gin[1] = gc_x(&c, ht_rand(F64, l[i].sh, -2, 2, 0));
+            gin[2] = gc_x(&c, ht_rand(F64, outer, -1, 1, 0));
+            gin[3] = gc_x(&c, ht_rand(F64, outer, 0.5, 2, 0));
+            gc_use(&c, tfc_op(c.g, "layer_norm_grad", 4, gin, attrs, NULL, 0));
+            gc_run(&c);
+        }
+}
+
 static const struct {
     const char *name;
     CU_TestFunc fn;
@@ -2113,6 +2190,7 @@ static const struct {
     {"pooling", test_pool},
     {"pad/pad_grad", test_pad},
     {"dropout/dropout_grad", test_dropout},
+    {"batch_norm/layer_norm", test_norm},
     {"composite", test_composite},
 };
 

@@ -1,7 +1,8 @@
 /* test_layers.c: layers and variables as a user expects (issue 12, item 3): name scopes, the
  * trainable set (optimizer slots and counters left out), tfc_minimize without a variable list,
  * tfc_dense's shapes and initializer statistics (He, Glorot), a small model trained with
- * tfc_dense, and a store round trip that keeps scoped names and the trainable flag. */
+ * tfc_dense, a store round trip that keeps scoped names and the trainable flag, and the batch
+ * and layer normalization layers (variables, inference values, training). */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -366,6 +367,250 @@ static void test_store_keeps_scopes_and_trainable(void)
     rmdir(dir);
 }
 
+/* ---- normalization layers ---------------------------------------------------------------- */
+
+static void write_f32(tfc_session *s, tfc_tensor *v, const float *data, int n)
+{
+    tfc_value *val = test_f32(1, (int64_t[]){n}, data);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_write_variable(s, v, val), TFC_OK);
+    tfc_value_destroy(val);
+}
+
+/* Variables under the layer's scope; gamma and beta trainable, the moving statistics not; a
+ * second layer of the same name gets a scope of its own. */
+static void test_batch_norm_layer_variables(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 3));
+    tfc_tensor *tr = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *h = tfc_dense(g, x, 4, TFC_ACT_NONE, "d");
+    tfc_tensor *y = tfc_batch_norm_layer(g, h, tr, 0.1, 1e-5, "bn");
+    tfc_tensor *y2 = tfc_batch_norm_layer(g, y, tr, 0.1, 1e-5, "bn");
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    assert_shape(y2, -1, 4);
+    const char *names[] = {"bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance",
+                           "bn_1/gamma", "bn_1/moving_variance"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        tfc_tensor *v = tfc_graph_find(g, names[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_EQUAL(tfc_variable_trainable(v), strstr(names[i], "moving") == NULL);
+    }
+    tfc_tensor *vars[8];
+    CU_ASSERT_EQUAL_FATAL(tfc_trainable_variables(g, vars, 8), 6); /* d: 2, bn and bn_1: 2 */
+    for (int i = 0; i < 6; i++) CU_ASSERT_PTR_NULL(strstr(tfc_tensor_name(vars[i]), "moving"));
+    /* errors name the layer */
+    CU_ASSERT_PTR_NULL(tfc_batch_norm_layer(g, tfc_placeholder(g, "v", TFC_FLOAT32, S1(3)), tr,
+                                            0.1, 1e-5, "flat"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "batch_norm 'flat': input 'v' has "
+                                                       "shape [3]"));
+    tfc_graph_destroy(g);
+}
+
+/* Inference: y = (x - moving_mean) / sqrt(moving_variance + eps) * gamma + beta, computed here,
+ * for x = [N, C, L]; the variables stay as they were. */
+static void test_batch_norm_layer_inference(void)
+{
+    enum { N = 2, C = 3, L = 4 };
+    float xs[N * C * L], mm[C] = {0.5f, -1, 2}, mv[C] = {0.25f, 4, 1.5f};
+    float gamma[C] = {2, 0.5f, -1}, beta[C] = {0.1f, 0.2f, -0.3f}, got[C];
+    for (int i = 0; i < N * C * L; i++) xs[i] = (float)((i * 7) % 11) / 4 - 1;
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){N, C, L}));
+    tfc_tensor *tr = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *y = tfc_batch_norm_layer(g, x, tr, 0.1, 1e-3, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    tfc_tensor *v[4] = {tfc_graph_find(g, "batch_norm/moving_mean"),
+                        tfc_graph_find(g, "batch_norm/moving_variance"),
+                        tfc_graph_find(g, "batch_norm/gamma"),
+                        tfc_graph_find(g, "batch_norm/beta")};
+    const float *vals[4] = {mm, mv, gamma, beta};
+    for (int k = 0; k < 4; k++) write_f32(s, v[k], vals[k], C);
+    float zero = 0;
+    tfc_value *feeds[2] = {test_f32(3, (int64_t[]){N, C, L}, xs), test_f32(0, NULL, &zero)}, *yv;
+    tfc_tensor *ph[2] = {x, tr};
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ph, feeds, 1, &y, &yv, 0, NULL), TFC_OK);
+    const float *yd = tfc_value_cdata(yv);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int l = 0; l < L; l++) {
+                int i = (n * C + c) * L + l;
+                double want = (xs[i] - mm[c]) / sqrt(mv[c] + 1e-3) * gamma[c] + beta[c];
+                CU_ASSERT_DOUBLE_EQUAL(yd[i], want, 1e-5 * (1 + fabs(want)));
+            }
+    tfc_value_destroy(yv);
+    for (int k = 0; k < 2; k++) {
+        read_f32(s, v[k], got, C);
+        CU_ASSERT_EQUAL(memcmp(got, vals[k], sizeof got), 0); /* untouched, bit for bit */
+    }
+    tfc_value_destroy(feeds[0]);
+    tfc_value_destroy(feeds[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A small net trained with tfc_minimize over the trainable set: gamma and beta change, and
+ * the moving statistics move toward the statistics of the batch that the layer normalizes. */
+static void test_batch_norm_layer_trains(void)
+{
+    enum { N = 16, C = 3 };
+    float xs[N * 2], ys[N], one = 1;
+    for (int i = 0; i < N; i++) {
+        xs[2 * i] = (float)(i % 4) - 1.5f;
+        xs[2 * i + 1] = (float)(i / 4) * 0.5f + 3;
+        ys[i] = xs[2 * i] * 0.5f - xs[2 * i + 1];
+    }
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_graph_set_seed(g, 9);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(N, 2));
+    tfc_tensor *y = tfc_placeholder(g, "y", TFC_FLOAT32, S2(N, 1));
+    tfc_tensor *tr = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *h = tfc_dense(g, x, C, TFC_ACT_NONE, "d");
+    tfc_tensor *b = tfc_tanh(g, tfc_batch_norm_layer(g, h, tr, 0.5, 1e-5, "bn"));
+    tfc_tensor *p = tfc_dense(g, b, 1, TFC_ACT_NONE, "out");
+    tfc_tensor *loss = tfc_reduce_mean(g, tfc_square(g, tfc_sub(g, p, y)), 0, NULL, 0);
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.01);
+    tfc_tensor *step = tfc_minimize(g, loss, 0, NULL, &opt, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_trainable_variables(g, NULL, 0), 6);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    tfc_value *feeds[3] = {test_f32(2, (int64_t[]){N, 2}, xs), test_f32(2, (int64_t[]){N, 1}, ys),
+                           test_f32(0, NULL, &one)};
+    tfc_tensor *ph[3] = {x, y, tr};
+    const char *names[] = {"bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance"};
+    float before[4][C], after[4][C];
+    for (int k = 0; k < 4; k++) read_f32(s, tfc_graph_find(g, names[k]), before[k], C);
+    for (int it = 0; it < 6; it++) {
+        tfc_value *lv;
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 3, ph, feeds, 1, &loss, &lv, 1, &step), TFC_OK);
+        tfc_value_destroy(lv);
+    }
+    for (int k = 0; k < 4; k++) read_f32(s, tfc_graph_find(g, names[k]), after[k], C);
+    /* the batch statistics of h now (SGD with a small rate moves them little) */
+    tfc_value *hv;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, ph, feeds, 1, &h, &hv, 0, NULL), TFC_OK);
+    const float *hd = tfc_value_cdata(hv);
+    for (int c = 0; c < C; c++) {
+        double mean = 0, var = 0;
+        for (int n = 0; n < N; n++) mean += hd[n * C + c] / N;
+        for (int n = 0; n < N; n++) var += (hd[n * C + c] - mean) * (hd[n * C + c] - mean);
+        var /= N - 1; /* unbiased, as the moving variance */
+        CU_ASSERT(after[0][c] != before[0][c] && after[1][c] != before[1][c]);
+        /* momentum 0.5 over 6 steps: within 2^-6 of the start distance plus the drift */
+        CU_ASSERT(fabs(after[2][c] - mean) < 0.1 * fabs(before[2][c] - mean) + 1e-3);
+        CU_ASSERT(fabs(after[3][c] - var) < 0.1 * fabs(before[3][c] - var) + 1e-3 * (1 + var));
+    }
+    tfc_value_destroy(hv);
+    for (int k = 0; k < 3; k++) tfc_value_destroy(feeds[k]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A stored graph with a batch norm layer keeps the untrainable moving statistics and the
+ * update wired to y: the loaded graph moves them in a training run, not in an inference run. */
+static void test_batch_norm_layer_store(void)
+{
+    char dir[] = "test_layers.XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.db", dir);
+    tfc_graph *g, *h = NULL;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(-1, 2));
+    tfc_tensor *tr = tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *y = tfc_batch_norm_layer(g, x, tr, 0.5, 1e-5, "bn");
+    CU_ASSERT_EQUAL_FATAL(tfc_tensor_set_name(y, "y"), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_store *st;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_save_graph(st, g), TFC_OK);
+    tfc_store_close(st);
+    tfc_graph_destroy(g);
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_READONLY, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_load_graph(st, &h), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(tfc_trainable_variables(h, NULL, 0), 2);
+    tfc_tensor *ph[2] = {tfc_graph_find(h, "x"), tfc_graph_find(h, "training")};
+    tfc_tensor *out = tfc_graph_find(h, "y"), *mm = tfc_graph_find(h, "bn/moving_mean");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mm);
+    CU_ASSERT_FALSE(tfc_variable_trainable(mm));
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, h, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, flags[2] = {0, 1}, got[2];
+    const float want[2][2] = {{0, 0}, {2, 2.5f}}; /* batch means 4 and 5, momentum 0.5 */
+    for (int k = 0; k < 2; k++) {
+        tfc_value *feeds[2] = {test_f32(2, (int64_t[]){4, 2}, xs), test_f32(0, NULL, &flags[k])};
+        tfc_value *yv = NULL;
+        CU_ASSERT_EQUAL(tfc_session_run(s, 2, ph, feeds, 1, &out, &yv, 0, NULL), TFC_OK);
+        tfc_value_destroy(yv);
+        read_f32(s, mm, got, 2);
+        CU_ASSERT_DOUBLE_EQUAL(got[0], want[k][0], 1e-6);
+        CU_ASSERT_DOUBLE_EQUAL(got[1], want[k][1], 1e-6);
+        tfc_value_destroy(feeds[0]);
+        tfc_value_destroy(feeds[1]);
+    }
+    tfc_session_destroy(s);
+    tfc_graph_destroy(h);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Layer norm layer over the last 2 dims: gamma and beta of those dims, values as computed. */
+static void test_layer_norm_layer(void)
+{
+    enum { B = 2, R = 3, K = 4 };
+    float xs[B * R * K];
+    for (int i = 0; i < B * R * K; i++) xs[i] = (float)((i * 5) % 13) / 3 - 2;
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){-1, R, K}));
+    tfc_tensor *y = tfc_layer_norm_layer(g, x, 2, 1e-5, "ln");
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_tensor *gamma = tfc_graph_find(g, "ln/gamma"), *beta = tfc_graph_find(g, "ln/beta");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gamma);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(beta);
+    CU_ASSERT_EQUAL(tfc_tensor_shape(gamma).rank, 2);
+    CU_ASSERT_TRUE(tfc_variable_trainable(gamma) && tfc_variable_trainable(beta));
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    float gv[R * K], bv[R * K];
+    for (int i = 0; i < R * K; i++) gv[i] = 0.5f + (float)i / 8, bv[i] = (float)i / 16 - 0.3f;
+    tfc_value *w = test_f32(2, (int64_t[]){R, K}, gv);
+    CU_ASSERT_EQUAL(tfc_session_write_variable(s, gamma, w), TFC_OK);
+    tfc_value_destroy(w);
+    w = test_f32(2, (int64_t[]){R, K}, bv);
+    CU_ASSERT_EQUAL(tfc_session_write_variable(s, beta, w), TFC_OK);
+    tfc_value_destroy(w);
+    tfc_value *feed = test_f32(3, (int64_t[]){B, R, K}, xs), *yv;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &feed, 1, &y, &yv, 0, NULL), TFC_OK);
+    const float *yd = tfc_value_cdata(yv);
+    for (int b = 0; b < B; b++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < R * K; j++) mean += xs[b * R * K + j] / (R * K);
+        for (int j = 0; j < R * K; j++) var += pow(xs[b * R * K + j] - mean, 2) / (R * K);
+        for (int j = 0; j < R * K; j++) {
+            double want = (xs[b * R * K + j] - mean) / sqrt(var + 1e-5) * gv[j] + bv[j];
+            CU_ASSERT_DOUBLE_EQUAL(yd[b * R * K + j], want, 1e-5 * (1 + fabs(want)));
+        }
+    }
+    tfc_value_destroy(yv);
+    tfc_value_destroy(feed);
+    tfc_session_destroy(s);
+    CU_ASSERT_PTR_NULL(tfc_layer_norm_layer(g, x, 4, 1e-5, "bad"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "layer_norm 'bad': n_axes is 4"));
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -378,5 +623,10 @@ int main(void)
     TEST_ADD(test_initializer_statistics);
     TEST_ADD(test_small_model_trains);
     TEST_ADD(test_store_keeps_scopes_and_trainable);
+    TEST_ADD(test_batch_norm_layer_variables);
+    TEST_ADD(test_batch_norm_layer_inference);
+    TEST_ADD(test_batch_norm_layer_trains);
+    TEST_ADD(test_batch_norm_layer_store);
+    TEST_ADD(test_layer_norm_layer);
     return test_main();
 }

@@ -154,6 +154,11 @@ static const struct {
     {"pad_grad", "test_pad"},
     {"dropout", "test_dropout"},
     {"dropout_grad", "test_dropout"},
+    {"batch_norm", "test_norm"},
+    {"batch_norm_grad", "test_norm"},
+    {"batch_norm_update", "test_norm"},
+    {"layer_norm", "test_norm"},
+    {"layer_norm_grad", "test_norm"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -2979,6 +2984,384 @@ static void test_op_table(void)
     }
 }
 
+/* ---- normalization: batch_norm (both modes), its gradient and moving-statistics update,
+ * layer_norm and its gradient, against float64 loops ------------------------------------- */
+
+/* x = [N, C, S...] as N x C x S (element (n, c, s) at (n C + c) S + s). */
+static void nc_geom(tfc_shape s, int64_t *n, int64_t *c, int64_t *sp)
+{
+    *n = s.dims[0];
+    *c = s.dims[1];
+    *sp = 1;
+    for (int d = 2; d < s.rank; d++) *sp *= s.dims[d];
+}
+
+/* Channel c's mean and biased variance over N and the spatial dims. */
+static void ref_channel_stats(const ht *x, int64_t c, double *mean, double *var)
+{
+    int64_t N, C, S;
+    nc_geom(x->sh, &N, &C, &S);
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t s = 0; s < S; s++) sum += x->d[(n * C + c) * S + s];
+    *mean = sum / (double)(N * S);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t s = 0; s < S; s++) {
+            double d = x->d[(n * C + c) * S + s] - *mean;
+            sq += d * d;
+        }
+    *var = sq / (double)(N * S);
+}
+
+/* y, mean, var of batch norm; in[] = x, gamma, beta, moving_mean, moving_var. */
+static void ref_batch_norm(const ht *in, int training, double eps, ht *out)
+{
+    const ht *x = &in[0];
+    int64_t N, C, S;
+    nc_geom(x->sh, &N, &C, &S);
+    out[0] = ht_new(x->dt, x->sh);
+    out[1] = ht_new(x->dt, S(C));
+    out[2] = ht_new(x->dt, S(C));
+    for (int64_t c = 0; c < C; c++) {
+        double mean = in[3].d[c], var = in[4].d[c];
+        if (training) ref_channel_stats(x, c, &mean, &var);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (n * C + c) * S + s;
+                out[0].d[i] = in[1].d[c] * (x->d[i] - mean) / sqrt(var + eps) + in[2].d[c];
+            }
+        out[1].d[c] = mean;
+        out[2].d[c] = var;
+    }
+}
+
+/* dx, dgamma, dbeta, dmoving_mean, dmoving_var; in[] = dy, x, gamma, mean, var. */
+static void ref_batch_norm_grad(const ht *in, int training, double eps, ht *out)
+{
+    const ht *dy = &in[0], *x = &in[1];
+    int64_t N, C, S;
+    nc_geom(x->sh, &N, &C, &S);
+    double M = (double)(N * S);
+    out[0] = ht_new(x->dt, x->sh);
+    for (int k = 1; k < 5; k++) out[k] = ht_new(x->dt, S(C));
+    for (int64_t c = 0; c < C; c++) {
+        double mu = in[3].d[c], is = 1 / sqrt(in[4].d[c] + eps), gm = in[2].d[c];
+        double sdy = 0, sdyx = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (n * C + c) * S + s;
+                sdy += dy->d[i];
+                sdyx += dy->d[i] * (x->d[i] - mu) * is;
+            }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (n * C + c) * S + s;
+                double xh = (x->d[i] - mu) * is;
+                out[0].d[i] = training ? gm * is / M * (M * dy->d[i] - sdy - xh * sdyx)
+                                       : gm * is * dy->d[i];
+            }
+        out[1].d[c] = sdyx;
+        out[2].d[c] = sdy;
+        out[3].d[c] = training ? 0 : -gm * is * sdy;
+        out[4].d[c] = training ? 0 : -0.5 * gm * is * is * sdyx;
+    }
+}
+
+static const tfc_shape *norm_shapes(int *n)
+{
+    static tfc_shape s[3];
+    s[0] = S(5, 3);
+    s[1] = S(2, 3, 2, 2);
+    s[2] = S(3, 2, 4);
+    *n = 3;
+    return s;
+}
+
+/* batch_norm and batch_norm_grad by name, both modes (training a placeholder). */
+static void batch_norm_ops_case(enum tfc_dtype dt, tfc_shape sh, int training, int dyn)
+{
+    struct tc c;
+    tc_begin(&c, "batch_norm %s %s training=%d%s", DT(dt), SHP(sh), training,
+             dyn ? " (dynamic)" : "");
+    c.dyn = dyn;
+    tfc_shape cs = S(sh.dims[1]);
+    ht in[5] = {ht_rand(dt, sh, -3, 3, 0), ht_rand(dt, cs, 0.5, 2, 0), ht_rand(dt, cs, -1, 1, 0),
+                ht_rand(dt, cs, -1, 1, 0), ht_rand(dt, cs, 0.2, 2, 0)};
+    ht flag = ht_vals(F32, S0, (double[]){training ? 1.5 : 0});
+    tfc_tensor *t[6], *outs[5] = {0};
+    for (int i = 0; i < 5; i++) t[i] = tc_in(&c, &in[i]);
+    t[5] = tc_in(&c, &flag);
+    ht want[5];
+    ref_batch_norm(in, training, 1e-3, want);
+    tfc_op(c.g, "batch_norm", 6, t, "epsilon=0.001", outs, 3);
+    static const char *const what[] = {"y", "mean", "var"};
+    for (int k = 0; k < 3; k++) tc_want(&c, outs[k], want[k], tol_of(dt), "batch_norm %s", what[k]);
+    /* the gradient op at the statistics of this mode */
+    ht gin[5] = {ht_rand(dt, sh, -2, 2, 0), ht_copy(&in[0]), ht_copy(&in[1]), ht_new(dt, cs),
+                 ht_new(dt, cs)};
+    for (int64_t ch = 0; ch < cs.dims[0]; ch++) {
+        double m = in[3].d[ch], v = in[4].d[ch];
+        if (training) ref_channel_stats(&in[0], ch, &m, &v);
+        gin[3].d[ch] = as_dtype(dt, m);
+        gin[4].d[ch] = as_dtype(dt, v);
+    }
+    ref_batch_norm_grad(gin, training, 1e-3, want);
+    tfc_tensor *gt[6];
+    for (int i = 0; i < 5; i++) gt[i] = tc_in(&c, &gin[i]);
+    gt[5] = t[5];
+    tfc_op(c.g, "batch_norm_grad", 6, gt, "epsilon=0.001", outs, 5);
+    static const char *const gwhat[] = {"dx", "dgamma", "dbeta", "dmoving_mean", "dmoving_var"};
+    for (int k = 0; k < 5; k++)
+        tc_want(&c, outs[k], want[k], 10 * tol_of(dt), "batch_norm_grad %s", gwhat[k]);
+    tc_run(&c);
+    for (int i = 0; i < 5; i++) ht_free(&in[i]), ht_free(&gin[i]);
+    ht_free(&flag);
+}
+
+/* tfc_batch_norm over variables: a training run moves the moving statistics once (PyTorch:
+ * momentum, unbiased variance), an inference run uses and keeps them. */
+static void batch_norm_update_case(enum tfc_dtype dt, tfc_shape sh)
+{
+    char label[96];
+    snprintf(label, sizeof label, "batch_norm_update %s %s", DT(dt), SHP(sh));
+    g_cases++;
+    tfc_graph *g = NULL;
+    tfc_session *s = NULL;
+    tfc_shape cs = S(sh.dims[1]);
+    ht in[5] = {ht_rand(dt, sh, -3, 3, 0), ht_rand(dt, cs, 0.5, 2, 0), ht_rand(dt, cs, -1, 1, 0),
+                ht_rand(dt, cs, -1, 1, 0), ht_rand(dt, cs, 0.2, 2, 0)};
+    ht flag[2] = {ht_vals(F32, S0, (double[]){1}), ht_vals(F32, S0, (double[]){0})};
+    tfc_value *fv[3] = {ht_value(&in[0]), ht_value(&flag[0]), ht_value(&flag[1])};
+    ht want[3], mm = ht_copy(&in[3]), mv = ht_copy(&in[4]);
+    int ok = 1;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", dt, sh), *tr = tfc_placeholder(g, "training", F32, S0);
+    tfc_tensor *v[4];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "v%d", i);
+        v[i] = tfc_variable(g, name, dt, cs, tfc_init_zeros());
+    }
+    tfc_batch_norm_params p = {1e-3, 0.25};
+    tfc_tensor *y = tfc_batch_norm(g, x, v[0], v[1], v[2], v[3], tr, &p);
+    if (tfc_graph_status(g) || open_session(g, &s) || tfc_session_init_variables(s)) {
+        REPORT("%s: build or session: %s", label, tfc_graph_errmsg(g));
+        goto out;
+    }
+    for (int i = 0; i < 4; i++) {
+        tfc_value *iv = ht_value(&in[1 + i]);
+        tfc_session_write_variable(s, v[i], iv);
+        tfc_value_destroy(iv);
+    }
+    tfc_tensor *ft[2] = {x, tr};
+    tfc_value *feed[2] = {fv[0], fv[1]};
+    ref_batch_norm(in, 1, 1e-3, want);
+    ok &= run_check(s, label, 2, ft, feed, y, 0, &want[0]);
+    double M = (double)(numel(sh) / sh.dims[1]);
+    for (int64_t ch = 0; ch < cs.dims[0]; ch++) {
+        mm.d[ch] = as_dtype(dt, 0.75 * in[3].d[ch] + 0.25 * want[1].d[ch]);
+        mv.d[ch] = as_dtype(dt, 0.75 * in[4].d[ch] + 0.25 * want[2].d[ch] * M / (M - 1));
+    }
+    for (int k = 0; k < 3; k++) ht_free(&want[k]);
+    ok &= read_check(s, label, v[2], &mm) && read_check(s, label, v[3], &mv);
+    /* inference: normalizes with the moved statistics and leaves them */
+    ht_free(&in[3]), ht_free(&in[4]);
+    in[3] = ht_copy(&mm), in[4] = ht_copy(&mv);
+    feed[1] = fv[2];
+    ref_batch_norm(in, 0, 1e-3, want);
+    ok &= run_check(s, label, 2, ft, feed, y, 0, &want[0]);
+    ok &= read_check(s, label, v[2], &mm) && read_check(s, label, v[3], &mv);
+    for (int k = 0; k < 3; k++) ht_free(&want[k]);
+    if (ok) mark("batch_norm_update"), mark("variable"), mark("identity");
+out:
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    for (int i = 0; i < 5; i++) ht_free(&in[i]);
+    for (int i = 0; i < 3; i++) tfc_value_destroy(fv[i]);
+    ht_free(&flag[0]), ht_free(&flag[1]), ht_free(&mm), ht_free(&mv);
+}
+
+/* y, mean, var of layer norm over the last k dims (rows x len). */
+static void ref_layer_norm(const ht *x, int k, double eps, ht *out)
+{
+    tfc_shape outer = tfc_shape_of(x->sh.rank - k, x->sh.dims);
+    int64_t rows = numel(outer), len = rows ? x->n / rows : 0;
+    out[0] = ht_new(x->dt, x->sh);
+    out[1] = ht_new(x->dt, outer);
+    out[2] = ht_new(x->dt, outer);
+    for (int64_t r = 0; r < rows; r++) {
+        double sum = 0, sq = 0;
+        for (int64_t j = 0; j < len; j++) sum += x->d[r * len + j];
+        double mean = sum / (double)len;
+        for (int64_t j = 0; j < len; j++) {
+            double d = x->d[r * len + j] - mean;
+            sq += d * d;
+        }
+        double var = sq / (double)len;
+        for (int64_t j = 0; j < len; j++)
+            out[0].d[r * len + j] = (x->d[r * len + j] - mean) / sqrt(var + eps);
+        out[1].d[r] = mean;
+        out[2].d[r] = var;
+    }
+}
+
+/* dx of layer norm: d/dx of sum(dy . y) by the textbook formula. */
+static ht ref_layer_norm_grad(const ht *dy, const ht *x, const ht *mean, const ht *var,
+                              double eps)
+{
+    int64_t rows = mean->n, len = rows ? x->n / rows : 0;
+    ht dx = ht_new(x->dt, x->sh);
+    for (int64_t r = 0; r < rows; r++) {
+        double is = 1 / sqrt(var->d[r] + eps), a = 0, b = 0;
+        for (int64_t j = 0; j < len; j++) {
+            a += dy->d[r * len + j];
+            b += dy->d[r * len + j] * (x->d[r * len + j] - mean->d[r]) * is;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            double xh = (x->d[r * len + j] - mean->d[r]) * is;
+            dx.d[r * len + j] = is / (double)len * ((double)len * dy->d[r * len + j] - a - xh * b);
+        }
+    }
+    return dx;
+}
+
+static void layer_norm_case(enum tfc_dtype dt, tfc_shape sh, int k, int dyn)
+{
+    struct tc c;
+    tc_begin(&c, "layer_norm %s %s n_axes=%d%s", DT(dt), SHP(sh), k, dyn ? " (dynamic)" : "");
+    c.dyn = dyn;
+    ht x = ht_rand(dt, sh, -3, 3, 0), want[3];
+    tfc_shape ns = tfc_shape_of(k, &sh.dims[sh.rank - k]);
+    ht gamma = ht_rand(dt, ns, 0.5, 2, 0), beta = ht_rand(dt, ns, -1, 1, 0);
+    tfc_tensor *tx = tc_in(&c, &x), *outs[3] = {0};
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "epsilon=0.001,n_axes=%d", k);
+    ref_layer_norm(&x, k, 1e-3, want);
+    tfc_op(c.g, "layer_norm", 1, &tx, attrs, outs, 3);
+    /* with gamma and beta (the builder's mul and add broadcast over the leading dims) */
+    ht affine = ht_new(dt, sh);
+    int64_t len = numel(ns);
+    for (int64_t i = 0; i < affine.n; i++)
+        affine.d[i] = want[0].d[i] * gamma.d[i % len] + beta.d[i % len];
+    tc_want(&c, tfc_layer_norm(c.g, tx, tc_in(&c, &gamma), tc_in(&c, &beta), k, 1e-3), affine,
+            tol_of(dt), "tfc_layer_norm with gamma and beta");
+    ht dy = ht_rand(dt, sh, -2, 2, 0), m = ht_copy(&want[1]), v = ht_copy(&want[2]);
+    for (int64_t i = 0; i < m.n; i++) m.d[i] = as_dtype(dt, m.d[i]), v.d[i] = as_dtype(dt, v.d[i]);
+    ht dx = ref_layer_norm_grad(&dy, &x, &m, &v, 1e-3);
+    for (int j = 0; j < 3; j++)
+        tc_want(&c, outs[j], want[j], tol_of(dt), "layer_norm output %d", j);
+    tfc_tensor *gin[4] = {tc_in(&c, &dy), tx, tc_in(&c, &m), tc_in(&c, &v)};
+    tc_want(&c, tfc_op(c.g, "layer_norm_grad", 4, gin, attrs, NULL, 0), dx, 10 * tol_of(dt),
+            "layer_norm_grad");
+    tc_run(&c);
+    ht_free(&x), ht_free(&gamma), ht_free(&beta), ht_free(&dy), ht_free(&m), ht_free(&v);
+}
+
+/* Errors that name the tensor and what is allowed. */
+static void norm_errors(void)
+{
+    static const struct {
+        int which;
+        const char *want;
+    } bad[] = {
+        {0, "gamma is float32 [4], must be float32 [3]"},
+        {1, "training must be one float value"},
+        {2, "momentum is 1.5, must be in [0, 1]"},
+        {3, "n_axes is 3, must be 1 to the rank of x (2)"},
+        {4, "beta 'b' is float32 [2], must be float32 with those dims"},
+        {5, "epsilon is 0, must be > 0"},
+    };
+    for (int i = 0; i < COUNT(bad); i++) {
+        tfc_graph *g = NULL;
+        if (tfc_graph_create(&g)) return;
+        tfc_tensor *x = tfc_placeholder(g, "x", F32, S(4, 3));
+        tfc_tensor *c3 = tfc_placeholder(g, "c", F32, S(3));
+        tfc_tensor *c4 = tfc_placeholder(g, "c4", F32, S(4));
+        tfc_tensor *tr = tfc_scalar(g, F32, 1), *tv = tfc_placeholder(g, "tv", F32, S(2));
+        tfc_tensor *b = tfc_placeholder(g, "b", F32, S(2)), *y = NULL;
+        tfc_batch_norm_params p = {1e-5, bad[i].which == 2 ? 1.5 : 0.1};
+        switch (bad[i].which) {
+        case 0: y = tfc_batch_norm(g, x, c4, c3, c3, c3, tr, &p); break;
+        case 1: y = tfc_batch_norm(g, x, c3, c3, c3, c3, tv, &p); break;
+        case 2: y = tfc_batch_norm(g, x, c3, c3, c3, c3, tr, &p); break;
+        case 3: y = tfc_layer_norm(g, x, NULL, NULL, 3, 1e-5); break;
+        case 4: y = tfc_layer_norm(g, x, NULL, b, 1, 1e-5); break;
+        case 5: y = tfc_layer_norm(g, x, NULL, NULL, 1, 0); break;
+        }
+        const char *msg = tfc_graph_errmsg(g);
+        if (y || !msg || !strstr(msg, bad[i].want))
+            REPORT("norm errors: want an error with '%s', got %s", bad[i].want, msg ? msg : "none");
+        else
+            PASS();
+        tfc_graph_destroy(g);
+    }
+}
+
+/* Run-time mistakes fail the run with a message, never abort: training mode with one value
+ * per channel (the moving variance's unbiased estimate needs 2); inference mode runs. */
+static void norm_run_errors(void)
+{
+    tfc_graph *g = NULL;
+    tfc_session *s = NULL;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", F32, S(1, 3)), *v[4];
+    tfc_tensor *tr = tfc_placeholder(g, "training", F32, S0);
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "v%d", i);
+        v[i] = tfc_variable(g, name, F32, S(3), tfc_init_ones());
+    }
+    tfc_tensor *y = tfc_batch_norm(g, x, v[0], v[1], v[2], v[3], tr, NULL);
+    if (tfc_graph_status(g) || open_session(g, &s) || tfc_session_init_variables(s)) {
+        REPORT("norm run errors: build or session: %s", tfc_graph_errmsg(g));
+        goto out;
+    }
+    ht xv = ht_rand(F32, S(1, 3), -1, 1, 0);
+    for (int training = 1; training >= 0; training--) {
+        ht flag = ht_vals(F32, S0, (double[]){training});
+        tfc_value *fv[2] = {ht_value(&xv), ht_value(&flag)}, *got = NULL;
+        tfc_tensor *ft[2] = {x, tr};
+        tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &y, &got, 0, NULL);
+        const char *msg = tfc_session_errmsg(s);
+        if (training && (st != TFC_ERR_INVALID_ARGUMENT || !msg ||
+                         !strstr(msg, "1 value per channel in this batch")))
+            REPORT("norm run errors: want a failed run naming 1 value per channel, got %s: %s",
+                   tfc_status_string(st), msg ? msg : "no message");
+        else if (!training && st)
+            REPORT("norm run errors: inference with one value per channel: %s", msg);
+        else
+            PASS();
+        tfc_value_destroy(got);
+        tfc_value_destroy(fv[0]);
+        tfc_value_destroy(fv[1]);
+        ht_free(&flag);
+    }
+    ht_free(&xv);
+out:
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_norm(void)
+{
+    rng_seed(61);
+    int ns;
+    const tfc_shape *shapes = norm_shapes(&ns);
+    const enum tfc_dtype dts[] = {F32, F64};
+    for (int di = 0; di < 2; di++) {
+        for (int si = 0; si < ns; si++)
+            for (int training = 0; training < 2; training++)
+                batch_norm_ops_case(dts[di], shapes[si], training, si == 2);
+        batch_norm_update_case(dts[di], S(4, 3));
+        batch_norm_update_case(dts[di], S(2, 3, 2, 2));
+        layer_norm_case(dts[di], S(4, 5), 1, 0);
+        layer_norm_case(dts[di], S(2, 3, 4), 2, 1);
+        layer_norm_case(dts[di], S(3, 4), 2, 0);
+    }
+    norm_errors();
+    norm_run_errors();
+}
+
 static void test_all_ops_executed(void)
 {
     if (g_hop && g_hops_seen == 0) REPORT("TFC_TEST_HOP=opencl: no hop task was recorded");
@@ -3472,6 +3855,7 @@ static const struct {
     {"pooling", test_pool},
     {"pad/pad_grad", test_pad},
     {"dropout/dropout_grad", test_dropout},
+    {"batch_norm/layer_norm", test_norm},
     {"squeeze/unsqueeze/flatten", test_squeeze},
     {"kernel errors", test_errors},
     {"conv", test_conv},
