@@ -36,7 +36,7 @@ export STARPU_SILENT=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 [ "$SETUP" = 0 ] || bench/peers-setup.sh | tail -1
 make -s -C "$BUILD" bench >/dev/null 2>"$LOGDIR/make.log" \
     || echo "make bench failed (see $LOGDIR/make.log): missing programs are left out"
-OURS=${OURS:-$BUILD/bench/cnn_step}   # another build of bench/cnn_step may be named
+OURS=${OURS:-$BUILD/bench/cnn_step}   # another build's cnn_step: absolute, or from the top
 [ -x "$OURS" ] || echo "ours: no $OURS (examples/cnn_model.c and bench/cnn_step.c not built):" \
                        "left out of the table"
 
@@ -104,7 +104,7 @@ if [ "$CONV_OP" != 0 ]; then
     for n in 1 2; do
         if [ -x "$BUILD/bench/conv_op" ]; then
             timeout "$RUN_TIMEOUT" "$BUILD/bench/conv_op" --workers "$n" --batch "$BATCH" \
-                >"$LOGDIR/conv_op.$n.log" 2>&1 || echo "conv_op --workers $n: failed or timed out"
+                >"$LOGDIR/conv_op.$n.log" 2>&1 || echo "conv_op --workers $n: failed (an error or a wrong result) or timed out"
             grep -E '^(#|conv_op)' "$LOGDIR/conv_op.$n.log" || true
         else
             echo "no $BUILD/bench/conv_op"
@@ -114,7 +114,7 @@ fi
 
 echo "## summary: medians over $REPEATS rounds"
 "$PYTHON" - "$LOGDIR" "$REPEATS" "$BATCH" <<'PY'
-import glob, os, statistics, sys
+import glob, statistics, sys
 logdir, repeats, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 tags = {"ours": "cnn_step", "torch": "cnn_torch", "tf": "cnn_tf"}
 
@@ -187,4 +187,8 @@ if conv:
     for f in conv:
         print(f"| {f['layer']} | {f['dir']} | {f['workers']} | {f['ms']} | {f['gflops']} | "
               f"{f['sgemm_ms']} | {f['sgemm_gflops']} | {f['ratio']} | {f['tasks_per_run']} |")
+    for w in sorted({f["workers"] for f in conv}):
+        rs = [float(f["ratio"]) for f in conv if f["workers"] == w]
+        print(f"conv op / same-shape sgemm at {w} worker(s): {min(rs):.2f} to {max(rs):.2f}, "
+              f"{sum(r >= 0.8 for r in rs)} of {len(rs)} directions at the 0.8 target or above")
 PY
