@@ -118,6 +118,7 @@ def main():
         if i >= o.warmup:
             times.append(time.perf_counter() - t0)
 
+    params = model.count_params()  # 3274634: the same network on every side
     q = sorted(times)
     p10, p90 = q[int(0.1 * (len(q) - 1) + 0.5)], q[int(0.9 * (len(q) - 1) + 0.5)]
     med = statistics.median(times)
@@ -129,7 +130,7 @@ def main():
     print(f"cnn_tf ms_per_step={med * 1e3:.3f} threads={o.threads} batch={o.batch} "
           f"steps={o.steps} warmup={o.warmup} p10_ms={p10 * 1e3:.3f} p90_ms={p90 * 1e3:.3f} "
           f"mean_ms={statistics.mean(times) * 1e3:.3f} "
-          f"gflops={step_gflop(o.batch) / med:.1f} loss_first={losses[0]:.4f} "
+          f"gflops={step_gflop(o.batch) / med:.1f} params={params} loss_first={losses[0]:.4f} "
           f"loss_last={losses[-1]:.4f} version={tf.__version__}")
 
 
