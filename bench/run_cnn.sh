@@ -11,7 +11,8 @@
 # the machine, the environment and the versions. bench/peers-setup.sh runs first (it installs
 # python3-torch and makes the venv the first time; SETUP=0 skips it). A side whose program is
 # missing or fails is reported and left out of the table. Every program run is capped at
-# RUN_TIMEOUT seconds.
+# RUN_TIMEOUT seconds. Ours' result line is 'tfc cnn_step_ms_median=...' (or, as first
+# announced, 'cnn_step ms_per_step=...'); the peers print 'cnn_torch|cnn_tf ms_per_step=...'.
 #
 #   bench/run_cnn.sh [BUILD_DIR]      (default: build, as scripts/build.sh makes it)
 #   REPEATS=3 STEPS=30 WARMUP=5 BATCH=128 RUN_TIMEOUT=300 CONV_OP=1 SETUP=1 OURS=path \
@@ -83,7 +84,7 @@ run_side() {
     tf)    timeout "$RUN_TIMEOUT" "$TF_PYTHON" bench/cnn_tf.py --threads "$n" --batch "$BATCH" \
                --steps "$STEPS" --warmup "$WARMUP" >"$log" 2>&1 ;;
     esac || echo "$side at $n round $r: failed or timed out (exit $?, log $log)"
-    grep -E '^(cnn_step|cnn_torch|cnn_tf) ' "$log" || true
+    grep -E '^(cnn_step|cnn_torch|cnn_tf) |^tfc cnn_step_ms_median=' "$log" || true
 }
 
 echo "## rounds"
@@ -96,7 +97,8 @@ done
 echo "load average after the rounds: $(cut -d' ' -f1-3 /proc/loadavg); they took $(( $(date +%s) - t0 )) s"
 echo "## details (round 1)"
 for f in "$LOGDIR"/*.1.log; do
-    [ -e "$f" ] && grep '^# ' "$f" | sed "s|^# |    $(basename "$f" .1.log): |" || true
+    [ -e "$f" ] && grep -E '^# |^CNN training step' "$f" \
+        | sed "s|^\(# \)\{0,1\}|    $(basename "$f" .1.log): |" || true
 done
 
 if [ "$CONV_OP" != 0 ]; then
@@ -128,6 +130,16 @@ def fields(line):
             pass
     return out
 
+def step_ms(side, line):
+    """The median ms per step on a result line, or None. cnn_step prints it as
+    'tfc cnn_step_ms_median=...' (the brief announced 'cnn_step ms_per_step=...': both read)."""
+    f = fields(line)
+    if line.startswith(tags[side] + " ") and "ms_per_step" in f:
+        return f["ms_per_step"]
+    if side == "ours" and line.startswith("tfc ") and "cnn_step_ms_median" in f:
+        return f["cnn_step_ms_median"]
+    return None
+
 runs = {}
 for side, tag in tags.items():
     for n in (1, 2):
@@ -135,8 +147,8 @@ for side, tag in tags.items():
         for r in range(1, repeats + 1):
             try:
                 for line in open(f"{logdir}/{side}.{n}.{r}.log"):
-                    if line.startswith(tag + " ") and "ms_per_step" in fields(line):
-                        ms.append(fields(line)["ms_per_step"])
+                    if step_ms(side, line) is not None:
+                        ms.append(step_ms(side, line))
             except OSError:
                 pass
         if ms:
