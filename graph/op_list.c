@@ -25,6 +25,7 @@ extern const struct tfc_op tfc_op_conv, tfc_op_conv_backprop_input, tfc_op_conv_
 extern const struct tfc_op tfc_op_max_pool, tfc_op_avg_pool, tfc_op_max_pool_grad,
     tfc_op_max_pool_gather, tfc_op_avg_pool_grad; /* graph/ops_pool.c */
 extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
+extern const struct tfc_op tfc_op_placeholder_with_default; /* graph/placeholder_default.c */
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -56,6 +57,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_max_pool, &tfc_op_avg_pool, &tfc_op_max_pool_grad, &tfc_op_max_pool_gather,
     &tfc_op_avg_pool_grad,
     &tfc_op_pad, &tfc_op_pad_grad,
+    &tfc_op_placeholder_with_default,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

@@ -206,6 +206,18 @@ TFC_API tfc_tensor *tfc_placeholder(tfc_graph *g, const char *name, enum tfc_dty
 TFC_API tfc_tensor *tfc_constant(tfc_graph *g, const char *name, const tfc_value *value);
 /* A rank-0 constant. */
 TFC_API tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x);
+/* A placeholder that needs no feed (TF's placeholder_with_default): a run that does not feed
+ * it sees a copy of default_value (copied; its dtype and shape are the tensor's, and a feed must
+ * match them). The default is a constant "<name>/default"; both are saved with the graph in a
+ * model store. Errors (default_value NULL) are recorded on g. */
+TFC_API tfc_tensor *tfc_placeholder_with_default(tfc_graph *g, const char *name,
+                                                 const tfc_value *default_value);
+/* The graph's training flag: the float32 scalar placeholder_with_default "training" (default
+ * 0), created at the first call whatever name scope is open, found again after. Training steps
+ * feed it 1 (`tfc train` and the examples do when the graph has it); evaluation leaves the
+ * default. Ops that act differently in training (dropout, batch norm) take it as an input.
+ * A node "training" of another kind is TFC_ERR_INVALID_ARGUMENT on g. */
+TFC_API tfc_tensor *tfc_training_flag(tfc_graph *g);
 
 /* Variable initializers; values come from a counter-based generator (Philox-4x32-10) keyed by
  * the graph seed, the node seed and the element index, so they do not depend on devices. */
