@@ -1,8 +1,8 @@
 /* layers.c: layer builders that create their own variables (with the initializer their
  * activation wants) under a name scope of their own, so model code neither writes a dense()
- * helper nor lists variables. A conv layer goes next to tfc_dense with the conv ops. */
+ * helper nor lists variables. The conv layers are in layers_conv.c. */
 #include <stdio.h>
-#include "graph.h"
+#include "layers.h"
 
 static uint64_t name_seed(const char *s) /* FNV-1a: a layer's weights depend on its name only */
 {
@@ -11,9 +11,7 @@ static uint64_t name_seed(const char *s) /* FNV-1a: a layer's weights depend on 
     return h;
 }
 
-/* Opens the layer's scope: base, else base_1, base_2, ... when a layer already used it (its
- * variable `probe` exists). Returns the status of the push. */
-static tfc_status push_layer_scope(tfc_graph *g, const char *base, const char *probe)
+tfc_status tfc_layer_push_scope(tfc_graph *g, const char *base, const char *probe)
 {
     const char *outer = tfc_scope_current(g);
     char scope[256], full[512];
@@ -26,22 +24,16 @@ static tfc_status push_layer_scope(tfc_graph *g, const char *base, const char *p
     return tfc_scope_push(g, scope);
 }
 
-/* A variable of the open scope whose initializer seed is its full name's hash. */
-static tfc_tensor *layer_variable(tfc_graph *g, const char *name, enum tfc_dtype dtype,
-                                  tfc_shape shape, tfc_init (*init)(uint64_t seed))
+tfc_tensor *tfc_layer_variable(tfc_graph *g, const char *name, enum tfc_dtype dtype,
+                               tfc_shape shape, tfc_init init)
 {
     char full[512];
     snprintf(full, sizeof full, "%s/%s", tfc_scope_current(g), name);
-    return tfc_variable(g, name, dtype, shape, init(name_seed(full)));
+    if (init.kind >= TFC_INIT_UNIFORM) init.seed = name_seed(full); /* the random kinds */
+    return tfc_variable(g, name, dtype, shape, init);
 }
 
-static tfc_init zeros_init(uint64_t seed)
-{
-    (void)seed;
-    return tfc_init_zeros();
-}
-
-static tfc_tensor *activate(tfc_graph *g, tfc_tensor *y, tfc_activation activation)
+tfc_tensor *tfc_layer_activate(tfc_graph *g, tfc_tensor *y, tfc_activation activation)
 {
     switch (activation) {
     case TFC_ACT_RELU: return tfc_relu(g, y);
@@ -75,13 +67,13 @@ tfc_tensor *tfc_dense(tfc_graph *g, tfc_tensor *x, int64_t units, tfc_activation
     if (dt != TFC_FLOAT32 && dt != TFC_FLOAT64)
         return tfc_graph_fail(g, TFC_ERR_DTYPE, "dense '%s': input '%s' is %s (float32 or "
                               "float64)", label, x->name, tfc_dtype_name(dt));
-    if (push_layer_scope(g, label, "kernel")) return NULL;
-    tfc_init (*kernel_init)(uint64_t) =
-        activation == TFC_ACT_RELU ? tfc_init_he_normal : tfc_init_glorot_uniform;
-    tfc_tensor *w = layer_variable(g, "kernel", dt, tfc_shape_of(2, (int64_t[]){s->dims[1], units}),
-                                   kernel_init);
-    tfc_tensor *b = layer_variable(g, "bias", dt, tfc_shape_of(1, &units), zeros_init);
-    tfc_tensor *y = activate(g, tfc_bias_add(g, tfc_matmul(g, x, w, 0, 0), b), activation);
+    if (tfc_layer_push_scope(g, label, "kernel")) return NULL;
+    tfc_init kernel_init =
+        activation == TFC_ACT_RELU ? tfc_init_he_normal(0) : tfc_init_glorot_uniform(0);
+    tfc_tensor *w = tfc_layer_variable(g, "kernel", dt,
+                                       tfc_shape_of(2, (int64_t[]){s->dims[1], units}), kernel_init);
+    tfc_tensor *b = tfc_layer_variable(g, "bias", dt, tfc_shape_of(1, &units), tfc_init_zeros());
+    tfc_tensor *y = tfc_layer_activate(g, tfc_bias_add(g, tfc_matmul(g, x, w, 0, 0), b), activation);
     tfc_scope_pop(g);
     return y;
 }

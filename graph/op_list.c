@@ -29,6 +29,7 @@ extern const struct tfc_op tfc_op_pad, tfc_op_pad_grad; /* graph/ops_pad.c */
 extern const struct tfc_op tfc_op_dropout, tfc_op_dropout_grad; /* graph/ops_dropout.c */
 extern const struct tfc_op tfc_op_batch_norm, tfc_op_batch_norm_grad, tfc_op_batch_norm_update,
     tfc_op_layer_norm, tfc_op_layer_norm_grad; /* graph/ops_norm.c */
+extern const struct tfc_op tfc_op_placeholder_with_default; /* graph/placeholder_default.c */
 
 const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_placeholder, &tfc_op_constant, &tfc_op_variable,
@@ -64,6 +65,7 @@ const struct tfc_op *const tfc_op_table[] = {
     &tfc_op_dropout, &tfc_op_dropout_grad,
     &tfc_op_batch_norm, &tfc_op_batch_norm_grad, &tfc_op_batch_norm_update, &tfc_op_layer_norm,
     &tfc_op_layer_norm_grad,
+    &tfc_op_placeholder_with_default,
 };
 
 const int tfc_op_table_size = (int)(sizeof tfc_op_table / sizeof tfc_op_table[0]);

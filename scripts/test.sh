@@ -60,6 +60,20 @@ test -s build/flagship-out/probabilities.npy
 out=$(build/src/tfc dot build/flagship.db); grep -c "^digraph" <<<"$out"
 passed=$((passed + 1))
 
+step "flagship CNN: 1 epoch on Fashion-MNIST must reach 0.87 test accuracy"
+# (10 epochs are the example's default; one keeps CI short. The saved model under the tool:
+# tests/test_cnn_tool.sh in make check.)
+build/examples/fashion_cnn --epochs 1 --seed 1 --quiet >build/flagship-cnn.out ||
+    { cat build/flagship-cnn.out; exit 1; }
+cat build/flagship-cnn.out >&2
+acc=$(sed -n 's/^test_accuracy=//p' build/flagship-cnn.out)
+if awk -v a="$acc" 'BEGIN { exit !(a >= 0.87) }'; then
+    passed=$((passed + 1))
+else
+    echo "FAIL: CNN test accuracy ${acc:-none} after 1 epoch is below 0.87"
+    exit 1
+fi
+
 step "make distcheck"
 make -C build distcheck
 

@@ -206,6 +206,18 @@ TFC_API tfc_tensor *tfc_placeholder(tfc_graph *g, const char *name, enum tfc_dty
 TFC_API tfc_tensor *tfc_constant(tfc_graph *g, const char *name, const tfc_value *value);
 /* A rank-0 constant. */
 TFC_API tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x);
+/* A placeholder that needs no feed (TF's placeholder_with_default): a run that does not feed
+ * it sees a copy of default_value (copied; its dtype and shape are the tensor's, and a feed must
+ * match them). The default is a constant "<name>/default"; both are saved with the graph in a
+ * model store. Errors (default_value NULL) are recorded on g. */
+TFC_API tfc_tensor *tfc_placeholder_with_default(tfc_graph *g, const char *name,
+                                                 const tfc_value *default_value);
+/* The graph's training flag: the float32 scalar placeholder_with_default "training" (default
+ * 0), created at the first call whatever name scope is open, found again after. Training steps
+ * feed it 1 (`tfc train` and the examples do when the graph has it); evaluation leaves the
+ * default. Ops that act differently in training (dropout, batch norm) take it as an input.
+ * A node "training" of another kind is TFC_ERR_INVALID_ARGUMENT on g. */
+TFC_API tfc_tensor *tfc_training_flag(tfc_graph *g);
 
 /* Variable initializers; values come from a counter-based generator (Philox-4x32-10) keyed by
  * the graph seed, the node seed and the element index, so they do not depend on devices. */
@@ -599,6 +611,24 @@ typedef enum tfc_activation {
  * name the layer; the result is then NULL. */
 TFC_API tfc_tensor *tfc_dense(tfc_graph *g, tfc_tensor *x, int64_t units,
                               tfc_activation activation, const char *name);
+/* A convolution layer: activation(conv(x, kernel, p) + bias) for x = [N, C, spatial...] with
+ * n_spatial (1 to 3) spatial dims and C known (float32 or float64). kernel holds n_spatial
+ * window sizes; p as for tfc_conv (NULL: stride 1, SAME_UPPER padding, so the spatial size
+ * stays). Inside the name scope `name` (NULL: "conv"; taken: name_1, ...) it creates the
+ * trainable "kernel" [filters, C/groups, kernel...], He normal (stddev sqrt(2/fan_in)) for
+ * TFC_ACT_RELU, else Glorot uniform, with fan_in = C/groups * kernel volume and fan_out =
+ * filters * kernel volume, seeded by its full name; and with use_bias a "bias" [filters]
+ * (zeros). Errors (a bad n_spatial or kernel size, x of another rank, channels not divisible by
+ * groups) are recorded on g, naming the layer. */
+TFC_API tfc_tensor *tfc_conv_layer(tfc_graph *g, tfc_tensor *x, int64_t filters, int n_spatial,
+                                   const int64_t *kernel, const tfc_conv_params *p,
+                                   tfc_activation activation, int use_bias, const char *name);
+/* Pooling layers over the last n_spatial dims of x: a window of `size` in each, moved by
+ * stride (0: size), no padding; as tfc_max_pool and tfc_avg_pool (no variables). */
+TFC_API tfc_tensor *tfc_max_pool_layer(tfc_graph *g, tfc_tensor *x, int n_spatial, int64_t size,
+                                       int64_t stride);
+TFC_API tfc_tensor *tfc_avg_pool_layer(tfc_graph *g, tfc_tensor *x, int n_spatial, int64_t size,
+                                       int64_t stride);
 
 /* ---- Normalization ----------------------------------------------------------------------- */
 

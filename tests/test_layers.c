@@ -1,8 +1,10 @@
 /* test_layers.c: layers and variables as a user expects (issue 12, item 3): name scopes, the
  * trainable set (optimizer slots and counters left out), tfc_minimize without a variable list,
  * tfc_dense's shapes and initializer statistics (He, Glorot), a small model trained with
- * tfc_dense, a store round trip that keeps scoped names and the trainable flag, and the batch
- * and layer normalization layers (variables, inference values, training). */
+ * tfc_dense, a store round trip that keeps scoped names and the trainable flag, the batch
+ * and layer normalization layers (variables, inference values, training), and conv layers
+ * (shapes, names, errors, He/Glorot statistics with the conv layout's fans, a tiny conv net that
+ * trains). */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -611,6 +613,165 @@ static void test_layer_norm_layer(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- convolution layers (layers_conv.c) ---------------------------------------------------- */
+
+static void assert_dims(tfc_tensor *t, int rank, const int64_t *dims)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    tfc_shape s = tfc_tensor_shape(t);
+    CU_ASSERT_EQUAL_FATAL(s.rank, rank);
+    for (int d = 0; d < rank; d++) CU_ASSERT_EQUAL(s.dims[d], dims[d]);
+}
+
+static void test_conv_layer_shapes_and_names(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){-1, 3, 8, 8}));
+    int64_t k5[2] = {5, 5}, k3[2] = {3, 3};
+    tfc_tensor *c1 = tfc_conv_layer(g, x, 4, 2, k5, NULL, TFC_ACT_RELU, 1, "conv");
+    tfc_tensor *p1 = tfc_max_pool_layer(g, c1, 2, 2, 0);
+    tfc_conv_params valid = {.strides = {2, 2}, .groups = 2};
+    tfc_tensor *c2 = tfc_conv_layer(g, p1, 6, 2, k3, &valid, TFC_ACT_NONE, 0, "conv");
+    tfc_tensor *a2 = tfc_avg_pool_layer(g, p1, 2, 2, 1);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    assert_dims(c1, 4, (int64_t[]){-1, 4, 8, 8}); /* SAME keeps 8x8 */
+    assert_dims(p1, 4, (int64_t[]){-1, 4, 4, 4});
+    assert_dims(c2, 4, (int64_t[]){-1, 6, 1, 1}); /* (4 - 3) / 2 + 1 */
+    assert_dims(a2, 4, (int64_t[]){-1, 4, 3, 3}); /* stride 1 */
+    assert_dims(tfc_graph_find(g, "conv/kernel"), 4, (int64_t[]){4, 3, 5, 5});
+    assert_dims(tfc_graph_find(g, "conv/bias"), 1, (int64_t[]){4});
+    assert_dims(tfc_graph_find(g, "conv_1/kernel"), 4, (int64_t[]){6, 2, 3, 3}); /* C/groups */
+    CU_ASSERT_PTR_NULL(tfc_graph_find(g, "conv_1/bias")); /* use_bias 0 */
+    CU_ASSERT_EQUAL(tfc_trainable_variables(g, NULL, 0), 3);
+    CU_ASSERT_STRING_EQUAL(tfc_scope_current(g), "");
+    tfc_graph_destroy(g);
+    /* errors name the layer and the value */
+    struct { int64_t filters; int ns; int64_t k, groups; int rank, act; tfc_status st; const char *msg; } bad[] = {
+        {4, 4, 3, 1, 4, TFC_ACT_RELU, TFC_ERR_INVALID_ARGUMENT, "conv_layer 'c': n_spatial is 4"},
+        {4, 2, 0, 1, 4, TFC_ACT_RELU, TFC_ERR_INVALID_ARGUMENT, "kernel size 0 in spatial dim 0"},
+        {4, 1, 3, 1, 4, TFC_ACT_RELU, TFC_ERR_SHAPE, "conv_layer 'c': input 'x' has shape [2, 3, 8, 8]"},
+        {4, 2, 3, 2, 4, TFC_ACT_RELU, TFC_ERR_INVALID_ARGUMENT, "4 filters in 2 groups over 3 input"},
+        {0, 2, 3, 1, 4, TFC_ACT_RELU, TFC_ERR_INVALID_ARGUMENT, "0 filters"},
+        {4, 2, 3, 1, 4, 42, TFC_ERR_INVALID_ARGUMENT, "unknown activation 42"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tfc_graph_create(&g);
+        tfc_tensor *in = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){2, 3, 8, 8}));
+        int64_t kern[3] = {bad[i].k, bad[i].k, bad[i].k};
+        tfc_conv_params p = {.groups = bad[i].groups, .auto_pad = TFC_CONV_PAD_VALID};
+        CU_ASSERT_PTR_NULL(tfc_conv_layer(g, in, bad[i].filters, bad[i].ns, kern, &p,
+                                          (tfc_activation)bad[i].act, 1, "c"));
+        CU_ASSERT_EQUAL(tfc_graph_status(g), bad[i].st);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), bad[i].msg));
+        tfc_graph_destroy(g);
+    }
+    tfc_graph_create(&g);
+    tfc_tensor *in = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){2, 3, 8}));
+    CU_ASSERT_PTR_NULL(tfc_max_pool_layer(g, in, 1, 0, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "max_pool_layer: n_spatial 1, size 0"));
+    tfc_graph_destroy(g);
+}
+
+/* He normal for ReLU layers, Glorot uniform otherwise, with the fans of the conv layout
+ * [K, C/groups, kernel...]: fan_in = C/groups * kernel volume, fan_out = K * kernel volume. */
+static void test_conv_initializer_statistics(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){-1, 16, 9, 9}));
+    int64_t k5[2] = {5, 5};
+    tfc_conv_params grouped = {.groups = 4, .auto_pad = TFC_CONV_PAD_SAME_UPPER};
+    tfc_conv_layer(g, x, 64, 2, k5, NULL, TFC_ACT_RELU, 1, "relu_conv");
+    tfc_conv_layer(g, x, 64, 2, k5, NULL, TFC_ACT_TANH, 1, "tanh_conv");
+    tfc_conv_layer(g, x, 64, 2, k5, &grouped, TFC_ACT_RELU, 1, "grouped");
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    struct { const char *v; double sd, limit; } want[] = {
+        {"relu_conv/kernel", sqrt(2.0 / (16 * 25)), 0},
+        {"tanh_conv/kernel", sqrt(2.0 / (16 * 25 + 64 * 25)), sqrt(6.0 / (16 * 25 + 64 * 25))},
+        {"grouped/kernel", sqrt(2.0 / (4 * 25)), 0},
+    };
+    double mean, sd, maxabs;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        tfc_tensor *v = tfc_graph_find(g, want[i].v);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        stats(s, v, &mean, &sd, &maxabs);
+        CU_ASSERT(fabs(mean) < 0.03 * want[i].sd);
+        CU_ASSERT(fabs(sd / want[i].sd - 1) < 0.03);
+        if (want[i].limit) CU_ASSERT(maxabs <= want[i].limit);
+        if (!want[i].limit) CU_ASSERT(maxabs > 3 * want[i].sd); /* normal: tails not cut */
+    }
+    stats(s, tfc_graph_find(g, "relu_conv/bias"), &mean, &sd, &maxabs);
+    CU_ASSERT_EQUAL(maxabs, 0);
+    /* the same name gives the same weights in another graph (seeded by the name) */
+    tfc_graph *h;
+    tfc_graph_create(&h);
+    tfc_tensor *hx = tfc_placeholder(h, "other", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){1, 16, 9, 9}));
+    tfc_conv_layer(h, hx, 64, 2, k5, NULL, TFC_ACT_RELU, 0, "relu_conv");
+    tfc_session *hs;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, h, &hs), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(hs), TFC_OK);
+    tfc_value *a, *b;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_read_variable(s, tfc_graph_find(g, "relu_conv/kernel"), &a), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_read_variable(hs, tfc_graph_find(h, "relu_conv/kernel"), &b), TFC_OK);
+    CU_ASSERT_EQUAL(memcmp(tfc_value_cdata(a), tfc_value_cdata(b), tfc_value_nbytes(a)), 0);
+    tfc_value_destroy(a);
+    tfc_value_destroy(b);
+    tfc_session_destroy(hs);
+    tfc_graph_destroy(h);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A tiny conv net (conv 3x3 ReLU, 2x2 max pool, dense) learns where the bright bar of a 6x6
+ * image is (left or right half) through a list-free tfc_minimize: the loss falls far. */
+static void test_tiny_conv_net_trains(void)
+{
+    enum { N = 16 };
+    float xs[N * 36], ys[N];
+    for (int i = 0; i < N; i++) {
+        int right = i % 2, col = right ? 3 + (i / 2) % 3 : (i / 2) % 3;
+        for (int p = 0; p < 36; p++) xs[i * 36 + p] = (p % 6 == col) ? 1.0f : 0.1f * (float)((i * 7 + p) % 5) / 5;
+        ys[i] = (float)right;
+    }
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_graph_set_seed(g, 3);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, (int64_t[]){N, 1, 6, 6}));
+    tfc_tensor *y = tfc_placeholder(g, "y", TFC_FLOAT32, S2(N, 1));
+    int64_t k3[2] = {3, 3};
+    tfc_tensor *h = tfc_max_pool_layer(g, tfc_conv_layer(g, x, 4, 2, k3, NULL, TFC_ACT_RELU, 1, "conv"), 2, 2, 0);
+    tfc_tensor *logit = tfc_dense(g, tfc_flatten(g, h, 1), 1, TFC_ACT_NONE, "out");
+    tfc_tensor *loss = tfc_reduce_mean(g, tfc_square(g, tfc_sub(g, tfc_sigmoid(g, logit), y)), 0, NULL, 0);
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.05);
+    tfc_tensor *step = tfc_minimize(g, loss, 0, NULL, &opt, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_trainable_variables(g, NULL, 0), 4); /* conv and out: kernel, bias */
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_init_variables(s), TFC_OK);
+    tfc_value *feeds[2] = {test_f32(4, (int64_t[]){N, 1, 6, 6}, xs), test_f32(2, (int64_t[]){N, 1}, ys)};
+    tfc_tensor *ph[2] = {x, y};
+    double first = -1, last = -1;
+    for (int it = 0; it < 60; it++) {
+        tfc_value *lv;
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ph, feeds, 1, &loss, &lv, 1, &step), TFC_OK);
+        last = tfc_value_get(lv, 0);
+        if (first < 0) first = last;
+        tfc_value_destroy(lv);
+    }
+    printf(" (loss %.4f -> %.5f) ", first, last);
+    CU_ASSERT(last < first / 10);
+    CU_ASSERT(last < 0.02);
+    tfc_value_destroy(feeds[0]);
+    tfc_value_destroy(feeds[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -628,5 +789,8 @@ int main(void)
     TEST_ADD(test_batch_norm_layer_trains);
     TEST_ADD(test_batch_norm_layer_store);
     TEST_ADD(test_layer_norm_layer);
+    TEST_ADD(test_conv_layer_shapes_and_names);
+    TEST_ADD(test_conv_initializer_statistics);
+    TEST_ADD(test_tiny_conv_net_trains);
     return test_main();
 }

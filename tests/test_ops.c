@@ -159,6 +159,7 @@ static const struct {
     {"batch_norm_update", "test_norm"},
     {"layer_norm", "test_norm"},
     {"layer_norm_grad", "test_norm"},
+    {"placeholder_with_default", "test_grad_ops (fed input); test_session (default)"},
 };
 
 /* ---- globals ------------------------------------------------------------------------------ */
@@ -1917,6 +1918,8 @@ static void test_grad_ops(void)
         ht x = ht_rand(dt, S(2, 6), -3, 3, 0.1);
         tfc_tensor *tx = tc_in(&c, &x);
         tc_want(&c, tfc_stop_gradient(c.g, tx), ht_copy(&x), 0, "stop_gradient");
+        tc_want(&c, tfc_op(c.g, "placeholder_with_default", 1, &tx, NULL, NULL, 0), ht_copy(&x), 0,
+                "placeholder_with_default");
         /* group: depends on its inputs, holds nothing */
         tfc_tensor *grp[2] = {tx, tfc_neg(c.g, tx)};
         tc_want(&c, tfc_group(c.g, 2, grp), ht_new(I32, S(0)), 0, "group");

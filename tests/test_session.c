@@ -2,7 +2,8 @@
  * feed shapes, repeated runs without graph work, asynchronous runs, concurrent runs from
  * several threads, overlap of independent nodes seen in StarPU's profiling records, variables
  * (initializers, reads through StarPU, snapshot of a fetched variable updated in the same run);
- * destroying a session with runs in flight waits for them and says so. */
+ * destroying a session with runs in flight waits for them and says so; the training flag
+ * (a placeholder_with_default: default, feed, store round trip). */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -529,6 +530,88 @@ static void test_destroy_with_runs_in_flight(void)
     unlink(trace);
 }
 
+/* The training flag: a placeholder_with_default that a run sees as its default 0 unless fed,
+ * fed with its shape checked, one per graph whatever scope is open, and kept with its default
+ * by a store round trip. */
+static float flag_run(tfc_session *s, tfc_tensor *flag, tfc_value *feed, tfc_tensor *y,
+                      tfc_status want)
+{
+    tfc_value *yv = NULL;
+    CU_ASSERT_EQUAL(tfc_session_run(s, feed ? 1 : 0, &flag, &feed, 1, &y, &yv, 0, NULL), want);
+    float r = yv ? (float)tfc_value_get(yv, 0) : NAN;
+    tfc_value_destroy(yv);
+    return r;
+}
+
+static void test_training_flag(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_scope_push(g, "net");
+    tfc_tensor *flag = tfc_training_flag(g);
+    tfc_scope_pop(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(flag);
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_name(flag), "training"); /* not net/training */
+    CU_ASSERT_PTR_EQUAL(tfc_training_flag(g), flag);
+    tfc_tensor *y = tfc_add(g, tfc_mul(g, flag, tfc_scalar(g, TFC_FLOAT32, 2)),
+                            tfc_scalar(g, TFC_FLOAT32, 1));
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    tfc_value *one, *pair, *i32;
+    tfc_value_scalar(TFC_FLOAT32, 1, &one);
+    tfc_value_scalar(TFC_INT32, 1, &i32);
+    tfc_value_create(TFC_FLOAT32, S1(2), &pair);
+    CU_ASSERT_EQUAL(flag_run(s, flag, NULL, y, TFC_OK), 1.0f); /* unfed: the default 0 */
+    CU_ASSERT_EQUAL(flag_run(s, flag, one, y, TFC_OK), 3.0f);
+    CU_ASSERT_EQUAL(flag_run(s, flag, NULL, y, TFC_OK), 1.0f); /* no feed sticks */
+    flag_run(s, flag, pair, y, TFC_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "training"));
+    flag_run(s, flag, i32, y, TFC_ERR_DTYPE);
+    tfc_session_destroy(s);
+
+    char dir[] = "test_session.XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/flag.db", dir);
+    tfc_tensor_set_name(y, "y");
+    tfc_store *st;
+    tfc_graph *h = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_save_graph(st, g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_load_graph(st, &h), TFC_OK);
+    tfc_store_close(st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    tfc_tensor *hflag = tfc_graph_find(h, "training"), *hy = tfc_graph_find(h, "y");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hflag);
+    CU_ASSERT_PTR_EQUAL(tfc_training_flag(h), hflag);
+    CU_ASSERT_STRING_EQUAL(tfc_tensor_op(hflag), "placeholder_with_default");
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, h, &s), TFC_OK);
+    CU_ASSERT_EQUAL(flag_run(s, hflag, NULL, hy, TFC_OK), 1.0f);
+    CU_ASSERT_EQUAL(flag_run(s, hflag, one, hy, TFC_OK), 3.0f);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(h);
+    unlink(path);
+    rmdir(dir);
+
+    /* a "training" node of another kind is refused, naming what it is */
+    tfc_graph *bad;
+    tfc_graph_create(&bad);
+    tfc_placeholder(bad, "training", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    CU_ASSERT_PTR_NULL(tfc_training_flag(bad));
+    CU_ASSERT_EQUAL(tfc_graph_status(bad), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(bad), "placeholder"));
+    tfc_graph_destroy(bad);
+    tfc_graph *nul;
+    tfc_graph_create(&nul);
+    CU_ASSERT_PTR_NULL(tfc_placeholder_with_default(nul, "p", NULL));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(nul), "'p'"));
+    tfc_graph_destroy(nul);
+    tfc_value_destroy(one);
+    tfc_value_destroy(pair);
+    tfc_value_destroy(i32);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -544,5 +627,6 @@ int main(void)
     TEST_ADD(test_initializers);
     TEST_ADD(test_write_variable_and_feed_override);
     TEST_ADD(test_destroy_with_runs_in_flight);
+    TEST_ADD(test_training_flag);
     return test_main();
 }

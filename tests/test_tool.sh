@@ -10,7 +10,8 @@
 # then progress lines in a log file (no \r, no escape codes), and info and plot showing a
 # metric no signature names, with its gap left a gap; then train --val-data (val_* per
 # epoch, as eval computes them), early stopping (and its count across resumes), and plot's
-# axis labels, legend, x axis end and --log-y. Run by `make check` from the build
+# axis labels, legend, x axis end and --log-y; the training flag (tests/flag_model) fed 1 by
+# train, left 0 by eval and validation. Run by `make check` from the build
 # directory; takes a few seconds.
 set -u
 build=$(pwd)
@@ -477,4 +478,13 @@ bad 1 "metric 'negative' has no value > 0" plot signed.db -o neg.svg --log-y --m
 ok plot signed.db -o signed.svg --metric negative   # linear: drawn
 bad 2 "--log-y takes no value" plot signed.db -o x.svg --log-y=1
 echo "ok: plot: axis labels, legend, x axis ending at step $last, --log-y"
+# ---- the training flag: train feeds it 1, eval and validation leave its default 0 ----
+flag_model=$build/tests/flag_model
+[ -x "$flag_model" ] || fail "$flag_model is not built"
+mkdir flag && timeout $limit "$flag_model" flag >out 2>err || fail "flag_model failed"
+ok train flag/flag.db --data x=flag/x.npy --val-data x=flag/x.npy --batch 4 --epochs 1 --quiet
+has "flag_seen 1.0000, val_loss [0-9.]*, val_flag_seen 0.0000"
+ok eval flag/flag.db --data x=flag/x.npy
+has "flag_seen: 0.000000"
+echo "ok: the training flag is 1 in training steps, 0 in eval and validation"
 echo "PASS"

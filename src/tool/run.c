@@ -13,7 +13,8 @@ static const char run_usage[] =
     "256 rows), with the variables of the latest checkpoint. With --out, each output is written\n"
     "as DIR/<name>.npy (all rows; characters of the name other than letters, digits, '.', '-'\n"
     "and '_' become '_'; DIR is created when missing). Without it, the first rows of each\n"
-    "output are printed (--rows, default 5).\n\n";
+    "output are printed (--rows, default 5). The graph's training flag, when it has one (see\n"
+    "`tfc train --help`), keeps its default 0: dropout and batch norm run in inference mode.\n\n";
 
 /* One output gathered over the batches. */
 struct gathered {

@@ -41,6 +41,9 @@ static const char train_usage[] =
     "  --early-stop-metric M the validation metric to watch (default val_loss; the val_\n"
     "                        prefix may be left out): maximized when its name contains\n"
     "                        \"accuracy\", else minimized\n\n"
+    "When the graph has a training flag (a float32 scalar placeholder_with_default named\n"
+    "\"training\", see tfc_training_flag), training steps feed it 1; validation, `tfc eval`\n"
+    "and `tfc run` leave its default 0 (dropout and batch norm in inference mode).\n\n"
     "Checkpoints are numbered by the graph's \"global_step\" variable when it has one, else by\n"
     "a step counter, and announced on stdout once they are on disk. SIGINT or SIGTERM finish\n"
     "the current step, checkpoint, and exit with 130 or 143. A checkpoint or metric that\n"
@@ -195,6 +198,8 @@ struct trainer {
     tfc_value **out;       /* a step's fetches */
     double *sums;          /* the epoch's fetch means, weighted by rows */
     struct validation val;
+    tfc_tensor *flag;      /* the graph's training flag, fed 1 by training steps; NULL: none */
+    tfc_value *flag_on;    /* float32 1 */
 };
 
 static void say_committed(const struct taken_ckpt *c)
@@ -250,6 +255,23 @@ static int checkpoint(struct trainer *t, const char *why)
 }
 
 /* The model's "train" signature, its train op and fetches, and the feeds from --data. */
+/* The graph's training flag (tfc_training_flag: "training", a float32 scalar
+ * placeholder_with_default), which training steps feed 1 so that dropout and batch norm train;
+ * evaluation leaves its default. Not when the signature feeds it from a file itself. */
+static int find_training_flag(struct trainer *t)
+{
+    tfc_tensor *flag = tfc_graph_find(t->m.graph, "training");
+    if (!flag || strcmp(tfc_tensor_op(flag), "placeholder_with_default") ||
+        tfc_tensor_dtype(flag) != TFC_FLOAT32 || tfc_tensor_shape(flag).rank != 0)
+        return TOOL_OK;
+    for (int i = 0; i < t->feeds.n; i++)
+        if (t->feeds.tensors[i] == flag) return TOOL_OK;
+    if (tfc_value_scalar(TFC_FLOAT32, 1.0, &t->flag_on))
+        return tool_error("train", "%s", tfc_errmsg());
+    t->flag = flag;
+    return TOOL_OK;
+}
+
 static int train_open(struct trainer *t, const struct tool_opts *o)
 {
     if (tool_signature("train", &t->m, o->model, "train", &t->sig)) return TOOL_FAIL;
@@ -261,7 +283,7 @@ static int train_open(struct trainer *t, const struct tool_opts *o)
                           t->sig->train_op);
     if (resolve_fetches("train", t->m.graph, t->sig, &t->f)) return TOOL_FAIL;
     if (tool_feeds_load("train", &t->m, t->sig, o, &t->feeds)) return TOOL_FAIL;
-    return TOOL_OK;
+    return find_training_flag(t);
 }
 
 /* Restores the latest checkpoint (or initializes the variables), then makes the batcher and
@@ -421,8 +443,13 @@ struct epoch_run {
  * rows, to the epoch's sums, and logs it as a metric. */
 static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
 {
-    if (tfc_session_run(t->m.session, t->feeds.n, t->feeds.tensors, b, t->f.n, t->f.tensors,
-                        t->out, 1, &t->train_op))
+    tfc_tensor *ft[TOOL_MAX_DATA + 1];
+    tfc_value *fv[TOOL_MAX_DATA + 1];
+    int n = t->feeds.n;
+    memcpy(ft, t->feeds.tensors, sizeof *ft * (size_t)n);
+    memcpy(fv, b, sizeof *fv * (size_t)n);
+    if (t->flag) ft[n] = t->flag, fv[n++] = t->flag_on;
+    if (tfc_session_run(t->m.session, n, ft, fv, t->f.n, t->f.tensors, t->out, 1, &t->train_op))
         return tool_error("train", "step %lld: %s", (long long)t->gstep + 1,
                           tfc_session_errmsg(t->m.session));
     int64_t r = tfc_value_shape(b[0]).dims[0];
@@ -617,6 +644,7 @@ int cmd_train(int argc, char **argv)
     tfc_batcher_destroy(t.batcher);
     tool_feeds_clear(&t.feeds);
     tool_feeds_clear(&t.val.feeds);
+    tfc_value_destroy(t.flag_on);
     tfc_restore_report_clear(&t.report);
     tfc_signature_free(t.sig);
     tool_model_close(&t.m);
