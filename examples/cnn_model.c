@@ -12,19 +12,6 @@
 #define DENSE 1024
 #define CLASSES 10
 
-const char *cnn_config_unsupported(const struct cnn_config *c)
-{
-    /* MERGE: drop these two refusals when tfc_dropout and tfc_batch_norm_layer land (the
-     * places that use them are marked MERGE below) */
-    if (c->dropout > 0)
-        return "--dropout: dropout is not in this library yet (tfc_dropout is being written); "
-               "use --dropout 0";
-    if (c->batch_norm)
-        return "--batch-norm: batch norm is not in this library yet (tfc_batch_norm_layer is "
-               "being written)";
-    return NULL;
-}
-
 /* The variables a layer made, kernel then bias. */
 static void layer_vars(tfc_graph *g, const char *name, tfc_tensor **vars)
 {
@@ -40,24 +27,21 @@ static tfc_tensor *conv_block(tfc_graph *g, tfc_tensor *x, int64_t filters, cons
                               const struct cnn_config *c, tfc_tensor *training)
 {
     static const int64_t kernel[2] = {KSIZE, KSIZE};
-    (void)c, (void)training; /* MERGE: the batch norm's switch and input */
-    /* MERGE: the optional batch norm goes here, between the convolution (then with
-     * TFC_ACT_NONE) and its ReLU:
-     *   if (c->batch_norm) {
-     *       char bn[64];
-     *       snprintf(bn, sizeof bn, "%s_bn", name);
-     *       y = tfc_relu(g, tfc_batch_norm_layer(g, tfc_conv_layer(g, x, filters, 2, kernel,
-     *                    NULL, TFC_ACT_NONE, 1, name), training, 0.99, 1e-3, bn));
-     *   }
-     * until then cnn_config_unsupported refuses batch_norm. */
-    tfc_tensor *y = tfc_conv_layer(g, x, filters, 2, kernel, NULL, TFC_ACT_RELU, 1, name);
+    tfc_tensor *y;
+    if (c->batch_norm) { /* conv (no bias: beta plays its part), batch norm, then the ReLU */
+        char bn[64];
+        snprintf(bn, sizeof bn, "%s_bn", name);
+        y = tfc_conv_layer(g, x, filters, 2, kernel, NULL, TFC_ACT_NONE, 0, name);
+        y = tfc_relu(g, tfc_batch_norm_layer(g, y, training, 0.1, 1e-3, bn)); /* PyTorch's momentum */
+    } else {
+        y = tfc_conv_layer(g, x, filters, 2, kernel, NULL, TFC_ACT_RELU, 1, name);
+    }
     return tfc_max_pool_layer(g, y, 2, 2, 0);
 }
 
 int cnn_model_build(tfc_graph *g, enum tfc_dtype label_dtype, const struct cnn_config *c,
                     struct cnn_model *m)
 {
-    if (cnn_config_unsupported(c)) return -1;
     m->images = tfc_placeholder(g, "images", TFC_FLOAT32,
                                 tfc_shape_of(2, (int64_t[]){-1, SIDE * SIDE}));
     m->labels = tfc_placeholder(g, "labels", label_dtype, tfc_shape_of(1, (int64_t[]){-1}));
@@ -66,9 +50,8 @@ int cnn_model_build(tfc_graph *g, enum tfc_dtype label_dtype, const struct cnn_c
     tfc_tensor *h1 = conv_block(g, x, C1, "conv1", c, m->training);
     tfc_tensor *h2 = conv_block(g, h1, C2, "conv2", c, m->training);
     tfc_tensor *h3 = tfc_dense(g, tfc_flatten(g, h2, 1), DENSE, TFC_ACT_RELU, "dense");
-    /* MERGE: the dense layer's dropout goes here:
-     *   if (c->dropout > 0) h3 = tfc_dropout(g, h3, c->dropout, m->training, NULL, 0);
-     * until then cnn_config_unsupported refuses a rate above 0. */
+    if (c->dropout > 0) /* keyed by the global step: a resumed run drops the same units */
+        h3 = tfc_dropout(g, h3, c->dropout, m->training, NULL, 0);
     m->logits = tfc_dense(g, h3, CLASSES, TFC_ACT_NONE, "logits");
     layer_vars(g, "conv1", &m->vars[0]);
     layer_vars(g, "conv2", &m->vars[2]);

@@ -21,18 +21,17 @@ struct cnn_model {
     tfc_tensor *training;       /* the graph's training flag (tfc_training_flag): feed 1 to train */
     tfc_tensor *logits;         /* [-1, 10] */
     tfc_tensor *loss;           /* the mean sparse softmax cross-entropy, a float32 scalar */
-    tfc_tensor *vars[CNN_N_VARS]; /* conv1/kernel, conv1/bias, conv2/..., dense/..., logits/... */
+    tfc_tensor *vars[CNN_N_VARS]; /* conv1/kernel, conv1/bias, conv2/..., dense/..., logits/...
+                                   * (the conv biases NULL under batch norm) */
 };
-
-/* What cnn_model_build cannot build yet (dropout, batch norm: their ops are not in this
- * library yet), as a message naming the option; NULL when c can be built. */
-const char *cnn_config_unsupported(const struct cnn_config *c);
 
 /* Adds the network to g with tfc_conv_layer and tfc_dense (He normal for the ReLU layers,
  * Glorot uniform for the logits, each seeded by its scoped name; zero biases), and the loss.
  * label_dtype is the labels placeholder's (uint8 for the idx files, int32 for synthetic data).
- * Returns -1 and builds nothing when cnn_config_unsupported(c) names a reason; build errors
- * stay on g: check tfc_graph_status. */
+ * With c->batch_norm, each convolution has no bias and a batch norm layer (conv1_bn,
+ * conv2_bn: gamma and beta trainable, the moving statistics not) before its ReLU; with
+ * c->dropout > 0, the dense layer's output goes through tfc_dropout keyed by the global step.
+ * Returns 0; build errors stay on g: check tfc_graph_status. */
 int cnn_model_build(tfc_graph *g, enum tfc_dtype label_dtype, const struct cnn_config *c,
                     struct cnn_model *m);
 
