@@ -28,7 +28,8 @@
  * --hold-us U makes the writer thread sleep U microseconds after announcing W, holding the
  * transaction open so that a kill lands inside it. Exit status 0, or 1 with a message.
  *
- * --model dropout trains the same MLP with dropout after each hidden layer (rates 0.3 and 0.2,
+ * --model dropout trains a small CNN: its first layer a 3x3 convolution with ReLU and 2x2 max
+ * pooling (conv_block) instead of the first dense layer, then dropout after each hidden layer (rates 0.3 and 0.2,
  * on the global step, training fed 1) from a model store: the first start builds the graph and
  * saves it with a "train" signature; every start then trains the graph loaded from the store.
  * Each step also logs "probe", 52 bits of a hash of a dropout mask over 256 ones keyed by the
@@ -129,6 +130,24 @@ static tfc_tensor *dense(tfc_graph *g, int layer, tfc_tensor *x, int64_t in, int
     return tfc_bias_add(g, tfc_matmul(g, x, k, 0, 0), b);
 }
 
+/* The dropout model's first layer, a small CNN block: the 32 inputs as 2 channels of 4x4, a
+ * 3x3 SAME convolution to 12 channels (l1/kernel [12, 2, 3, 3], l1/bias [12, 1, 1]), ReLU,
+ * 2x2 max pooling, flattened to 12 x 2 x 2 = N_HID. */
+static tfc_tensor *conv_block(tfc_graph *g, tfc_tensor *x)
+{
+    tfc_tensor *k = tfc_variable(g, param_names[0], TFC_FLOAT32,
+                                 tfc_shape_of(4, (int64_t[]){12, 2, 3, 3}),
+                                 tfc_init_glorot_uniform(11));
+    tfc_tensor *b = tfc_variable(g, param_names[1], TFC_FLOAT32,
+                                 tfc_shape_of(3, (int64_t[]){12, 1, 1}),
+                                 tfc_init_uniform(-0.1, 0.1, 21));
+    tfc_conv_params cp = {.auto_pad = TFC_CONV_PAD_SAME_UPPER};
+    tfc_tensor *img = tfc_reshape(g, x, tfc_shape_of(4, (int64_t[]){-1, 2, 4, 4}));
+    tfc_tensor *h = tfc_relu(g, tfc_add(g, tfc_conv(g, img, k, &cp), b));
+    tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
+    return tfc_flatten(g, tfc_max_pool(g, h, &pp, NULL), 1);
+}
+
 static int fail(const char *what, const char *msg)
 {
     fprintf(stderr, "ft_trainer: %s: %s\n", what, msg);
@@ -186,7 +205,7 @@ static void build_model(tfc_graph *g, int with_dropout, struct model *m)
     m->y = tfc_placeholder(g, "y", TFC_INT32, tfc_shape_of(1, (int64_t[]){-1}));
     m->training = with_dropout ? tfc_placeholder(g, "training", TFC_FLOAT32, tfc_shape_of(0, NULL))
                                : NULL;
-    tfc_tensor *h = tfc_relu(g, dense(g, 0, m->x, N_IN, N_HID));
+    tfc_tensor *h = with_dropout ? conv_block(g, m->x) : tfc_relu(g, dense(g, 0, m->x, N_IN, N_HID));
     if (with_dropout) h = tfc_dropout(g, h, 0.3, m->training, NULL, 0);
     h = tfc_relu(g, dense(g, 1, h, N_HID, N_HID));
     if (with_dropout) h = tfc_dropout(g, h, 0.2, m->training, NULL, 0);

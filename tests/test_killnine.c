@@ -28,8 +28,9 @@
  * and its store must hold each metric of steps 1 to the target exactly once.
  * One CPU worker (STARPU_NCPU=1) and fixed seeds make training deterministic.
  *
- * Then the same for a model with dropout (ft_trainer --model dropout: the MLP with dropout
- * keyed by the global step, trained from the graph stored in its model store): killed with
+ * Then the same for a stored CNN with dropout (ft_trainer --model dropout: a convolution with
+ * ReLU and max pooling, then dense layers with dropout keyed by the global step, trained from
+ * the graph stored in its model store): killed with
  * SIGKILL up to DROPOUT_KILLS times at drawn moments and resumed each time, it ends with variables
  * and per-step dropout masks (ft_trainer's probes) identical, bit for bit, to an uninterrupted
  * run; and the masks of consecutive steps differ (a mask that ignored the step would pass the
