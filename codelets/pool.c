@@ -141,10 +141,11 @@ static inline int64_t fast_max_window(const void *x, int f32, int64_t W, int64_t
 }
 
 /* One tap of a max after the first, without branches (random data mispredicts them): a greater
- * value or a NaN over a number takes the place. */
+ * value or a NaN over a number takes the place, i.e. any v not <= a max that is not NaN (two
+ * compares instead of three: half the time of the 2x2 window). */
 static inline void fast_max_step(double v, int64_t at, double *m, int64_t *best)
 {
-    uint64_t take = (uint64_t)0 - (uint64_t)((v > *m) | ((v != v) & (*m == *m))), vb, mb;
+    uint64_t take = (uint64_t)0 - (uint64_t)(!(v <= *m) & (*m == *m)), vb, mb;
     memcpy(&vb, &v, sizeof vb); /* a select on the bits: GCC branches on a ?: of doubles */
     memcpy(&mb, m, sizeof mb);
     mb = (vb & take) | (mb & ~take);
