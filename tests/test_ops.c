@@ -2169,6 +2169,34 @@ static void pool_case_run(enum tfc_dtype dt, const struct pool_case *q, int with
     ht_free(&x), ht_free(&arg), ht_free(&ymax), ht_free(&dy);
 }
 
+/* The 2-D fast path of codelets/pool.c: 2x2 stride-2 windows (its unrolled case) whose last
+ * row and column are clipped by ceil_mode or padded, on odd sizes. */
+static const struct pool_case fast_2x2_cases[] = {
+    {{4, {2, 3, 7, 5}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 1, 0}, 0},
+    {{4, {1, 2, 6, 7}}, {2, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0}, 0, 1}, 0},
+    {{4, {1, 2, 5, 7}}, {2, {2, 2}, {2, 2}, {1, 0}, {0, 1}, {0}, 1, 0}, 0},
+};
+
+/* NaN and ties in 2x2 stride-2 windows, whole and clipped by ceil_mode: a NaN wins over a
+ * number, the first NaN or the first of equal maxima keeps its index. */
+static void pool_fast_nan_ties(enum tfc_dtype dt)
+{
+    struct tc c;
+    tc_begin(&c, "max_pool 2x2 NaN and ties %s", DT(dt));
+    static const double xs[20] = {1, NAN, NAN, 0, 2, 3, 4, 9, 9, 5,
+                                  0, 7,   7,   -1, 1, 7, 6, 8, 8, NAN};
+    static const double ys[6] = {NAN, NAN, 5, 7, 8, NAN}, is[6] = {1, 2, 9, 11, 17, 19};
+    ht x = ht_new(dt, S(1, 1, 4, 5)), y = ht_new(dt, S(1, 1, 2, 3)), arg = ht_new(I64, y.sh);
+    for (int64_t i = 0; i < x.n; i++) x.d[i] = xs[i];
+    for (int64_t i = 0; i < y.n; i++) y.d[i] = ys[i], arg.d[i] = is[i];
+    tfc_pool_params p = {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 1, 0};
+    tfc_tensor *ti = NULL;
+    tc_want(&c, tfc_max_pool(c.g, tc_in(&c, &x), &p, &ti), y, 0, "max_pool");
+    tc_want(&c, ti, arg, 0, "indices");
+    tc_run(&c);
+    ht_free(&x);
+}
+
 /* Ties: small integers repeat in every window; the first in row-major window order wins. */
 static void pool_ties(enum tfc_dtype dt)
 {
@@ -2234,6 +2262,8 @@ static void test_pool(void)
         for (int q = 0; q < COUNT(pool_cases); q++) pool_case_run(dt, &pool_cases[q], 1);
         for (int q = 0; q < COUNT(dilated_cases); q++) pool_case_run(dt, &dilated_cases[q], 0);
         pool_ties(dt);
+        for (int q = 0; q < COUNT(fast_2x2_cases); q++) pool_case_run(dt, &fast_2x2_cases[q], 1);
+        pool_fast_nan_ties(dt);
     }
     pool_errors();
 }
