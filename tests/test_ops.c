@@ -1975,7 +1975,7 @@ static void test_grad_ops(void)
  * [C,1,1] or [1,C,1,1] (the fused kernel's run-constant loads, across its 512-element blocks;
  * element-wise's merged axes with a broadcast or contiguous operand on either side), relu_grad
  * on equal shapes, and sums over axes 0,2,3 (reduce's per-channel runs: 8 channels at a time
- * plus the rest, so C = 10). */
+ * plus the rest, so C = 10) or over no axis. */
 static void test_channel_bias(void)
 {
     const tfc_shape bias_shapes[] = {S(10, 1, 1), S(1, 10, 1, 1)};
@@ -1994,6 +1994,9 @@ static void test_channel_bias(void)
             tc_want(&c, tfc_relu(c.g, tfc_add(c.g, tx, tb)), map1(&xb, dt, r_relu), tol_of(dt),
                     "relu(x + b)");
             tfc_tensor *in_rg[2] = {tdy, tx}, *in_st[2] = {tdy, tb};
+            /* to the same shape (a gradient whose dims are known only at run time) */
+            tc_want(&c, tfc_op(c.g, "sum_to_like", 2, in_rg, NULL, NULL, 0), ht_copy(&dy),
+                    tol_of(dt), "sum_to_like dy -> x");
             tc_want(&c, tfc_op(c.g, "relu_grad", 2, in_rg, NULL, NULL, 0),
                     map2(&dy, &x, dt, r_relu_grad), 0, "relu_grad");
             ht sum = ht_new(dt, bias_shapes[bi]);
