@@ -141,13 +141,18 @@ static void load_runs(size_t es, const char *x, int outer_rank, const int64_t *d
             off += rem % dims[d] * st[d];
             rem /= dims[d];
         }
-        int run = len - pos < m - j ? (int)(len - pos) : m - j;
+        int run = len - pos < m - j ? (int)(len - pos) : m - j, t = 0;
+        /* fills in groups of 8, which -O2 turns into vector stores, then the rest */
         if (es == 4) {
             float v = ((const float *)(const void *)x)[off], *o = (float *)(void *)dst + j;
-            for (int t = 0; t < run; t++) o[t] = v;
+            for (; t + 8 <= run; t += 8)
+                for (int u = 0; u < 8; u++) o[t + u] = v;
+            for (; t < run; t++) o[t] = v;
         } else {
             double v = ((const double *)(const void *)x)[off], *o = (double *)(void *)dst + j;
-            for (int t = 0; t < run; t++) o[t] = v;
+            for (; t + 8 <= run; t += 8)
+                for (int u = 0; u < 8; u++) o[t + u] = v;
+            for (; t < run; t++) o[t] = v;
         }
         j += run;
     }
