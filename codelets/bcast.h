@@ -42,6 +42,39 @@ static inline void tfc_bcast_init(struct tfc_bcast *it, const struct tfc_kdesc *
     it->rows = inner > 0 ? out->numel / inner : 0;
 }
 
+/* Merges adjacent axes that every operand steps through as one axis (contiguous, or broadcast
+ * along both), and drops axes of length 1, so rows get long: [N,C,H,W] + [C,1,1] iterates as
+ * [N,C,H*W] with the bias constant along each row. The element order stays the same. Call it
+ * right after tfc_bcast_init. */
+static inline void tfc_bcast_coalesce(struct tfc_bcast *it)
+{
+    int top = TFC_K_MAX_RANK - 1; /* merged axes fill the arrays from the end, then move */
+    int64_t dims[TFC_K_MAX_RANK], st[TFC_BCAST_MAX][TFC_K_MAX_RANK];
+    dims[top] = it->dims[it->rank - 1];
+    for (int k = 0; k < it->n; k++) st[k][top] = it->st[k][it->rank - 1];
+    for (int d = it->rank - 2; d >= 0; d--) {
+        if (it->dims[d] == 1) continue;
+        int merge = dims[top] != 1;
+        for (int k = 0; k < it->n; k++) merge &= it->st[k][d] == st[k][top] * dims[top];
+        if (merge) {
+            dims[top] *= it->dims[d];
+            continue;
+        }
+        if (dims[top] != 1) top--; /* a length-1 inner axis is replaced, not kept */
+        dims[top] = it->dims[d];
+        for (int k = 0; k < it->n; k++) st[k][top] = it->st[k][d];
+    }
+    it->rank = TFC_K_MAX_RANK - top;
+    for (int d = 0; d < it->rank; d++) {
+        it->dims[d] = dims[top + d];
+        it->idx[d] = 0;
+        for (int k = 0; k < it->n; k++) it->st[k][d] = st[k][top + d];
+    }
+    int64_t inner = it->dims[it->rank - 1], numel = 1;
+    for (int d = 0; d < it->rank; d++) numel *= it->dims[d];
+    it->rows = inner > 0 ? numel / inner : 0;
+}
+
 /* Advances to the next row. */
 static inline void tfc_bcast_next(struct tfc_bcast *it)
 {

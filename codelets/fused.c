@@ -26,8 +26,8 @@
 #define BINARY_F32(K, name) BINARY_LOOP(K, name, f32)
 #define BINARY_F64(K, name) BINARY_LOOP(K, name, f64)
 
-static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const float *x,
-                      const float *y, int m)
+static inline __attribute__((always_inline)) void
+apply_f32_n(const struct tfc_fused_op *op, float *restrict o, const float *x, const float *y, int m)
 {
     float p0 = (float)op->p0, p1 = (float)op->p1;
     int i;
@@ -36,8 +36,9 @@ static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const fl
     }
 }
 
-static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const double *x,
-                      const double *y, int m)
+static inline __attribute__((always_inline)) void
+apply_f64_n(const struct tfc_fused_op *op, double *restrict o, const double *x, const double *y,
+            int m)
 {
     double p0 = op->p0, p1 = op->p1;
     int i;
@@ -46,9 +47,29 @@ static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const d
     }
 }
 
+/* A whole block runs with its length known at compile time, so that -O2 (whose cost model
+ * vectorizes only loops needing no scalar remainder) vectorizes the op loops. */
+static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const float *x,
+                      const float *y, int m)
+{
+    if (m == BLOCK)
+        apply_f32_n(op, o, x, y, BLOCK);
+    else
+        apply_f32_n(op, o, x, y, m);
+}
+
+static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const double *x,
+                      const double *y, int m)
+{
+    if (m == BLOCK)
+        apply_f64_n(op, o, x, y, BLOCK);
+    else
+        apply_f64_n(op, o, x, y, m);
+}
+
 /* ---- loading a broadcast input ------------------------------------------------------- */
 
-enum { IN_FULL, IN_SCALAR, IN_GENERAL };
+enum { IN_FULL, IN_SCALAR, IN_RUNS, IN_GENERAL };
 
 /* Gathers elements i0..i0+m of the output index space from input x (element strides st over
  * the output dims), row run by row run. */
@@ -93,6 +114,50 @@ static void load_general(size_t es, const char *x, int rank, const int64_t *dims
     }
 }
 
+/* An input constant along the output's trailing axes where its strides are 0 (a per-channel
+ * bias [C,1,1] over [N,C,H,W]: runs of H*W) is loaded run by run, each a fill the compiler
+ * vectorizes, instead of gathered row by row. Returns the run length; *outer_rank gets the
+ * number of leading axes that index the runs. */
+static int64_t const_run_len(int rank, const int64_t *dims, const int64_t *st, int *outer_rank)
+{
+    int64_t len = 1;
+    int d = rank - 1;
+    for (; d >= 0 && st[d] == 0; d--) len *= dims[d];
+    *outer_rank = d + 1;
+    return len;
+}
+
+/* Runs shorter than this are left to load_general (a fill per short run gains nothing). */
+#define MIN_RUN 16
+
+/* Elements i0..i0+m of the output index space from an input constant along runs of len. */
+static void load_runs(size_t es, const char *x, int outer_rank, const int64_t *dims,
+                      const int64_t *st, int64_t len, int64_t i0, int m, char *dst)
+{
+    int64_t q = i0 / len, pos = i0 % len;
+    for (int j = 0; j < m; q++, pos = 0) {
+        int64_t off = 0, rem = q;
+        for (int d = outer_rank - 1; d >= 0; d--) {
+            off += rem % dims[d] * st[d];
+            rem /= dims[d];
+        }
+        int run = len - pos < m - j ? (int)(len - pos) : m - j, t = 0;
+        /* fills in groups of 8, which -O2 turns into vector stores, then the rest */
+        if (es == 4) {
+            float v = ((const float *)(const void *)x)[off], *o = (float *)(void *)dst + j;
+            for (; t + 8 <= run; t += 8)
+                for (int u = 0; u < 8; u++) o[t + u] = v;
+            for (; t < run; t++) o[t] = v;
+        } else {
+            double v = ((const double *)(const void *)x)[off], *o = (double *)(void *)dst + j;
+            for (; t + 8 <= run; t += 8)
+                for (int u = 0; u < 8; u++) o[t + u] = v;
+            for (; t < run; t++) o[t] = v;
+        }
+        j += run;
+    }
+}
+
 static void fused_cpu(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
@@ -122,6 +187,12 @@ static void fused_cpu(void *buffers[], void *cl_arg)
         if (mode[k] == IN_FULL) contig &= ld_in[k] == cols;
     }
     tfc_fused_apply_ld(a, rank, ld_in, st);
+    int64_t run_len[TFC_FUSED_MAX_IN];
+    int run_outer[TFC_FUSED_MAX_IN];
+    for (int k = 0; k < n_in; k++) {
+        run_len[k] = const_run_len(rank, dims, st[k], &run_outer[k]);
+        if (mode[k] == IN_GENERAL && run_len[k] >= MIN_RUN) mode[k] = IN_RUNS;
+    }
     int64_t rowlen = contig ? n : cols, nrows = contig ? 1 : n / cols;
     /* an op whose register is an output writes into the output buffer directly */
     for (int r = 0; r < n_regs; r++) direct[r] = -1;
@@ -148,6 +219,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
                     double v = *(const double *)(const void *)in[k];
                     for (int i = 0; i < m; i++) store[k][i] = v;
                 }
+            } else if (mode[k] == IN_RUNS) {
+                load_runs(es, in[k], run_outer[k], dims, st[k], run_len[k], i0, m, reg[k]);
             } else {
                 load_general(es, in[k], rank, dims, st[k], i0, m, reg[k]);
             }

@@ -47,11 +47,107 @@ static inline double red_step(int kind, double acc, double v)
 REDUCE_2D(float)
 REDUCE_2D(double)
 
+/* Sums over the reduced axes of a contiguous input whose kept axes are adjacent: viewed as
+ * [outer, kept, inner] (a bias gradient: dy [N,C,H,W] over axes 0,2,3 is [N, C, H*W]), each
+ * output k adds its inner runs one after another. The generic loop's order per output is kept
+ * (same results); 8 outputs' chains are interleaved so the adds overlap. Returns 0 when the
+ * input does not have that shape. */
+#define REDUCE_RUNS(T)                                                                        \
+    static void reduce_runs_##T(const T *x, int64_t outer, int64_t kept, int64_t inner,      \
+                                double *acc)                                                 \
+    {                                                                                         \
+        for (int64_t o = 0; o < outer; o++) {                                                 \
+            const T *blk = x + o * kept * inner;                                              \
+            int64_t k = 0;                                                                    \
+            for (; k + 8 <= kept; k += 8) {                                                   \
+                double s[8];                                                                  \
+                for (int t = 0; t < 8; t++) s[t] = acc[k + t];                                \
+                for (int64_t j = 0; j < inner; j++)                                           \
+                    for (int t = 0; t < 8; t++) s[t] += (double)blk[(k + t) * inner + j];     \
+                for (int t = 0; t < 8; t++) acc[k + t] = s[t];                                \
+            }                                                                                 \
+            for (; k < kept; k++) {                                                           \
+                double s = acc[k];                                                            \
+                for (int64_t j = 0; j < inner; j++) s += (double)blk[k * inner + j];          \
+                acc[k] = s;                                                                   \
+            }                                                                                 \
+        }                                                                                     \
+    }
+REDUCE_RUNS(float)
+REDUCE_RUNS(double)
+
+static int reduce_by_runs(const struct tfc_kargs *a, const int *reduced, const void *x,
+                          int64_t ld, double *acc)
+{
+    const struct tfc_kdesc *d = &a->d[0];
+    if (a->kind == TFC_K_REDUCE_MAX || a->kind == TFC_K_REDUCE_MIN ||
+        (d->dtype != TFC_FLOAT32 && d->dtype != TFC_FLOAT64) ||
+        (d->rank == 2 && ld != d->dims[1]))
+        return 0;
+    /* kept axes must be one adjacent group: reduced* kept* reduced* */
+    int64_t dims3[3] = {1, 1, 1};
+    int part = 0;
+    for (int i = 0; i < d->rank; i++) {
+        if (part == 0 && !reduced[i]) part = 1;
+        if (part == 1 && reduced[i]) part = 2;
+        if (part == 2 && !reduced[i]) return 0;
+        dims3[part] *= d->dims[i];
+    }
+    if (d->dtype == TFC_FLOAT32)
+        reduce_runs_float(x, dims3[0], dims3[1], dims3[2], acc);
+    else
+        reduce_runs_double(x, dims3[0], dims3[1], dims3[2], acc);
+    return 1;
+}
+
+/* A sum that reduces nothing (sum_to_like to the same shape, which the gradient emits when a
+ * dim is only known at run time): each output is 0.0 + its element, as the generic loop
+ * computes it (so -0 still becomes +0), without the double buffer. Returns 0 otherwise. */
+static int sum_of_one(const struct tfc_kargs *a, const void *x, int64_t ld, void *y)
+{
+    const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
+    if ((a->kind != TFC_K_REDUCE_SUM && a->kind != TFC_K_SUM_TO) || o->numel != d->numel ||
+        d->dtype != o->dtype || (d->rank == 2 && ld != d->dims[1]))
+        return 0;
+    if (d->dtype == TFC_FLOAT32) {
+        const float *xf = x;
+        float *yf = y;
+        for (int64_t i = 0; i < d->numel; i++) yf[i] = (float)(0.0 + (double)xf[i]);
+    } else if (d->dtype == TFC_FLOAT64) {
+        const double *xd = x;
+        double *yd = y;
+        for (int64_t i = 0; i < d->numel; i++) yd[i] = 0.0 + xd[i];
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* The accumulators to the output: typed loops for the float outputs. */
+static void store_results(const struct tfc_kargs *a, const double *acc, int64_t n_out,
+                          int64_t count, void *y)
+{
+    const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
+    int mean = a->kind == TFC_K_REDUCE_MEAN;
+    if (!mean && o->dtype == TFC_FLOAT32) {
+        float *yf = y;
+        for (int64_t i = 0; i < n_out; i++) yf[i] = (float)acc[i];
+        return;
+    }
+    for (int64_t i = 0; i < n_out; i++) {
+        double v = acc[i];
+        if (mean) v = count ? v / (double)count : NAN;
+        tfc_store_f64(y, o->dtype, i, v);
+    }
+}
+
 /* Maps every input element to its output element: out_index = sum over kept axes. The
  * input may be a 2-D tile of a larger matrix (sched/tiling.c): rows ld elements apart. */
 static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, void *y)
 {
     const struct tfc_kdesc *d = &a->d[0], *o = tfc_kout_desc(a, 0);
+    if (sum_of_one(a, x, ld, y))
+        return;
     int reduced[TFC_K_MAX_RANK];
     tfc_reduced_axes(a, reduced);
     /* output strides over the input's axes (0 on reduced axes); the input's own strides */
@@ -72,12 +168,15 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, voi
     for (int64_t i = 0; i < n_out; i++) acc[i] = init;
     int two_d = d->rank == 2 && reduced[0] != reduced[1] &&
                 (d->dtype == TFC_FLOAT32 || d->dtype == TFC_FLOAT64);
+    int done = two_d;
     if (two_d && d->dtype == TFC_FLOAT32)
         reduce_2d_float(a->kind, x, d->dims[0], d->dims[1], ld, reduced[0], acc);
     else if (two_d)
         reduce_2d_double(a->kind, x, d->dims[0], d->dims[1], ld, reduced[0], acc);
+    else
+        done = reduce_by_runs(a, reduced, x, ld, acc);
     int64_t idx[TFC_K_MAX_RANK] = {0}, off = 0, xo = 0;
-    for (int64_t e = 0; !two_d && e < d->numel; e++) {
+    for (int64_t e = 0; !done && e < d->numel; e++) { /* the generic path */
         acc[off] = red_step(a->kind, acc[off], tfc_load_f64(x, d->dtype, xo));
         for (int dd = d->rank - 1; dd >= 0; dd--) {
             off += ost[dd];
@@ -88,11 +187,7 @@ static void reduce_run(const struct tfc_kargs *a, const void *x, int64_t ld, voi
             idx[dd] = 0;
         }
     }
-    for (int64_t i = 0; i < n_out; i++) {
-        double v = acc[i];
-        if (a->kind == TFC_K_REDUCE_MEAN) v = count ? v / (double)count : NAN;
-        tfc_store_f64(y, o->dtype, i, v);
-    }
+    store_results(a, acc, n_out, count, y);
     free(acc);
 }
 

@@ -1971,6 +1971,50 @@ static void test_grad_ops(void)
     }
 }
 
+/* Per-channel bias on NCHW, the flagship CNN's shapes in small: x + b and relu(x + b) with b
+ * [C,1,1] or [1,C,1,1] (the fused kernel's run-constant loads, across its 512-element blocks;
+ * element-wise's merged axes with a broadcast or contiguous operand on either side), relu_grad
+ * on equal shapes, and sums over axes 0,2,3 (reduce's per-channel runs: 8 channels at a time
+ * plus the rest, so C = 10) or over no axis. */
+static void test_channel_bias(void)
+{
+    const tfc_shape bias_shapes[] = {S(10, 1, 1), S(1, 10, 1, 1)};
+    rng_seed(47);
+    for (int di = 0; di < 2; di++) {
+        enum tfc_dtype dt = di ? F64 : F32;
+        for (int bi = 0; bi < COUNT(bias_shapes); bi++) {
+            struct tc c;
+            tc_begin(&c, "channel bias %s [3,10,5,6] with %s", DT(dt), SHP(bias_shapes[bi]));
+            ht x = ht_rand(dt, S(3, 10, 5, 6), -3, 3, 0.1), dy = ht_rand(dt, x.sh, -3, 3, 0.1);
+            ht b = ht_rand(dt, bias_shapes[bi], -2, 2, 0);
+            tfc_tensor *tx = tc_in(&c, &x), *tb = tc_in(&c, &b), *tdy = tc_in(&c, &dy);
+            ht xb = map2(&x, &b, dt, r_add);
+            tc_want(&c, tfc_add(c.g, tx, tb), ht_copy(&xb), tol_of(dt), "x + b");
+            tc_want(&c, tfc_sub(c.g, tb, tx), map2(&b, &x, dt, r_sub), tol_of(dt), "b - x");
+            tc_want(&c, tfc_relu(c.g, tfc_add(c.g, tx, tb)), map1(&xb, dt, r_relu), tol_of(dt),
+                    "relu(x + b)");
+            tfc_tensor *in_rg[2] = {tdy, tx}, *in_st[2] = {tdy, tb};
+            /* to the same shape (a gradient whose dims are known only at run time) */
+            tc_want(&c, tfc_op(c.g, "sum_to_like", 2, in_rg, NULL, NULL, 0), ht_copy(&dy),
+                    tol_of(dt), "sum_to_like dy -> x");
+            tc_want(&c, tfc_op(c.g, "relu_grad", 2, in_rg, NULL, NULL, 0),
+                    map2(&dy, &x, dt, r_relu_grad), 0, "relu_grad");
+            ht sum = ht_new(dt, bias_shapes[bi]);
+            for (int64_t i = 0; i < dy.n; i++) sum.d[i / 30 % 10] += dy.d[i];
+            tc_want(&c, tfc_op(c.g, "sum_to_like", 2, in_st, NULL, NULL, 0), sum, tol_of(dt),
+                    "sum_to_like dy -> b");
+            tc_run(&c);
+            ht_free(&x), ht_free(&b), ht_free(&dy), ht_free(&xb);
+        }
+        /* the reductions themselves over the same layout */
+        ht x = ht_rand(dt, S(3, 10, 5, 6), -5, 5, 0);
+        reduce_case(dt, &x, 3, (int64_t[]){0, 2, 3}, 0);
+        reduce_case(dt, &x, 2, (int64_t[]){2, 3}, 0);
+        reduce_case(dt, &x, 2, (int64_t[]){0, 1}, 0);
+        ht_free(&x);
+    }
+}
+
 /* ---- pooling (max_pool, avg_pool and their gradient ops) ---------------------------------- */
 
 /* The output size of one pooled dim, as PyTorch defines it (ceil_mode: a window must start
@@ -3867,6 +3911,7 @@ static const struct {
     {"compare/logic", test_compare_logic},
     {"select", test_select},
     {"bias_add", test_bias_add},
+    {"channel bias (NCHW)", test_channel_bias},
     {"add_n", test_add_n},
     {"fill/zeros_like/ones_like", test_fill_like},
     {"matmul", test_matmul},
