@@ -7,7 +7,9 @@
  * faster than its plain-layout kernels even with the reorders (bench/RESULTS.md), except the
  * input gradient of a layer with few input channels, where the direct kernels crawl and the
  * plain layouts' GEMM path is used. */
+#ifdef HAVE_CONFIG_H /* configure's; scripts/fuzz.sh builds without it: then no oneDNN */
 #include "config.h"
+#endif
 #include "conv_dnnl.h"
 
 #ifndef TFC_HAVE_DNNL
