@@ -1,9 +1,14 @@
-/* conv_cuda.cu: CUDA kernels of conv, conv_backprop_input and conv_backprop_filter, float32
- * and float64: direct, one thread per output element (y, dx or dw) in a grid-stride loop,
- * summing in double the terms of the definition, as opencl_conv.c does. A first version,
- * correct rather than fast; cuDNN's convolutions are the later step. */
+/* conv_cuda.cu: CUDA kernels of conv, conv_backprop_input (and conv_transpose) and
+ * conv_backprop_filter, float32 and float64. cuDNN runs a task first (codelets/conv_cudnn.cu,
+ * TFC_CONV_BACKEND); what it declines runs on the own kernels here: direct, one thread per
+ * output element (y, dx or dw) in a grid-stride loop, summing in double the terms of the
+ * definition, as opencl_conv.c does (correct rather than fast). */
 #include "cuda_common.h"
 #include "conv_geom.h"
+#include "conv_cudnn.h"
+extern "C" {
+#include "../src/env.h"
+}
 
 struct conv_cu_args {
     int kind;                        /* 0 conv, 1 backprop input, 2 backprop filter */
@@ -101,9 +106,25 @@ static __global__ void conv_kernel(conv_cu_args p, const T *A, const T *B, T *Y)
     }
 }
 
+/* TFC_CONV_BACKEND on CUDA workers: auto and dnnl (the vendor library) run cuDNN first, im2col
+ * (the library's own kernels) only the direct kernels. 1 when cuDNN ran the task (or a failure
+ * is recorded); 0 when the own kernel must run it. Read per task, as codelets/conv.c does. */
+static int conv_ran_cudnn(void *buffers[], const struct tfc_kargs *a)
+{
+    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL }; /* the words' order in src/env.c */
+    char msg[TFC_MSG_LEN];
+    int backend;
+    if (tfc_env_choice("TFC_CONV_BACKEND", &backend, msg)) {
+        tfc_kernel_fail(a, TFC_ERR_INVALID_ARGUMENT, "%s", msg);
+        return 1;
+    }
+    return backend != BACKEND_IM2COL && tfc_conv_cudnn(buffers, a) == TFC_CONV_CUDNN_RAN;
+}
+
 extern "C" void tfc_conv_cuda(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = (const struct tfc_kargs *)cl_arg;
+    if (conv_ran_cudnn(buffers, a)) return;
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
     void *Y = tfc_kout(buffers, a, 0);
     if (!Y) return;

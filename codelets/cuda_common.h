@@ -39,6 +39,9 @@ int tfc_cu_check(const struct tfc_kargs *a, cudaError_t st, const char *what);
 
 /* The calling CUDA worker's cuDNN handle, bound to its local stream (NULL on failure). */
 cudnnHandle_t tfc_cuda_cudnn_handle(void);
+/* Registers `release` to run on each CUDA worker at shutdown, before its cuDNN handle is
+ * destroyed (idempotent; -1 when the few slots are taken). */
+int tfc_cuda_on_worker_shutdown(void (*release)(void));
 
 /* ---- dtype loads and stores (same results as bcast.h compiled by gcc for x86-64) ------- */
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include "cuda_common.h"
 
 struct tfc_cu_worker {
@@ -62,12 +63,41 @@ static void init_worker(void *arg)
     ensure_slots(w);
 }
 
+/* Other CUDA files' per-worker state (conv_cudnn.cu's plans and workspace), released on each
+ * worker at shutdown through hooks they register, so this file does not call them. */
+#define MAX_RELEASE_HOOKS 4
+static void (*release_hooks[MAX_RELEASE_HOOKS])(void);
+static pthread_mutex_t release_hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tfc_cuda_on_worker_shutdown(void (*release)(void))
+{
+    int i = 0;
+    pthread_mutex_lock(&release_hooks_lock);
+    while (i < MAX_RELEASE_HOOKS && release_hooks[i] && release_hooks[i] != release)
+        i++;
+    if (i < MAX_RELEASE_HOOKS)
+        release_hooks[i] = release;
+    pthread_mutex_unlock(&release_hooks_lock);
+    return i < MAX_RELEASE_HOOKS ? 0 : -1;
+}
+
+static void run_release_hooks(void)
+{
+    void (*hooks[MAX_RELEASE_HOOKS])(void);
+    pthread_mutex_lock(&release_hooks_lock);
+    memcpy(hooks, release_hooks, sizeof hooks);
+    pthread_mutex_unlock(&release_hooks_lock);
+    for (int i = 0; i < MAX_RELEASE_HOOKS && hooks[i]; i++)
+        hooks[i]();
+}
+
 static void shutdown_worker(void *arg)
 {
     (void)arg;
     struct tfc_cu_worker *w = worker_state();
     if (!w)
         return;
+    run_release_hooks(); /* their state was made with this worker's handle */
     if (w->cudnn)
         cudnnDestroy(w->cudnn);
     if (w->dslot)

@@ -51,7 +51,8 @@ static const struct knob knobs[] = {
     {"TFC_STORE_EXCLUSIVE", KNOB_BOOL, 0, 1,
      "1: open model stores in SQLite's exclusive locking mode (TFC_STORE_EXCLUSIVE flag)"},
     {"TFC_CONV_BACKEND", KNOB_CHOICE, 0, 0,
-     "CPU convolution kernels: auto (oneDNN when built with it), dnnl or im2col",
+     "convolution kernels: auto (oneDNN on CPUs when built with it, cuDNN on CUDA), "
+     "dnnl or im2col (own kernels only)",
      "auto|dnnl|im2col"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
