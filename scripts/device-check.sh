@@ -2,6 +2,10 @@
 # device-check.sh [CARRY_DIR]: runs on a GPU device machine (CUDA, no StarPU, no network) from
 # the repository root, with CARRY_DIR (default .devcarry, made by scripts/device-pack.sh)
 # carried along. Logs go to $OUT (or /tmp/devout). Steps, each with its own time limit:
+#   0. the convolutions: tests/test_conv_cudnn (cuDNN and the own CUDA kernels against the CPU,
+#      1-3-D, float32 and float64, with counters that say cuDNN ran); the op sweep's conv cases
+#      then reach cuDNN in step 1 (TFC_CONV_BACKEND unset: auto); STEPS=convown runs the whole
+#      CUDA op sweep again with TFC_CONV_BACKEND=im2col (the own conv kernels only);
 #   1. the CUDA op sweep: every op task pinned to the CUDA worker (TFC_TEST_WHERE=cuda),
 #      compared with float64 references, and the gradient sweep the same way;
 #   1b. the op sweep again with every matmul split into 2x2 tiles (tiling.c's partitions and
@@ -9,7 +13,7 @@
 #   2. the other test programs with the CUDA worker present under dmda (the scheduler places);
 #   3. the flagship MLP step (bench/mlp_step) with CPU workers only and with the GPU, beside
 #      PyTorch on the same GPU and CPU (bench/mlp_torch.py --device cuda|cpu), interleaved.
-# STEPS=... picks a subset (ops grad tiles tests mlp; default all).
+# STEPS=... picks a subset (conv ops grad tiles tests mlp convown; default all but convown).
 set -uo pipefail
 carry=${1:-.devcarry}
 out=${OUT:-/tmp/devout}
@@ -26,7 +30,7 @@ export LD_LIBRARY_PATH=/tmp/dc/lib$cudalibs
 export STARPU_HOME=/tmp/dc/starpu-home STARPU_SILENT=1 TFC_TEST_SRCDIR=$PWD/tests
 mkdir -p "$STARPU_HOME"
 bin=/tmp/dc/bin
-steps=${STEPS:-ops grad tiles tests mlp}
+steps=${STEPS:-conv ops grad tiles tests mlp}
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 deadline=${DEADLINE:-480} # seconds: later steps are cut short or skipped, so that the logs
@@ -49,6 +53,15 @@ STARPU_NCUDA=1 timeout 150 "$bin/mlp_step" --data "$PWD/$carry/fashion-mnist" --
     --profile 0 --device cuda >"$out/first_start.log" 2>&1
 note "first start (bus calibration, one epoch on the GPU): rc=$? in $((SECONDS - t0)) s"
 
+case " $steps " in *" conv "*)
+    if [ -x "$bin/test_conv_cudnn" ]; then
+        run conv_cudnn 90 env STARPU_NCUDA=1 "$bin/test_conv_cudnn"
+    else
+        note "conv_cudnn: test_conv_cudnn was not packed"
+    fi ;; esac
+case " $steps " in *" convown "*)
+    run ops_cuda_own_conv 180 env TFC_CONV_BACKEND=im2col TFC_TEST_WHERE=cuda \
+        TFC_TEST_SCHEDS=dmdas "$bin/test_ops" ;; esac
 case " $steps " in *" ops "*)
     run ops_cuda 180 env TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS=dmdas "$bin/test_ops" ;; esac
 case " $steps " in *" grad "*)
