@@ -19,7 +19,6 @@ machine-readable:
   cnn_tf ms_per_step=<median> threads=T batch=B ...
 """
 import argparse
-import gzip
 import os
 import statistics
 import time
@@ -29,17 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the import: no star
 import numpy as np
 import tensorflow as tf
 
-DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise SystemExit(f"cnn_tf.py: {path}: not a uint8 idx file")
-    rank = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+from fashion_data import DEFAULT_DATA, batch_indices, load_train
 
 
 def network():
@@ -79,12 +68,9 @@ def main():
     tf.config.threading.set_inter_op_parallelism_threads(o.threads)
     tf.keras.utils.set_random_seed(o.seed)
 
-    images = read_idx(os.path.join(o.data, "train-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(o.data, "train-labels-idx1-ubyte.gz"))
+    images, labels = load_train(o.data, o.batch, "cnn_tf.py")
     n = images.shape[0]
-    if n < o.batch:
-        raise SystemExit(f"cnn_tf.py: --batch {o.batch} is larger than the {n} images")
-    x_all = images.reshape(n, 28, 28, 1).astype(np.float32) / np.float32(255)
+    x_all = images.reshape(n, 28, 28, 1)
     y_all = labels.astype(np.int32)
 
     model = network()
@@ -101,15 +87,8 @@ def main():
         return loss
 
     rng = np.random.default_rng(o.seed)
-
-    def batches():
-        while True:
-            perm = rng.permutation(n)
-            for i in range(0, n - n % o.batch, o.batch):
-                idx = perm[i:i + o.batch]
-                yield tf.constant(x_all[idx]), tf.constant(y_all[idx])
-
-    it = batches()
+    it = ((tf.constant(x_all[idx]), tf.constant(y_all[idx]))
+          for idx in batch_indices(n, o.batch, rng.permutation))
     times, losses = [], []
     for i in range(o.warmup + o.steps):
         xb, yb = next(it)

@@ -19,8 +19,6 @@ it). The last line is machine-readable:
 """
 import argparse
 import ctypes
-import gzip
-import os
 import statistics
 import time
 
@@ -28,17 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise SystemExit(f"cnn_torch.py: {path}: not a uint8 idx file")
-    rank = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+from fashion_data import DEFAULT_DATA, batch_indices, load_train
 
 
 def openblas():
@@ -96,28 +84,18 @@ def main():
         blas.openblas_set_num_threads(o.threads)
     torch.manual_seed(o.seed)
 
-    images = read_idx(os.path.join(o.data, "train-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(o.data, "train-labels-idx1-ubyte.gz"))
+    images, labels = load_train(o.data, o.batch, "cnn_torch.py")
     n = images.shape[0]
-    x_all = torch.from_numpy(images.reshape(n, 1, 28, 28).astype(np.float32) / np.float32(255))
+    x_all = torch.from_numpy(images.reshape(n, 1, 28, 28))
     y_all = torch.from_numpy(labels.astype(np.int64))
-    if n < o.batch:
-        raise SystemExit(f"cnn_torch.py: --batch {o.batch} is larger than the {n} images")
 
     model = network()
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(o.seed)
-
-    def batches():
-        while True:
-            perm = torch.randperm(n, generator=gen)
-            for i in range(0, n - n % o.batch, o.batch):
-                idx = perm[i:i + o.batch]
-                yield x_all[idx], y_all[idx]
-
-    it = batches()
+    it = ((x_all[idx], y_all[idx])
+          for idx in batch_indices(n, o.batch, lambda k: torch.randperm(k, generator=gen)))
     times, losses = [], []
     for i in range(o.warmup + o.steps):
         xb, yb = next(it)

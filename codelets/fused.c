@@ -158,48 +158,145 @@ static void load_runs(size_t es, const char *x, int outer_rank, const int64_t *d
     }
 }
 
+/* The inputs of one task as the block loop reads them: where each is, how a block of it is
+ * loaded, and its strides in the output's index space. */
+struct fused_inputs {
+    int n;                                        /* inputs */
+    int rank;                                     /* of the output's index space */
+    size_t es;                                    /* element size, bytes */
+    int64_t dims[TFC_K_MAX_RANK];                 /* the output's dims */
+    int64_t st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK]; /* element strides (0 where it broadcasts) */
+    const char *in[TFC_FUSED_MAX_IN];             /* data */
+    int mode[TFC_FUSED_MAX_IN];                   /* IN_FULL .. IN_GENERAL */
+    int64_t ld[TFC_FUSED_MAX_IN];                 /* row stride, elements */
+    int64_t run_len[TFC_FUSED_MAX_IN];            /* elements per constant run (IN_RUNS) */
+    int run_outer[TFC_FUSED_MAX_IN];              /* leading axes that index the runs */
+};
+
+/* The outputs, and which of them each register writes in place. */
+struct fused_outputs {
+    int n;
+    char *out[TFC_FUSED_MAX_OUT];    /* data */
+    int64_t ld[TFC_FUSED_MAX_OUT];   /* row stride, elements */
+    int direct[TFC_FUSED_MAX_REGS];  /* the output a register is written into, or -1 */
+};
+
+/* Fills fi for the task. Returns 1 when every input read in place (those of the output's size)
+ * is contiguous. */
+static int inputs_prepare(void *buffers[], const struct tfc_kargs *a, struct fused_inputs *fi)
+{
+    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
+    int64_t n = od->numel;
+    fi->n = a->n_in;
+    fi->es = od->dtype == TFC_FLOAT32 ? sizeof(float) : sizeof(double);
+    fi->rank = tfc_fused_strides(a, fi->dims, fi->st);
+    int64_t cols = fi->dims[fi->rank - 1];
+    int contig = 1;
+    for (int k = 0; k < fi->n; k++) {
+        fi->in[k] = tfc_kin(buffers, a, k);
+        fi->mode[k] = a->d[k].numel == n ? IN_FULL : a->d[k].numel == 1 ? IN_SCALAR : IN_GENERAL;
+        fi->ld[k] = tfc_kdesc_ld(buffers, &a->d[k]);
+        if (fi->mode[k] == IN_FULL) contig &= fi->ld[k] == cols;
+    }
+    tfc_fused_apply_ld(a, fi->rank, fi->ld, fi->st);
+    for (int k = 0; k < fi->n; k++) {
+        fi->run_len[k] = const_run_len(fi->rank, fi->dims, fi->st[k], &fi->run_outer[k]);
+        if (fi->mode[k] == IN_GENERAL && fi->run_len[k] >= MIN_RUN) fi->mode[k] = IN_RUNS;
+    }
+    return contig;
+}
+
+/* Fills fo; 0 when an output has no buffer (zero elements: nothing to compute). Returns in
+ * *contig whether every output is contiguous (rows of cols elements). */
+static int outputs_prepare(void *buffers[], const struct tfc_kargs *a, int64_t cols,
+                           struct fused_outputs *fo, int *contig)
+{
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    fo->n = a->n_out;
+    *contig = 1;
+    for (int j = 0; j < fo->n; j++) {
+        if (!(fo->out[j] = tfc_kout(buffers, a, j))) return 0;
+        fo->ld[j] = tfc_kdesc_ld(buffers, tfc_kout_desc(a, j));
+        *contig &= fo->ld[j] == cols;
+    }
+    /* an op whose register is an output writes into the output buffer directly */
+    for (int r = 0; r < a->n_in + pg->n_ops; r++) fo->direct[r] = -1;
+    for (int j = 0; j < fo->n; j++)
+        if (pg->out_reg[j] >= a->n_in && fo->direct[pg->out_reg[j]] < 0)
+            fo->direct[pg->out_reg[j]] = j;
+    return 1;
+}
+
+/* Input k's register for the block of m elements at column c0 of row `row` (i0 in the output's
+ * index space): the input itself when it is read in place, else `store` loaded from it. */
+static char *input_block(const struct fused_inputs *fi, int k, int64_t row, int64_t c0,
+                         int64_t i0, int m, double *store)
+{
+    size_t es = fi->es;
+    const char *x = fi->in[k];
+    switch (fi->mode[k]) {
+    case IN_FULL:
+        return (char *)x + (size_t)(row * fi->ld[k] + c0) * es; /* in place */
+    case IN_SCALAR:
+        if (es == sizeof(float)) {
+            float v = *(const float *)(const void *)x, *o = (float *)store;
+            for (int i = 0; i < m; i++) o[i] = v;
+        } else {
+            double v = *(const double *)(const void *)x;
+            for (int i = 0; i < m; i++) store[i] = v;
+        }
+        break;
+    case IN_RUNS:
+        load_runs(es, x, fi->run_outer[k], fi->dims, fi->st[k], fi->run_len[k], i0, m,
+                  (char *)store);
+        break;
+    default:
+        load_general(es, x, fi->rank, fi->dims, fi->st[k], i0, m, (char *)store);
+    }
+    return (char *)store;
+}
+
+/* Runs the op list over one block whose input registers reg[0..n_in) are loaded, then copies
+ * the outputs not written in place (registers shared by several outputs). */
+static void ops_block(const struct tfc_fused_prog *pg, const struct fused_outputs *fo, int n_in,
+                      size_t es, char **reg, double (*store)[BLOCK], int64_t row, int64_t c0,
+                      int m)
+{
+    for (int k = 0; k < pg->n_ops; k++) {
+        const struct tfc_fused_op *op = &pg->ops[k];
+        int r = n_in + k, d = fo->direct[r];
+        reg[r] = d >= 0 ? fo->out[d] + (size_t)(row * fo->ld[d] + c0) * es : (char *)store[r];
+        const char *x = reg[op->a], *y = op->b >= 0 ? reg[op->b] : NULL;
+        if (es == sizeof(float))
+            apply_f32(op, (float *)(void *)reg[r], (const float *)(const void *)x,
+                      (const float *)(const void *)y, m);
+        else
+            apply_f64(op, (double *)(void *)reg[r], (const double *)(const void *)x,
+                      (const double *)(const void *)y, m);
+    }
+    for (int j = 0; j < fo->n; j++) {
+        int r = pg->out_reg[j];
+        if (fo->direct[r] != j)
+            memcpy(fo->out[j] + (size_t)(row * fo->ld[j] + c0) * es, reg[r], (size_t)m * es);
+    }
+}
+
 static void fused_cpu(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
     const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
-    const struct tfc_kdesc *od = tfc_kout_desc(a, 0);
-    int n_in = a->n_in, n_out = a->n_out, n_regs = n_in + pg->n_ops;
-    int f32 = od->dtype == TFC_FLOAT32;
-    size_t es = f32 ? sizeof(float) : sizeof(double);
-    int64_t n = od->numel, dims[TFC_K_MAX_RANK], st[TFC_FUSED_MAX_IN][TFC_K_MAX_RANK];
-    int rank = tfc_fused_strides(a, dims, st);
-    const char *in[TFC_FUSED_MAX_IN];
-    char *out[TFC_FUSED_MAX_OUT];
-    int mode[TFC_FUSED_MAX_IN], direct[TFC_FUSED_MAX_REGS];
+    int64_t n = tfc_kout_desc(a, 0)->numel;
+    struct fused_inputs fi;
+    struct fused_outputs fo;
+    int contig_in = inputs_prepare(buffers, a, &fi), contig_out;
     /* row strides: a tile of a larger tensor (sched/tiling.c) has rows ld elements apart;
      * when every operand read or written in place is contiguous, the output is one run */
-    int64_t cols = dims[rank - 1], ld_in[TFC_FUSED_MAX_IN], ld_out[TFC_FUSED_MAX_OUT];
-    int contig = 1;
-    for (int j = 0; j < n_out; j++) {
-        if (!(out[j] = tfc_kout(buffers, a, j))) return;
-        ld_out[j] = tfc_kdesc_ld(buffers, tfc_kout_desc(a, j));
-        contig &= ld_out[j] == cols;
-    }
-    for (int k = 0; k < n_in; k++) {
-        in[k] = tfc_kin(buffers, a, k);
-        mode[k] = a->d[k].numel == n ? IN_FULL : a->d[k].numel == 1 ? IN_SCALAR : IN_GENERAL;
-        ld_in[k] = tfc_kdesc_ld(buffers, &a->d[k]);
-        if (mode[k] == IN_FULL) contig &= ld_in[k] == cols;
-    }
-    tfc_fused_apply_ld(a, rank, ld_in, st);
-    int64_t run_len[TFC_FUSED_MAX_IN];
-    int run_outer[TFC_FUSED_MAX_IN];
-    for (int k = 0; k < n_in; k++) {
-        run_len[k] = const_run_len(rank, dims, st[k], &run_outer[k]);
-        if (mode[k] == IN_GENERAL && run_len[k] >= MIN_RUN) mode[k] = IN_RUNS;
-    }
+    int64_t cols = fi.dims[fi.rank - 1];
+    if (!outputs_prepare(buffers, a, cols, &fo, &contig_out)) return;
+    int contig = contig_in && contig_out;
     int64_t rowlen = contig ? n : cols, nrows = contig ? 1 : n / cols;
-    /* an op whose register is an output writes into the output buffer directly */
-    for (int r = 0; r < n_regs; r++) direct[r] = -1;
-    for (int j = 0; j < n_out; j++)
-        if (pg->out_reg[j] >= n_in && direct[pg->out_reg[j]] < 0) direct[pg->out_reg[j]] = j;
     /* register storage: 8-byte aligned, BLOCK elements of the widest type (at most 128 KiB) */
-    double store[n_regs][BLOCK];
+    double store[a->n_in + pg->n_ops][BLOCK];
     for (int64_t i0 = 0, row = 0, c0 = 0; row < nrows; i0 += BLOCK, c0 += BLOCK) {
         if (c0 >= rowlen) { /* the next row (tiles only) */
             row++, c0 = 0, i0 = row * rowlen;
@@ -207,42 +304,8 @@ static void fused_cpu(void *buffers[], void *cl_arg)
         }
         int m = rowlen - c0 < BLOCK ? (int)(rowlen - c0) : BLOCK;
         char *reg[TFC_FUSED_MAX_REGS];
-        for (int k = 0; k < n_in; k++) {
-            reg[k] = (char *)store[k];
-            if (mode[k] == IN_FULL) {
-                reg[k] = (char *)in[k] + (size_t)(row * ld_in[k] + c0) * es; /* in place */
-            } else if (mode[k] == IN_SCALAR) {
-                if (f32) {
-                    float v = *(const float *)(const void *)in[k], *o = (float *)store[k];
-                    for (int i = 0; i < m; i++) o[i] = v;
-                } else {
-                    double v = *(const double *)(const void *)in[k];
-                    for (int i = 0; i < m; i++) store[k][i] = v;
-                }
-            } else if (mode[k] == IN_RUNS) {
-                load_runs(es, in[k], run_outer[k], dims, st[k], run_len[k], i0, m, reg[k]);
-            } else {
-                load_general(es, in[k], rank, dims, st[k], i0, m, reg[k]);
-            }
-        }
-        for (int k = 0; k < pg->n_ops; k++) {
-            const struct tfc_fused_op *op = &pg->ops[k];
-            int r = n_in + k;
-            reg[r] = direct[r] >= 0 ? out[direct[r]] + (size_t)(row * ld_out[direct[r]] + c0) * es
-                                    : (char *)store[r];
-            const char *x = reg[op->a], *y = op->b >= 0 ? reg[op->b] : NULL;
-            if (f32)
-                apply_f32(op, (float *)(void *)reg[r], (const float *)(const void *)x,
-                          (const float *)(const void *)y, m);
-            else
-                apply_f64(op, (double *)(void *)reg[r], (const double *)(const void *)x,
-                          (const double *)(const void *)y, m);
-        }
-        for (int j = 0; j < n_out; j++) { /* outputs not written in place (shared registers) */
-            int r = pg->out_reg[j];
-            if (direct[r] != j)
-                memcpy(out[j] + (size_t)(row * ld_out[j] + c0) * es, reg[r], (size_t)m * es);
-        }
+        for (int k = 0; k < fi.n; k++) reg[k] = input_block(&fi, k, row, c0, i0, m, store[k]);
+        ops_block(pg, &fo, fi.n, fi.es, reg, store, row, c0, m);
     }
 }
 

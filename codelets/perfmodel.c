@@ -2,10 +2,15 @@
  * The footprint is computed once per plan node (kind, dtypes, shapes, attributes: StarPU's
  * default ignores the element size); light families get an analytic cost instead of a
  * history, since tasks of a few microseconds are too noisy to calibrate. */
+#ifdef HAVE_CONFIG_H /* configure's TFC_HAVE_DNNL; scripts/fuzz.sh builds without: no oneDNN */
+#include "config.h"
+#endif
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "conv_geom.h"
 #include "kernel.h"
+#include "../src/env.h"
 #include "../src/tfc.h"
 
 /* 2 N K C/groups kvol ovol: one multiply-add per (output element, filter tap of its group).
@@ -30,10 +35,41 @@ static double pool_window(const struct tfc_kargs *a)
     return v;
 }
 
+/* Flops per element of x of the normalizations (codelets/norm.c), counted in training mode
+ * (whether a batch_norm trains is a run-time input, so the count takes the costlier case):
+ * batch_norm: the mean (1), the variance (3), y (3); its gradient: the two sums (5), dx (7);
+ * layer_norm: the same passes without gamma and beta (1 + 3 + 2); its gradient 5 + 6.
+ * Dropout: a Philox-4x32-10 block per 4 elements (10 rounds of 2 multiplies, 4 xors and 2 key
+ * adds: 20 integer ops per element), then a compare and a multiply. */
+#define BATCH_NORM_FLOPS 7
+#define BATCH_NORM_GRAD_FLOPS 12
+#define BATCH_NORM_UPDATE_FLOPS 8 /* per channel: two blends and the unbiased variance */
+#define LAYER_NORM_FLOPS 6
+#define LAYER_NORM_GRAD_FLOPS 11
+#define DROPOUT_FLOPS 22
+
+/* The flops of the normalization and dropout families, or -1 for other kinds. */
+static double norm_dropout_flops(const struct tfc_kargs *a)
+{
+    switch (a->kind) {
+    case TFC_K_BATCH_NORM: return BATCH_NORM_FLOPS * (double)a->d[0].numel;
+    case TFC_K_BATCH_NORM_GRAD: return BATCH_NORM_GRAD_FLOPS * (double)a->d[1].numel;
+    case TFC_K_BATCH_NORM_UPDATE: return BATCH_NORM_UPDATE_FLOPS * (double)a->d[0].numel;
+    case TFC_K_LAYER_NORM: return LAYER_NORM_FLOPS * (double)a->d[0].numel;
+    case TFC_K_LAYER_NORM_GRAD: return LAYER_NORM_GRAD_FLOPS * (double)a->d[1].numel;
+    case TFC_K_DROPOUT:
+    case TFC_K_DROPOUT_GRAD: return DROPOUT_FLOPS * (double)a->d[0].numel;
+    default: return -1;
+    }
+}
+
 /* Estimated flops: one per output element (element-wise, copies, pad and pad_grad, gathers),
- * multiply-adds counted twice for the GEMM families, a window per pooled element. */
+ * multiply-adds counted twice for the GEMM families, a window per pooled element, and the
+ * counts above for normalizations and dropout. */
 static double kargs_flops(const struct tfc_kargs *a)
 {
+    double nd = norm_dropout_flops(a);
+    if (nd >= 0) return nd;
     const struct tfc_kdesc *o = &a->d[a->n_in];
     double f = (double)o->numel;
     switch (a->kind) {
@@ -67,9 +103,35 @@ uint32_t tfc_model_footprint(struct starpu_task *task)
     return a->footprint;
 }
 
+/* The kernels a CPU worker runs for a convolution task: 1 oneDNN, 0 im2col + OpenBLAS (what
+ * TFC_CONV_BACKEND and the build select; codelets/conv.c). Read when the plan is built: a
+ * plan is not meant to outlive a change of the variable. */
+static int32_t conv_cpu_backend(void)
+{
+    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL }; /* the words' order in src/env.c */
+    char msg[TFC_MSG_LEN];
+    int backend;
+    if (tfc_env_choice("TFC_CONV_BACKEND", &backend, msg)) return -1; /* the task fails */
+#ifdef TFC_HAVE_DNNL
+    return backend != BACKEND_IM2COL;
+#else
+    return 0; /* auto runs im2col; dnnl fails the task */
+#endif
+}
+
+/* The attributes as far as they change the cost: dropout's seed picks which units drop, not
+ * how many, so the layers and seeds of one shape and rate share one history. */
+static void cost_attrs(const struct tfc_kargs *a, struct tfc_kattr out[TFC_K_MAX_ATTRS])
+{
+    memcpy(out, a->attrs, sizeof a->attrs);
+    if (a->kind == TFC_K_DROPOUT || a->kind == TFC_K_DROPOUT_GRAD)
+        memset(&out[DROPOUT_SEED], 0, sizeof out[DROPOUT_SEED]);
+}
+
 void tfc_kargs_finish(struct tfc_kargs *a)
 {
-    /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes) */
+    /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes, and for
+     * convolutions the CPU kernels, so one backend's history is not used for the other) */
     uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
     for (int i = 0; i < a->n_in + a->n_out; i++) {
         const struct tfc_kdesc *d = &a->d[i];
@@ -77,7 +139,14 @@ void tfc_kargs_finish(struct tfc_kargs *a)
         h = starpu_hash_crc32c_be_n(&d->rank, sizeof d->rank, h);
         h = starpu_hash_crc32c_be_n(d->dims, sizeof(int64_t) * (size_t)d->rank, h);
     }
-    h = starpu_hash_crc32c_be_n(a->attrs, sizeof a->attrs, h);
+    struct tfc_kattr attrs[TFC_K_MAX_ATTRS];
+    cost_attrs(a, attrs);
+    h = starpu_hash_crc32c_be_n(attrs, sizeof attrs, h);
+    if (a->kind == TFC_K_CONV || a->kind == TFC_K_CONV_BP_INPUT ||
+        a->kind == TFC_K_CONV_BP_FILTER) {
+        int32_t backend = conv_cpu_backend();
+        h = starpu_hash_crc32c_be_n(&backend, sizeof backend, h);
+    }
     a->footprint = h;
     double bytes = 0;
     for (int i = 0; i < a->n_in + a->n_out; i++)

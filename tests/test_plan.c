@@ -2,6 +2,8 @@
  * node with the right access modes, the snapshot step of a fetched variable, hop steps, and
  * perfmodel footprints that tell dtypes, shapes and cost-relevant attributes apart (StarPU's
  * default footprint ignores the element size). */
+#include "config.h" /* TFC_HAVE_DNNL */
+#include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
 #include "../sched/plan.h"
@@ -171,6 +173,104 @@ static void test_pool_models(void)
     CU_ASSERT_DOUBLE_EQUAL(fl[1], 2.0 * 3 * 4 * 4 * 9, 1e-9); /* ceil_mode: out 4 x 4 */
 }
 
+/* ---- normalization and dropout models, the convolution backend --------------------------- */
+
+/* Kernel arguments of `kind` over float32 operands of the given shapes (n_in inputs, then the
+ * outputs) and attributes, finished as a plan's steps are. The caller frees them. */
+static struct tfc_kargs *kargs_of(int kind, int n_in, int n_out, const tfc_shape *shapes,
+                                  const struct tfc_kattr *attrs)
+{
+    int n = n_in + n_out;
+    struct tfc_kargs *a = calloc(1, sizeof *a + sizeof(struct tfc_kdesc) * (size_t)n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    a->kind = kind, a->n_in = n_in, a->n_out = n_out;
+    if (attrs) memcpy(a->attrs, attrs, sizeof a->attrs);
+    for (int i = 0; i < n; i++) {
+        struct tfc_kdesc *d = &a->d[i];
+        d->dtype = TFC_FLOAT32, d->rank = shapes[i].rank, d->numel = 1, d->buf = i;
+        for (int j = 0; j < d->rank; j++) d->numel *= d->dims[j] = shapes[i].dims[j];
+    }
+    tfc_kargs_finish(a);
+    return a;
+}
+
+static double kargs_flops_of(int kind, int n_in, int n_out, const tfc_shape *shapes)
+{
+    struct tfc_kargs *a = kargs_of(kind, n_in, n_out, shapes, NULL);
+    double f = a->flops;
+    free(a);
+    return f;
+}
+
+/* Normalizations count their passes over x (training mode), not one flop per output. */
+static void test_norm_models(void)
+{
+    tfc_shape x = tfc_shape_of(4, (int64_t[]){2, 3, 4, 5}), c = tfc_shape_of(1, (int64_t[]){3});
+    tfc_shape sc = tfc_shape_of(0, NULL), r = tfc_shape_of(2, (int64_t[]){6, 10});
+    tfc_shape rows = tfc_shape_of(1, (int64_t[]){6});
+    /* batch_norm(x, gamma, beta, moving_mean, moving_var, training) -> y, mean, var */
+    tfc_shape bn[9] = {x, c, c, c, c, sc, x, c, c};
+    CU_ASSERT_DOUBLE_EQUAL(kargs_flops_of(TFC_K_BATCH_NORM, 6, 3, bn), 7.0 * 120, 1e-9);
+    /* batch_norm_grad(dy, x, gamma, mean, var, training) -> dx, dgamma, dbeta, dmean, dvar */
+    tfc_shape bng[11] = {x, x, c, c, c, sc, x, c, c, c, c};
+    CU_ASSERT_DOUBLE_EQUAL(kargs_flops_of(TFC_K_BATCH_NORM_GRAD, 6, 5, bng), 12.0 * 120, 1e-9);
+    /* batch_norm_update(moving_mean, moving_var, mean, var, training, x) -> moving_mean */
+    tfc_shape bnu[7] = {c, c, c, c, sc, x, c};
+    CU_ASSERT_DOUBLE_EQUAL(kargs_flops_of(TFC_K_BATCH_NORM_UPDATE, 6, 1, bnu), 8.0 * 3, 1e-9);
+    /* layer_norm(x) -> y, mean, var; layer_norm_grad(dy, x, mean, var) -> dx */
+    tfc_shape ln[4] = {r, r, rows, rows}, lng[5] = {r, r, rows, rows, r};
+    CU_ASSERT_DOUBLE_EQUAL(kargs_flops_of(TFC_K_LAYER_NORM, 1, 3, ln), 6.0 * 60, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(kargs_flops_of(TFC_K_LAYER_NORM_GRAD, 4, 1, lng), 11.0 * 60, 1e-9);
+}
+
+/* Dropout: a Philox block per 4 elements; the rate is a key, the seed (which units, not how
+ * many) is not, so the layers of one shape share a history. */
+static void test_dropout_models(void)
+{
+    tfc_shape x = tfc_shape_of(2, (int64_t[]){6, 10}), sc = tfc_shape_of(0, NULL);
+    tfc_shape ops[4] = {x, sc, sc, x}; /* (x, step, training) -> y */
+    struct tfc_kattr at[3][TFC_K_MAX_ATTRS];
+    memset(at, 0, sizeof at);
+    for (int v = 0; v < 3; v++) {
+        at[v][DROPOUT_RATE].f = v == 2 ? 0.25 : 0.5;
+        at[v][DROPOUT_SEED].i = v == 1 ? 77 : 5;
+    }
+    for (int kind = TFC_K_DROPOUT; kind <= TFC_K_DROPOUT_GRAD; kind++) {
+        struct tfc_kargs *a[3];
+        for (int v = 0; v < 3; v++) a[v] = kargs_of(kind, 3, 1, ops, at[v]);
+        CU_ASSERT_DOUBLE_EQUAL(a[0]->flops, 22.0 * 60, 1e-9);
+        CU_ASSERT_EQUAL(a[0]->footprint, a[1]->footprint);     /* another seed */
+        CU_ASSERT_NOT_EQUAL(a[0]->footprint, a[2]->footprint); /* another rate */
+        for (int v = 0; v < 3; v++) free(a[v]);
+    }
+}
+
+/* The convolution's footprint tells the CPU kernels apart: im2col's history is not oneDNN's.
+ * auto and dnnl run the same kernels (oneDNN's in a build with it, else auto runs im2col). */
+static void test_conv_backend_footprint(void)
+{
+    tfc_conv_params base = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, 0};
+    static const char *const backends[3] = {"auto", "dnnl", "im2col"};
+    for (int which = 0; which < 3; which++) {
+        uint32_t fp[3];
+        double fl;
+        for (int b = 0; b < 3; b++) {
+            setenv("TFC_CONV_BACKEND", backends[b], 1);
+            conv_model(which, &base, &fp[b], &fl);
+        }
+        unsetenv("TFC_CONV_BACKEND");
+        uint32_t unset;
+        conv_model(which, &base, &unset, &fl);
+        CU_ASSERT_EQUAL(unset, fp[0]);
+        CU_ASSERT_EQUAL(fp[0], fp[1]);
+#ifdef TFC_HAVE_DNNL
+        CU_ASSERT_NOT_EQUAL(fp[0], fp[2]);
+#else
+        CU_ASSERT_EQUAL(fp[0], fp[2]);
+#endif
+    }
+}
+
 static void test_steps_and_modes(void)
 {
     tfc_graph *g;
@@ -243,6 +343,9 @@ int main(void)
     TEST_ADD(test_conv_models);
     TEST_ADD(test_conv_transpose_models);
     TEST_ADD(test_pool_models);
+    TEST_ADD(test_norm_models);
+    TEST_ADD(test_dropout_models);
+    TEST_ADD(test_conv_backend_footprint);
     TEST_ADD(test_steps_and_modes);
     TEST_ADD(test_many_operands_and_empty);
     return test_main();
