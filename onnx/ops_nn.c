@@ -1,0 +1,289 @@
+/* ops_nn.c: ONNX neural-network ops: MatMul and Gemm, Conv and ConvTranspose (with a bias
+ * added after), the pools, the normalizations (BatchNormalization in inference mode, before
+ * and after opset 7's is_test and opset 14's training_mode), Softmax and LogSoftmax (over
+ * the flattened trailing dims before opset 13, over one axis from 13) and Dropout at
+ * inference (the identity). */
+#include <string.h>
+#include "onnx_import.h"
+
+static tfc_tensor *scalar_like(tfc_graph *g, tfc_tensor *x, double v)
+{
+    return tfc_scalar(g, tfc_tensor_dtype(x), v);
+}
+
+ONNX_BUILDER(onnx_matmul)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *a = onnx_input(im, 0), *b = onnx_input(im, 1);
+    if (!a || !b) return tfc_graph_status(g);
+    int ra = onnx_rank(a), rb = onnx_rank(b);
+    if (ra == 1) a = tfc_unsqueeze(g, a, 0); /* NumPy: a vector is a row, then dropped */
+    if (rb == 1) b = tfc_unsqueeze(g, b, 1);
+    tfc_tensor *y = (ra <= 2 && rb <= 2) ? tfc_matmul(g, a, b, 0, 0)
+                                         : tfc_batch_matmul(g, a, b, 0, 0);
+    if (rb == 1 && y) y = tfc_squeeze(g, y, 1, (int64_t[]){-1});
+    if (ra == 1 && y) y = tfc_squeeze(g, y, 1, (int64_t[]){-2 + (rb == 1)});
+    outs[0] = y;
+    return tfc_graph_status(g);
+}
+
+ONNX_BUILDER(onnx_gemm)
+{
+    tfc_graph *g = im->g;
+    const Onnx__NodeProto *n = im->node;
+    tfc_tensor *a = onnx_input(im, 0), *b = onnx_input(im, 1);
+    if (!a || !b) return tfc_graph_status(g);
+    double alpha = onnx_attr_float(n, "alpha", 1.0), beta = onnx_attr_float(n, "beta", 1.0);
+    tfc_tensor *y = tfc_matmul(g, a, b, (int)onnx_attr_int(n, "transA", 0),
+                               (int)onnx_attr_int(n, "transB", 0));
+    if (y && alpha != 1.0) y = tfc_mul(g, y, scalar_like(g, y, alpha));
+    if (y && onnx_has_input(im, 2)) {
+        tfc_tensor *c = onnx_input(im, 2);
+        if (c && beta != 1.0) c = tfc_mul(g, c, scalar_like(g, c, beta));
+        y = tfc_add(g, y, c);
+    }
+    outs[0] = y;
+    return tfc_graph_status(g);
+}
+
+/* Spatial attribute lists: n values, missing ones `dflt`; pads split in begin and end. */
+static tfc_status spatial_attrs(struct onnx_import *im, int ns, int64_t *strides, int64_t *dil,
+                                int64_t *pb, int64_t *pe)
+{
+    int64_t v[6];
+    const Onnx__NodeProto *n = im->node;
+    for (int i = 0; i < 3; i++) strides[i] = dil[i] = 1, pb[i] = pe[i] = 0;
+    int k = onnx_attr_ints(n, "strides", v, 3);
+    if (k >= 0 && k != ns) return onnx_unsupported(im, "strides of %d values for %d spatial dims", k, ns);
+    for (int i = 0; i < k; i++) strides[i] = v[i];
+    k = onnx_attr_ints(n, "dilations", v, 3);
+    if (k >= 0 && k != ns) return onnx_unsupported(im, "dilations of %d values for %d spatial dims", k, ns);
+    for (int i = 0; i < k; i++) dil[i] = v[i];
+    k = onnx_attr_ints(n, "pads", v, 6);
+    if (k >= 0 && k != 2 * ns) return onnx_unsupported(im, "pads of %d values for %d spatial dims", k, ns);
+    for (int i = 0; i < ns && k > 0; i++) pb[i] = v[i], pe[i] = v[ns + i];
+    return TFC_OK;
+}
+
+static int auto_pad_kind(struct onnx_import *im)
+{
+    char buf[32];
+    const char *ap = onnx_attr_str(im->node, "auto_pad", "NOTSET", buf, sizeof buf);
+    if (!strcmp(ap, "SAME_UPPER")) return TFC_CONV_PAD_SAME_UPPER;
+    if (!strcmp(ap, "SAME_LOWER")) return TFC_CONV_PAD_SAME_LOWER;
+    if (!strcmp(ap, "VALID")) return TFC_CONV_PAD_VALID;
+    return strcmp(ap, "NOTSET") ? -1 : TFC_CONV_PAD_NOTSET;
+}
+
+/* [-1, 1, ...]: a per-channel [C] reshaped to broadcast over [N, C, spatial...]. */
+static tfc_shape channel_shape(int rank)
+{
+    tfc_shape s = {.rank = rank - 1};
+    s.dims[0] = -1;
+    for (int i = 1; i < s.rank; i++) s.dims[i] = 1;
+    return s;
+}
+
+/* y + bias [K] reshaped to [K, 1, ...] so that it broadcasts over the spatial dims. */
+static tfc_tensor *add_channel_bias(struct onnx_import *im, tfc_tensor *y, int input)
+{
+    if (!y || !onnx_has_input(im, input)) return y;
+    tfc_tensor *b = onnx_input(im, input);
+    if (!b) return NULL;
+    tfc_shape s = channel_shape(onnx_rank(y));
+    return tfc_add(im->g, y, tfc_reshape(im->g, b, s));
+}
+
+ONNX_BUILDER(onnx_conv)
+{
+    tfc_tensor *x = onnx_input(im, 0), *w = onnx_input(im, 1);
+    if (!x || !w) return tfc_graph_status(im->g);
+    int ns = onnx_rank(x) - 2;
+    if (ns < 1 || ns > 3) return onnx_unsupported(im, "%d spatial dims (1 to 3 are)", ns);
+    tfc_conv_params p = {0};
+    tfc_status st = spatial_attrs(im, ns, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    if (st) return st;
+    p.groups = onnx_attr_int(im->node, "group", 1);
+    p.auto_pad = auto_pad_kind(im);
+    if (p.auto_pad < 0) return onnx_unsupported(im, "this auto_pad");
+    if (p.auto_pad != TFC_CONV_PAD_NOTSET)
+        for (int i = 0; i < 3; i++) p.pads_begin[i] = p.pads_end[i] = 0;
+    outs[0] = add_channel_bias(im, tfc_conv(im->g, x, w, &p), 2);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_conv_transpose)
+{
+    tfc_tensor *x = onnx_input(im, 0), *w = onnx_input(im, 1);
+    if (!x || !w) return tfc_graph_status(im->g);
+    int ns = onnx_rank(x) - 2;
+    if (ns < 1 || ns > 3) return onnx_unsupported(im, "%d spatial dims (1 to 3 are)", ns);
+    if (onnx_attr(im->node, "output_shape")) return onnx_unsupported(im, "attribute output_shape");
+    int ap = auto_pad_kind(im);
+    if (ap != TFC_CONV_PAD_NOTSET && ap != TFC_CONV_PAD_VALID)
+        return onnx_unsupported(im, "auto_pad SAME_* (explicit pads are supported)");
+    tfc_conv_transpose_params p = {0};
+    tfc_status st = spatial_attrs(im, ns, p.strides, p.dilations, p.pads_begin, p.pads_end);
+    if (st) return st;
+    int64_t op[3];
+    int k = onnx_attr_ints(im->node, "output_padding", op, 3);
+    for (int i = 0; i < k; i++) p.output_padding[i] = op[i];
+    p.groups = onnx_attr_int(im->node, "group", 1);
+    outs[0] = add_channel_bias(im, tfc_conv_transpose(im->g, x, w, &p), 2);
+    return tfc_graph_status(im->g);
+}
+
+/* SAME_UPPER/LOWER pads of a pool from the input's static shape, as ONNX computes them. */
+static void same_pads(const tfc_shape *xs, tfc_pool_params *p, int lower)
+{
+    for (int i = 0; i < p->n_spatial; i++) {
+        int64_t in = xs->dims[2 + i], s = p->strides[i], k = p->kernel[i];
+        int64_t d = p->dilations[i] ? p->dilations[i] : 1;
+        int64_t out = (in + s - 1) / s;
+        int64_t total = (out - 1) * s + (k - 1) * d + 1 - in;
+        if (total < 0) total = 0;
+        p->pads_begin[i] = lower ? total - total / 2 : total / 2;
+        p->pads_end[i] = total - p->pads_begin[i];
+    }
+}
+
+ONNX_BUILDER(onnx_pool)
+{
+    const Onnx__NodeProto *n = im->node;
+    int is_max = !strcmp(n->op_type, "MaxPool");
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    tfc_pool_params p = {0};
+    p.n_spatial = onnx_rank(x) - 2;
+    if (p.n_spatial < 1 || p.n_spatial > 3)
+        return onnx_unsupported(im, "%d spatial dims (1 to 3 are)", p.n_spatial);
+    if (onnx_attr_ints(n, "kernel_shape", p.kernel, 3) != p.n_spatial)
+        return onnx_unsupported(im, "kernel_shape missing or not one value per spatial dim");
+    tfc_status st = spatial_attrs(im, p.n_spatial, p.strides, p.dilations, p.pads_begin,
+                                  p.pads_end);
+    if (st) return st;
+    if (onnx_attr_int(n, "storage_order", 0) != 0) return onnx_unsupported(im, "storage_order 1");
+    if (n->n_output > 1 && n->output[1][0]) return onnx_unsupported(im, "the Indices output");
+    p.ceil_mode = (int)onnx_attr_int(n, "ceil_mode", 0);
+    p.count_include_pad = (int)onnx_attr_int(n, "count_include_pad", 0);
+    int ap = auto_pad_kind(im);
+    tfc_shape xs = tfc_tensor_shape(x);
+    if (ap < 0) return onnx_unsupported(im, "this auto_pad");
+    if (ap == TFC_CONV_PAD_VALID)
+        for (int i = 0; i < 3; i++) p.pads_begin[i] = p.pads_end[i] = 0;
+    if (ap == TFC_CONV_PAD_SAME_UPPER || ap == TFC_CONV_PAD_SAME_LOWER)
+        same_pads(&xs, &p, ap == TFC_CONV_PAD_SAME_LOWER);
+    outs[0] = is_max ? tfc_max_pool(im->g, x, &p, NULL) : tfc_avg_pool(im->g, x, &p);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_global_pool)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    if (!strcmp(im->node->op_type, "GlobalAveragePool")) {
+        outs[0] = tfc_global_avg_pool(im->g, x);
+        return TFC_OK;
+    }
+    int64_t axes[TFC_MAX_RANK];
+    int k = 0;
+    for (int d = 2; d < onnx_rank(x); d++) axes[k++] = d;
+    outs[0] = tfc_reduce_max(im->g, x, k, axes, 1);
+    return TFC_OK;
+}
+
+ONNX_BUILDER(onnx_batch_norm)
+{
+    const Onnx__NodeProto *n = im->node;
+    if (im->opset < 7 && !onnx_attr_int(n, "is_test", 0))
+        return onnx_unsupported(im, "is_test=0 (training mode; import for inference)");
+    if (im->opset < 9 && !onnx_attr_int(n, "spatial", 1))
+        return onnx_unsupported(im, "spatial=0 (statistics per element)");
+    if (im->opset >= 14 && onnx_attr_int(n, "training_mode", 0))
+        return onnx_unsupported(im, "training_mode=1");
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k][0]) return onnx_unsupported(im, "output %zu (training statistics)", k);
+    tfc_tensor *in[5];
+    for (int i = 0; i < 5; i++)
+        if (!(in[i] = onnx_input(im, i))) return tfc_graph_status(im->g);
+    tfc_batch_norm_params p = {onnx_attr_float(n, "epsilon", 1e-5), 0.1};
+    tfc_tensor *inference = tfc_scalar(im->g, TFC_FLOAT32, 0);
+    outs[0] = tfc_batch_norm(im->g, in[0], in[1], in[2], in[3], in[4], inference, &p);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_instance_norm)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0), *scale = onnx_input(im, 1), *b = onnx_input(im, 2);
+    if (!x || !scale || !b) return tfc_graph_status(g);
+    int64_t axes[TFC_MAX_RANK];
+    int k = 0;
+    for (int d = 2; d < onnx_rank(x); d++) axes[k++] = d;
+    tfc_tensor *mean = tfc_reduce_mean(g, x, k, axes, 1);
+    tfc_tensor *c = tfc_sub(g, x, mean);
+    tfc_tensor *var = tfc_reduce_mean(g, tfc_square(g, c), k, axes, 1);
+    tfc_tensor *eps = scalar_like(g, x, onnx_attr_float(im->node, "epsilon", 1e-5));
+    tfc_tensor *y = tfc_mul(g, c, tfc_rsqrt(g, tfc_add(g, var, eps)));
+    tfc_shape s = channel_shape(onnx_rank(x));
+    y = tfc_mul(g, y, tfc_reshape(g, scale, s));
+    outs[0] = tfc_add(g, y, tfc_reshape(g, b, s));
+    return tfc_graph_status(g);
+}
+
+ONNX_BUILDER(onnx_layer_norm)
+{
+    const Onnx__NodeProto *n = im->node;
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k][0]) return onnx_unsupported(im, "output %zu (Mean, InvStdDev)", k);
+    tfc_tensor *x = onnx_input(im, 0), *scale = onnx_input(im, 1);
+    tfc_tensor *b = onnx_has_input(im, 2) ? onnx_input(im, 2) : NULL;
+    if (!x || !scale) return tfc_graph_status(im->g);
+    int rank = onnx_rank(x);
+    int64_t axis = onnx_attr_int(n, "axis", -1);
+    if (axis < 0) axis += rank;
+    outs[0] = tfc_layer_norm(im->g, x, scale, b, rank - (int)axis,
+                             onnx_attr_float(n, "epsilon", 1e-5));
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_softmax)
+{
+    tfc_graph *g = im->g;
+    int log = !strcmp(im->node->op_type, "LogSoftmax");
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    if (im->opset >= 13) {
+        int64_t axis = onnx_attr_int(im->node, "axis", -1);
+        outs[0] = log ? tfc_log_softmax(g, x, axis) : tfc_softmax(g, x, axis);
+        return tfc_graph_status(g);
+    }
+    /* before 13: over the dims from axis on, flattened into one */
+    int64_t axis = onnx_attr_int(im->node, "axis", 1);
+    tfc_tensor *flat = tfc_flatten(g, x, axis);
+    tfc_tensor *y = log ? tfc_log_softmax(g, flat, 1) : tfc_softmax(g, flat, 1);
+    outs[0] = tfc_reshape(g, y, tfc_tensor_shape(x));
+    return tfc_graph_status(g);
+}
+
+ONNX_BUILDER(onnx_dropout)
+{
+    tfc_graph *g = im->g;
+    const Onnx__NodeProto *n = im->node;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    if (im->opset < 7 && !onnx_attr_int(n, "is_test", 0))
+        return onnx_unsupported(im, "is_test=0 (training mode; import for inference)");
+    if (onnx_has_input(im, 2)) {
+        const tfc_value *tm = onnx_input_value(im, 2);
+        if (!tm) return onnx_unsupported(im, "a training_mode computed when the graph runs");
+        double ratio = onnx_has_input(im, 1) && onnx_input_value(im, 1)
+                           ? tfc_value_get(onnx_input_value(im, 1), 0) : 0.5;
+        if (tfc_value_get(tm, 0) != 0 && ratio != 0)
+            return onnx_unsupported(im, "training_mode=1 (random masks)");
+    }
+    outs[0] = tfc_identity(g, x);
+    if (n->n_output > 1 && n->output[1][0])
+        outs[1] = tfc_cast(g, tfc_ones_like(g, x), TFC_BOOL); /* nothing dropped */
+    return tfc_graph_status(g);
+}

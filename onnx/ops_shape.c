@@ -1,0 +1,348 @@
+/* ops_shape.c: ONNX shape and data-movement ops. Their value-dependent arguments (Reshape's
+ * shape, Squeeze/Unsqueeze axes and Split sizes from opset 13, Slice bounds from opset 10,
+ * Expand's shape, Pad's pads from 11, OneHot's depth) are read from constant inputs at import
+ * time; an input computed when the graph runs is an error that names it. */
+#include <stdlib.h>
+#include <string.h>
+#include "onnx_import.h"
+
+ONNX_BUILDER(onnx_identity)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (x) outs[0] = tfc_identity(im->g, x);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_reshape)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int64_t dims[TFC_MAX_RANK];
+    int n;
+    if (im->opset < 5) {
+        n = onnx_attr_ints(im->node, "shape", dims, TFC_MAX_RANK);
+        if (n < 0) return onnx_unsupported(im, "no shape attribute, or one of rank above %d", TFC_MAX_RANK);
+    } else {
+        tfc_status st = onnx_input_ints(im, 1, "shape", dims, TFC_MAX_RANK, &n);
+        if (st) return st;
+    }
+    tfc_shape xs = tfc_tensor_shape(x);
+    int allowzero = (int)onnx_attr_int(im->node, "allowzero", 0);
+    for (int i = 0; i < n; i++)
+        if (dims[i] == 0 && !allowzero) {
+            if (i >= xs.rank) return onnx_unsupported(im, "shape dim %d is 0 (copy) past the input's rank", i);
+            dims[i] = xs.dims[i];
+        }
+    outs[0] = tfc_reshape(im->g, x, tfc_shape_of(n, dims));
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_flatten)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (x) outs[0] = tfc_flatten(im->g, x, onnx_attr_int(im->node, "axis", 1));
+    return tfc_graph_status(im->g);
+}
+
+/* Axes of Squeeze/Unsqueeze/Reduce*: an attribute before `input_since`, an input after. */
+static tfc_status axes_arg(struct onnx_import *im, int64_t input_since, int64_t *axes, int *n)
+{
+    *n = 0;
+    if (im->opset < input_since) {
+        int k = onnx_attr_ints(im->node, "axes", axes, TFC_MAX_RANK);
+        if (k == -2) return onnx_unsupported(im, "more than %d axes", TFC_MAX_RANK);
+        *n = k < 0 ? 0 : k;
+        return TFC_OK;
+    }
+    if (!onnx_has_input(im, 1)) return TFC_OK;
+    return onnx_input_ints(im, 1, "axes", axes, TFC_MAX_RANK, n);
+}
+
+ONNX_BUILDER(onnx_squeeze)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int64_t axes[TFC_MAX_RANK];
+    int n;
+    tfc_status st = axes_arg(im, 13, axes, &n);
+    if (st) return st;
+    outs[0] = tfc_squeeze(im->g, x, n, axes);
+    return tfc_graph_status(im->g);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+tfc_tensor *onnx_unsqueeze_axes(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes)
+{
+    int out_rank = onnx_rank(x) + n;
+    int64_t a[TFC_MAX_RANK];
+    for (int i = 0; i < n && i < TFC_MAX_RANK; i++) a[i] = axes[i] < 0 ? axes[i] + out_rank : axes[i];
+    qsort(a, (size_t)n, sizeof a[0], cmp_i64);
+    for (int i = 0; x && i < n; i++) x = tfc_unsqueeze(g, x, a[i]); /* ascending: final positions */
+    return x;
+}
+
+ONNX_BUILDER(onnx_unsqueeze)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int64_t axes[TFC_MAX_RANK];
+    int n;
+    tfc_status st = axes_arg(im, 13, axes, &n);
+    if (st) return st;
+    if (n == 0) return onnx_unsupported(im, "no axes");
+    if (onnx_rank(x) + n > TFC_MAX_RANK) return onnx_unsupported(im, "a result above rank %d", TFC_MAX_RANK);
+    outs[0] = onnx_unsqueeze_axes(im->g, x, n, axes);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_transpose)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int64_t perm[TFC_MAX_RANK];
+    int n = onnx_attr_ints(im->node, "perm", perm, TFC_MAX_RANK);
+    if (n >= 0 && n != onnx_rank(x))
+        return onnx_unsupported(im, "perm of %d values for rank %d", n, onnx_rank(x));
+    outs[0] = tfc_transpose(im->g, x, n < 0 ? NULL : perm);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_concat)
+{
+    int n = (int)im->node->n_input;
+    tfc_tensor **xs = calloc((size_t)n + 1, sizeof *xs);
+    if (!xs) return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) ok = (xs[i] = onnx_input(im, i)) != NULL;
+    if (ok) outs[0] = tfc_concat(im->g, n, xs, onnx_attr_int(im->node, "axis", 0));
+    free(xs);
+    return tfc_graph_status(im->g);
+}
+
+/* x[begin:begin+size] along one axis. */
+static tfc_tensor *slice_axis(tfc_graph *g, tfc_tensor *x, int axis, int64_t begin, int64_t size)
+{
+    int64_t b[TFC_MAX_RANK] = {0}, s[TFC_MAX_RANK];
+    for (int i = 0; i < TFC_MAX_RANK; i++) s[i] = -1;
+    b[axis] = begin;
+    s[axis] = size;
+    return tfc_slice(g, x, b, s);
+}
+
+ONNX_BUILDER(onnx_split)
+{
+    const Onnx__NodeProto *n = im->node;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int rank = onnx_rank(x), k = (int)n->n_output;
+    int64_t axis = onnx_attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return onnx_unsupported(im, "axis outside the rank %d", rank);
+    int64_t sizes[64];
+    int ns = -1;
+    if (im->opset < 13) ns = onnx_attr_ints(n, "split", sizes, 64);
+    else if (onnx_has_input(im, 1)) {
+        tfc_status st = onnx_input_ints(im, 1, "split", sizes, 64, &ns);
+        if (st) return st;
+    }
+    if (ns < 0) { /* equal parts */
+        if (k > 64) return onnx_unsupported(im, "more than 64 outputs");
+        if (tfc_split(im->g, x, k, axis, outs)) return tfc_graph_status(im->g);
+        return TFC_OK;
+    }
+    if (ns != k) return onnx_unsupported(im, "%d split sizes for %d outputs", ns, k);
+    int64_t at = 0;
+    for (int i = 0; i < k; i++) {
+        outs[i] = slice_axis(im->g, x, (int)axis, at, sizes[i]);
+        at += sizes[i];
+    }
+    return tfc_graph_status(im->g);
+}
+
+/* ONNX slice bounds: negative from the end, clamped to [0, dim]. */
+static int64_t clamp_bound(int64_t v, int64_t dim)
+{
+    if (v < 0) v += dim;
+    return v < 0 ? 0 : v > dim ? dim : v;
+}
+
+ONNX_BUILDER(onnx_slice)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    tfc_shape xs = tfc_tensor_shape(x);
+    int64_t starts[TFC_MAX_RANK], ends[TFC_MAX_RANK], axes[TFC_MAX_RANK], steps[TFC_MAX_RANK];
+    int ns, ne, na = -1, nst = -1;
+    tfc_status st = TFC_OK;
+    if (im->opset < 10) {
+        ns = onnx_attr_ints(im->node, "starts", starts, TFC_MAX_RANK);
+        ne = onnx_attr_ints(im->node, "ends", ends, TFC_MAX_RANK);
+        na = onnx_attr_ints(im->node, "axes", axes, TFC_MAX_RANK);
+    } else {
+        st = onnx_input_ints(im, 1, "starts", starts, TFC_MAX_RANK, &ns);
+        if (!st) st = onnx_input_ints(im, 2, "ends", ends, TFC_MAX_RANK, &ne);
+        if (!st && onnx_has_input(im, 3)) st = onnx_input_ints(im, 3, "axes", axes, TFC_MAX_RANK, &na);
+        if (!st && onnx_has_input(im, 4)) st = onnx_input_ints(im, 4, "steps", steps, TFC_MAX_RANK, &nst);
+    }
+    if (st) return st;
+    if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return onnx_unsupported(im, "starts, ends, axes and steps of different lengths");
+    int64_t begin[TFC_MAX_RANK] = {0}, size[TFC_MAX_RANK];
+    for (int d = 0; d < TFC_MAX_RANK; d++) size[d] = -1;
+    for (int i = 0; i < ns; i++) {
+        int64_t a = na >= 0 ? axes[i] : i;
+        if (a < 0) a += xs.rank;
+        if (a < 0 || a >= xs.rank) return onnx_unsupported(im, "axis %lld outside rank %d", (long long)axes[i], xs.rank);
+        if (nst >= 0 && steps[i] != 1) return onnx_unsupported(im, "step %lld (only 1 is)", (long long)steps[i]);
+        int64_t dim = xs.dims[a];
+        if (dim < 0) return onnx_unsupported(im, "slicing the unknown batch dimension");
+        int64_t b = clamp_bound(starts[i], dim), e = clamp_bound(ends[i], dim);
+        begin[a] = b;
+        size[a] = e > b ? e - b : 0;
+    }
+    outs[0] = tfc_slice(im->g, x, begin, size);
+    return tfc_graph_status(im->g);
+}
+
+/* Negative constant indices count from the end of the gathered dim, as ONNX says. */
+static tfc_tensor *gather_indices(struct onnx_import *im, int64_t dim)
+{
+    const tfc_value *v = onnx_input_value(im, 1);
+    if (!v || dim < 0) return onnx_input(im, 1);
+    int64_t n = tfc_value_numel(v);
+    int negative = 0;
+    for (int64_t i = 0; i < n; i++) negative |= tfc_value_get(v, i) < 0;
+    if (!negative) return onnx_input(im, 1);
+    tfc_value *w;
+    if (tfc_value_create(TFC_INT64, tfc_value_shape(v), &w))
+        return tfc_graph_fail(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    int64_t *p = tfc_value_data(w);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (int64_t)tfc_value_get(v, i);
+        if (p[i] < 0) p[i] += dim;
+    }
+    tfc_tensor *t = tfc_constant(im->g, NULL, w);
+    tfc_value_destroy(w);
+    return t;
+}
+
+ONNX_BUILDER(onnx_gather)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    int r = onnx_rank(x);
+    int64_t axis = onnx_attr_int(im->node, "axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return onnx_unsupported(im, "axis outside the rank %d", r);
+    tfc_tensor *idx = gather_indices(im, tfc_tensor_shape(x).dims[axis]);
+    if (!idx) return tfc_graph_status(g);
+    if (axis == 0) {
+        outs[0] = tfc_gather(g, x, idx);
+        return tfc_graph_status(g);
+    }
+    /* bring the axis first, gather rows, then move the index dims back to where it was */
+    int q = onnx_rank(idx), k = (int)axis;
+    if (q + r - 1 > TFC_MAX_RANK) return onnx_unsupported(im, "a result above rank %d", TFC_MAX_RANK);
+    int64_t p1[TFC_MAX_RANK], p2[TFC_MAX_RANK];
+    p1[0] = k;
+    for (int i = 0, j = 1; i < r; i++)
+        if (i != k) p1[j++] = i;
+    int j = 0;
+    for (int i = 0; i < k; i++) p2[j++] = q + i;
+    for (int i = 0; i < q; i++) p2[j++] = i;
+    for (int i = q + k; i < q + r - 1; i++) p2[j++] = i;
+    tfc_tensor *y = tfc_gather(g, tfc_transpose(g, x, p1), idx);
+    outs[0] = y ? tfc_transpose(g, y, p2) : NULL;
+    return tfc_graph_status(g);
+}
+
+ONNX_BUILDER(onnx_expand)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    int64_t dims[TFC_MAX_RANK];
+    int n;
+    tfc_status st = onnx_input_ints(im, 1, "shape", dims, TFC_MAX_RANK, &n);
+    if (st) return st;
+    tfc_shape xs = tfc_tensor_shape(x), ts = tfc_shape_of(n, dims), out;
+    const tfc_shape *both[2] = {&xs, &ts};
+    char msg[TFC_MSG_LEN];
+    if (tfc_broadcast_shapes(2, both, &out, msg))
+        return tfc_graph_error(g, TFC_ERR_SHAPE, "ONNX node '%s' (Expand): %s", im->node->name, msg);
+    tfc_tensor *like = tfc_fill(g, out, tfc_tensor_dtype(x), 0);
+    outs[0] = tfc_op(g, "broadcast_like", 2, (tfc_tensor *[]){x, like}, NULL, NULL, 0);
+    return tfc_graph_status(g);
+}
+
+ONNX_BUILDER(onnx_pad)
+{
+    const Onnx__NodeProto *n = im->node;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int r = onnx_rank(x), np;
+    int64_t pads[2 * TFC_MAX_RANK];
+    double value = 0;
+    if (im->opset < 11) {
+        np = onnx_attr_ints(n, im->opset < 2 ? "paddings" : "pads", pads, 2 * TFC_MAX_RANK);
+        value = onnx_attr_float(n, "value", 0);
+    } else {
+        tfc_status st = onnx_input_ints(im, 1, "pads", pads, 2 * TFC_MAX_RANK, &np);
+        if (st) return st;
+        if (onnx_has_input(im, 3)) return onnx_unsupported(im, "the axes input");
+        if (onnx_has_input(im, 2)) {
+            const tfc_value *cv = onnx_input_value(im, 2);
+            if (!cv) return onnx_unsupported(im, "a constant_value computed when the graph runs");
+            if (tfc_value_numel(cv) > 0) value = tfc_value_get(cv, 0);
+        }
+    }
+    if (np != 2 * r) return onnx_unsupported(im, "%d pads for rank %d (2 per dim are needed)", np, r);
+    for (int i = 0; i < np; i++)
+        if (pads[i] < 0) return onnx_unsupported(im, "negative pads (cropping)");
+    char buf[32];
+    const char *mode = onnx_attr_str(n, "mode", "constant", buf, sizeof buf);
+    enum tfc_pad_mode m = !strcmp(mode, "reflect") ? TFC_PAD_REFLECT
+                          : !strcmp(mode, "edge") ? TFC_PAD_EDGE : TFC_PAD_CONSTANT;
+    if (m == TFC_PAD_CONSTANT && strcmp(mode, "constant"))
+        return onnx_unsupported(im, "mode '%s' (constant, reflect, edge are)", mode);
+    outs[0] = tfc_pad(im->g, x, pads, pads + r, m, value);
+    return tfc_graph_status(im->g);
+}
+
+ONNX_BUILDER(onnx_one_hot)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *idx = onnx_input(im, 0);
+    if (!idx) return tfc_graph_status(g);
+    int64_t depth;
+    const tfc_value *dv = onnx_input_value(im, 1), *vals = onnx_input_value(im, 2);
+    if (!dv || tfc_value_numel(dv) != 1)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "ONNX node '%s' (OneHot): input 1 "
+                               "(depth) must be one value known at import time", im->node->name);
+    if (!vals || tfc_value_numel(vals) != 2)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "ONNX node '%s' (OneHot): input 2 "
+                               "(values: off, on) must be two values known at import time",
+                               im->node->name);
+    depth = (int64_t)tfc_value_get(dv, 0);
+    if (tfc_tensor_dtype(idx) != TFC_INT32 && tfc_tensor_dtype(idx) != TFC_INT64)
+        idx = tfc_cast(g, idx, TFC_INT64);
+    int r = onnx_rank(idx);
+    int64_t axis = onnx_attr_int(im->node, "axis", -1);
+    if (axis < 0) axis += r + 1;
+    if (axis < 0 || axis > r) return onnx_unsupported(im, "axis outside [%d, %d]", -r - 1, r);
+    tfc_tensor *y = tfc_one_hot(g, idx, depth, tfc_value_dtype(vals), tfc_value_get(vals, 1),
+                                tfc_value_get(vals, 0));
+    if (y && axis != r) { /* move the new last dim to axis */
+        int64_t perm[TFC_MAX_RANK];
+        for (int i = 0, j = 0; i <= r; i++) perm[i] = i == axis ? r : j++;
+        y = tfc_transpose(g, y, perm);
+    }
+    outs[0] = y;
+    return tfc_graph_status(g);
+}
