@@ -148,3 +148,48 @@ ONNX_BUILDER(onnx_range)
     }
     return TFC_OK;
 }
+
+int onnx_inputs_known(struct onnx_import *im)
+{
+    const Onnx__NodeProto *n = im->node;
+    int any = 0;
+    for (size_t i = 0; i < n->n_input; i++) {
+        if (!onnx_has_input(im, (int)i)) continue;
+        struct onnx_sym *s = onnx_sym_find(im, n->input[i]);
+        if (!s || !s->value) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* A node whose inputs are all known computes now, in a session of its own (shape arithmetic
+ * in exported models: Shape -> Gather -> Concat -> Reshape), so that what depends on its
+ * values can be read at import time. The context is made on first need (it joins a StarPU the
+ * application already runs). */
+tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_value **vals)
+{
+    tfc_tensor *fetch[64];
+    int idx[64], n = 0;
+    for (size_t k = 0; k < im->node->n_output && k < 64; k++)
+        if (outs[k] && !vals[k]) {
+            idx[n] = (int)k;
+            fetch[n++] = outs[k];
+        }
+    if (n == 0) return TFC_OK;
+    if (!im->ctx && tfc_ctx_create(&im->ctx))
+        return tfc_graph_error(im->g, TFC_ERR_RUNTIME, "ONNX node '%s' (%s): folding its constant "
+                               "inputs needs a runtime: %s", im->node->name, im->node->op_type,
+                               tfc_errmsg());
+    tfc_session *s;
+    if (tfc_session_create(im->ctx, im->g, &s))
+        return tfc_graph_error(im->g, TFC_ERR_RUNTIME, "ONNX node '%s' (%s): folding: %s",
+                               im->node->name, im->node->op_type, tfc_errmsg());
+    tfc_value *got[64] = {0};
+    tfc_status st = tfc_session_run(s, 0, NULL, NULL, n, fetch, got, 0, NULL);
+    if (st)
+        tfc_graph_error(im->g, st, "ONNX node '%s' (%s): folding its constant inputs: %s",
+                        im->node->name, im->node->op_type, tfc_session_errmsg(s));
+    tfc_session_destroy(s);
+    for (int i = 0; !st && i < n; i++) vals[idx[i]] = got[i];
+    return st;
+}

@@ -166,7 +166,7 @@ static tfc_status bind_outputs(struct onnx_import *im, int first_new, tfc_tensor
             if (!tfc_graph_find(im->g, name) && tfc_tensor_set_name(outs[k], name))
                 return tfc_graph_status(im->g);
         }
-        tfc_status st = onnx_sym_add(im, oname, vals[k] ? NULL : outs[k], vals[k]);
+        tfc_status st = onnx_sym_add(im, oname, outs[k], vals[k]);
         if (st) return st;
     }
     return TFC_OK;
@@ -192,8 +192,10 @@ static tfc_status map_node(struct onnx_import *im, const Onnx__NodeProto *n)
     tfc_tensor *outs[ONNX_MAX_OUTPUTS] = {0};
     tfc_value *vals[ONNX_MAX_OUTPUTS] = {0};
     int first_new = tfc_graph_num_nodes(im->g);
+    int known = onnx_inputs_known(im);
     tfc_status st = e->build(im, outs, vals);
     if (!st) st = tfc_graph_status(im->g);
+    if (!st && known) st = onnx_fold_outputs(im, outs, vals);
     if (!st) return bind_outputs(im, first_new, outs, vals);
     for (size_t k = 0; k < n->n_output; k++) tfc_value_destroy(vals[k]);
     name_node_in_error(im->g, n);
@@ -274,6 +276,7 @@ tfc_status tfc_onnx_import(tfc_graph *g, const char *path, const tfc_onnx_option
         if (!st) st = import_graph(&im, mp->graph, options, m);
     }
     onnx_syms_free(&im);
+    tfc_ctx_destroy(im.ctx);
     free(dir_copy);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (st || !out) {

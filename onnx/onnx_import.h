@@ -24,6 +24,7 @@ struct onnx_import {
     int n_syms, cap_syms;
     struct onnx_sym *syms;
     const Onnx__NodeProto *node; /* the node being mapped (for messages) */
+    tfc_ctx *ctx;             /* made on first need, to fold nodes of known inputs */
 };
 
 /* ---- model and tensors (model_read.c, tensor_read.c) ---------------------------------- */
@@ -111,6 +112,10 @@ ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax);
 /* fold.c: ops computed at import time from static shapes or constant inputs */
 ONNX_BUILDER(onnx_constant); ONNX_BUILDER(onnx_shape); ONNX_BUILDER(onnx_size);
 ONNX_BUILDER(onnx_constant_of_shape); ONNX_BUILDER(onnx_range);
+/* Every present input of the node being mapped is known (and there is one at least). */
+int onnx_inputs_known(struct onnx_import *im);
+/* Computes the node's built outputs (outs[k] without vals[k]) into vals now. */
+tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_value **vals);
 
 /* Shared helpers (ops_shape.c): x reshaped to shape; unsqueeze of several axes (sorted). */
 tfc_tensor *onnx_unsqueeze_axes(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes);
