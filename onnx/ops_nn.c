@@ -3,6 +3,7 @@
  * and after opset 7's is_test and opset 14's training_mode), Softmax and LogSoftmax (over
  * the flattened trailing dims before opset 13, over one axis from 13) and Dropout at
  * inference (the identity). */
+#include <math.h>
 #include <string.h>
 #include "onnx_import.h"
 
@@ -147,6 +148,35 @@ static void same_pads(const tfc_shape *xs, tfc_pool_params *p, int lower)
     }
 }
 
+/* Our pools take pads of at most half the dilated kernel (PyTorch's rule); ONNX allows more. */
+static int pads_too_large(const tfc_pool_params *p)
+{
+    for (int i = 0; i < p->n_spatial; i++) {
+        int64_t d = p->dilations[i] ? p->dilations[i] : 1, eff = d * (p->kernel[i] - 1) + 1;
+        if (2 * p->pads_begin[i] > eff || 2 * p->pads_end[i] > eff) return 1;
+    }
+    return 0;
+}
+
+/* Such pools pad explicitly first: max with -inf (padding never wins); average as the mean
+ * of the padded input over the mean of padded ones, so the divisor counts only real elements
+ * unless count_include_pad. */
+static tfc_tensor *pool_padded(tfc_graph *g, tfc_tensor *x, tfc_pool_params *p, int is_max)
+{
+    int r = onnx_rank(x), ns = p->n_spatial;
+    int64_t pb[TFC_MAX_RANK] = {0}, pe[TFC_MAX_RANK] = {0};
+    for (int i = 0; i < ns; i++) {
+        pb[r - ns + i] = p->pads_begin[i];
+        pe[r - ns + i] = p->pads_end[i];
+        p->pads_begin[i] = p->pads_end[i] = 0;
+    }
+    if (is_max) return tfc_max_pool(g, tfc_pad(g, x, pb, pe, TFC_PAD_CONSTANT, -INFINITY), p, NULL);
+    tfc_tensor *sum = tfc_avg_pool(g, tfc_pad(g, x, pb, pe, TFC_PAD_CONSTANT, 0), p);
+    if (p->count_include_pad) return sum;
+    tfc_tensor *ones = tfc_pad(g, tfc_ones_like(g, x), pb, pe, TFC_PAD_CONSTANT, 0);
+    return tfc_div(g, sum, tfc_avg_pool(g, ones, p));
+}
+
 ONNX_BUILDER(onnx_pool)
 {
     const Onnx__NodeProto *n = im->node;
@@ -173,6 +203,10 @@ ONNX_BUILDER(onnx_pool)
         for (int i = 0; i < 3; i++) p.pads_begin[i] = p.pads_end[i] = 0;
     if (ap == TFC_CONV_PAD_SAME_UPPER || ap == TFC_CONV_PAD_SAME_LOWER)
         same_pads(&xs, &p, ap == TFC_CONV_PAD_SAME_LOWER);
+    if (!p.ceil_mode && pads_too_large(&p)) {
+        outs[0] = pool_padded(im->g, x, &p, is_max);
+        return tfc_graph_status(im->g);
+    }
     outs[0] = is_max ? tfc_max_pool(im->g, x, &p, NULL) : tfc_avg_pool(im->g, x, &p);
     return tfc_graph_status(im->g);
 }

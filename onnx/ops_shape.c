@@ -209,26 +209,14 @@ ONNX_BUILDER(onnx_slice)
     return tfc_graph_status(im->g);
 }
 
-/* Negative constant indices count from the end of the gathered dim, as ONNX says. */
-static tfc_tensor *gather_indices(struct onnx_import *im, int64_t dim)
+/* Negative indices count from the end of a dim of size `dim`, as ONNX says: idx + dim where
+ * idx < 0, computed when the graph runs (folded when idx is known). */
+static tfc_tensor *wrap_negative(tfc_graph *g, tfc_tensor *idx, int64_t dim)
 {
-    const tfc_value *v = onnx_input_value(im, 1);
-    if (!v || dim < 0) return onnx_input(im, 1);
-    int64_t n = tfc_value_numel(v);
-    int negative = 0;
-    for (int64_t i = 0; i < n; i++) negative |= tfc_value_get(v, i) < 0;
-    if (!negative) return onnx_input(im, 1);
-    tfc_value *w;
-    if (tfc_value_create(TFC_INT64, tfc_value_shape(v), &w))
-        return tfc_graph_fail(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
-    int64_t *p = tfc_value_data(w);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] = (int64_t)tfc_value_get(v, i);
-        if (p[i] < 0) p[i] += dim;
-    }
-    tfc_tensor *t = tfc_constant(im->g, NULL, w);
-    tfc_value_destroy(w);
-    return t;
+    if (!idx || dim < 0) return idx;
+    enum tfc_dtype dt = tfc_tensor_dtype(idx);
+    tfc_tensor *neg = tfc_less(g, idx, tfc_scalar(g, dt, 0));
+    return tfc_select(g, neg, tfc_add(g, idx, tfc_scalar(g, dt, (double)dim)), idx);
 }
 
 ONNX_BUILDER(onnx_gather)
@@ -240,7 +228,7 @@ ONNX_BUILDER(onnx_gather)
     int64_t axis = onnx_attr_int(im->node, "axis", 0);
     if (axis < 0) axis += r;
     if (axis < 0 || axis >= r) return onnx_unsupported(im, "axis outside the rank %d", r);
-    tfc_tensor *idx = gather_indices(im, tfc_tensor_shape(x).dims[axis]);
+    tfc_tensor *idx = wrap_negative(g, onnx_input(im, 1), tfc_tensor_shape(x).dims[axis]);
     if (!idx) return tfc_graph_status(g);
     if (axis == 0) {
         outs[0] = tfc_gather(g, x, idx);
@@ -332,6 +320,7 @@ ONNX_BUILDER(onnx_one_hot)
     depth = (int64_t)tfc_value_get(dv, 0);
     if (tfc_tensor_dtype(idx) != TFC_INT32 && tfc_tensor_dtype(idx) != TFC_INT64)
         idx = tfc_cast(g, idx, TFC_INT64);
+    idx = wrap_negative(g, idx, depth);
     int r = onnx_rank(idx);
     int64_t axis = onnx_attr_int(im->node, "axis", -1);
     if (axis < 0) axis += r + 1;
