@@ -143,8 +143,10 @@ static void name_node_in_error(tfc_graph *g, const Onnx__NodeProto *n)
 {
     if (!strncmp(g->msg, "ONNX", 4)) return;
     char msg[2 * TFC_MSG_LEN];
-    snprintf(msg, sizeof msg, "ONNX node '%s' (%s): %s", n->name, n->op_type, g->msg);
-    snprintf(g->msg, sizeof g->msg, "%s", msg);
+    snprintf(msg, sizeof msg, "ONNX node '%.100s' (%.60s): %.300s", n->name, n->op_type, g->msg);
+    size_t k = strlen(msg) < sizeof g->msg ? strlen(msg) : sizeof g->msg - 1;
+    memcpy(g->msg, msg, k);
+    g->msg[k] = 0;
 }
 
 /* Records the outputs of one mapped node; a fresh node takes its ONNX output's name. */

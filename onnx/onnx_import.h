@@ -96,6 +96,7 @@ const char *tfc_onnx_op_type(int i);
 ONNX_BUILDER(onnx_unary); ONNX_BUILDER(onnx_binary); ONNX_BUILDER(onnx_variadic);
 ONNX_BUILDER(onnx_cast); ONNX_BUILDER(onnx_clip); ONNX_BUILDER(onnx_where);
 ONNX_BUILDER(onnx_activation); ONNX_BUILDER(onnx_prelu);
+ONNX_BUILDER(onnx_cast_like); ONNX_BUILDER(onnx_composite);
 /* ops_nn.c */
 ONNX_BUILDER(onnx_conv); ONNX_BUILDER(onnx_conv_transpose); ONNX_BUILDER(onnx_pool);
 ONNX_BUILDER(onnx_global_pool); ONNX_BUILDER(onnx_batch_norm); ONNX_BUILDER(onnx_softmax);
@@ -106,7 +107,7 @@ ONNX_BUILDER(onnx_reshape); ONNX_BUILDER(onnx_flatten); ONNX_BUILDER(onnx_squeez
 ONNX_BUILDER(onnx_unsqueeze); ONNX_BUILDER(onnx_transpose); ONNX_BUILDER(onnx_concat);
 ONNX_BUILDER(onnx_split); ONNX_BUILDER(onnx_slice); ONNX_BUILDER(onnx_gather);
 ONNX_BUILDER(onnx_expand); ONNX_BUILDER(onnx_pad); ONNX_BUILDER(onnx_one_hot);
-ONNX_BUILDER(onnx_identity);
+ONNX_BUILDER(onnx_identity); ONNX_BUILDER(onnx_tile); ONNX_BUILDER(onnx_hardmax);
 /* ops_reduce.c */
 ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax);
 /* fold.c: ops computed at import time from static shapes or constant inputs */

@@ -21,7 +21,10 @@ static const struct onnx_op_map table[] = {
     {"LeakyRelu", 1, onnx_activation}, {"HardSigmoid", 1, onnx_activation},
     {"HardSwish", 14, onnx_activation}, {"ThresholdedRelu", 10, onnx_activation},
     {"Celu", 12, onnx_activation},
-    {"PRelu", 1, onnx_prelu},
+    {"PRelu", 1, onnx_prelu}, {"Shrink", 9, onnx_composite},
+    {"Tan", 7, onnx_composite}, {"Sinh", 9, onnx_composite}, {"Cosh", 9, onnx_composite},
+    {"Asinh", 9, onnx_composite}, {"Acosh", 9, onnx_composite}, {"Atanh", 9, onnx_composite},
+    {"CastLike", 15, onnx_cast_like},
     {"Cast", 1, onnx_cast}, {"Clip", 1, onnx_clip}, {"Where", 9, onnx_where},
     /* element-wise, two inputs (the opset 1-6 broadcast attributes: onnx_binary) */
     {"Add", 1, onnx_binary}, {"Sub", 1, onnx_binary}, {"Mul", 1, onnx_binary},
@@ -52,7 +55,7 @@ static const struct onnx_op_map table[] = {
     {"Unsqueeze", 1, onnx_unsqueeze}, {"Transpose", 1, onnx_transpose},
     {"Concat", 1, onnx_concat}, {"Split", 1, onnx_split}, {"Slice", 1, onnx_slice},
     {"Gather", 1, onnx_gather}, {"Expand", 8, onnx_expand}, {"Pad", 1, onnx_pad},
-    {"OneHot", 9, onnx_one_hot},
+    {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile}, {"Hardmax", 1, onnx_hardmax},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},
     {"ConstantOfShape", 9, onnx_constant_of_shape}, {"Range", 11, onnx_range},

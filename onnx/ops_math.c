@@ -141,6 +141,42 @@ ONNX_BUILDER(onnx_variadic)
     return tfc_graph_status(im->g);
 }
 
+ONNX_BUILDER(onnx_cast_like)
+{
+    tfc_tensor *x = onnx_input(im, 0), *like = onnx_input(im, 1);
+    if (x && like) outs[0] = tfc_cast(im->g, x, tfc_tensor_dtype(like));
+    return tfc_graph_status(im->g);
+}
+
+/* Functions we write with our ops: tan, the hyperbolic ones and their inverses. */
+ONNX_BUILDER(onnx_composite)
+{
+    tfc_graph *g = im->g;
+    const char *op = im->node->op_type;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    tfc_tensor *half = scalar_like(g, x, 0.5), *one = scalar_like(g, x, 1);
+    if (!strcmp(op, "Tan")) outs[0] = tfc_div(g, tfc_sin(g, x), tfc_cos(g, x));
+    else if (!strcmp(op, "Sinh")) outs[0] = tfc_mul(g, tfc_sub(g, tfc_exp(g, x), tfc_exp(g, tfc_neg(g, x))), half);
+    else if (!strcmp(op, "Cosh")) outs[0] = tfc_mul(g, tfc_add(g, tfc_exp(g, x), tfc_exp(g, tfc_neg(g, x))), half);
+    else if (!strcmp(op, "Asinh"))
+        outs[0] = tfc_log(g, tfc_add(g, x, tfc_sqrt(g, tfc_add(g, tfc_square(g, x), one))));
+    else if (!strcmp(op, "Acosh"))
+        outs[0] = tfc_log(g, tfc_add(g, x, tfc_sqrt(g, tfc_sub(g, tfc_square(g, x), one))));
+    else if (!strcmp(op, "Atanh"))
+        outs[0] = tfc_mul(g, tfc_log(g, tfc_div(g, tfc_add(g, one, x), tfc_sub(g, one, x))), half);
+    else if (!strcmp(op, "Shrink")) {
+        double lambd = onnx_attr_float(im->node, "lambd", 0.5), bias = onnx_attr_float(im->node, "bias", 0);
+        tfc_tensor *lo = tfc_less(g, x, scalar_like(g, x, -lambd));
+        tfc_tensor *hi = tfc_greater(g, x, scalar_like(g, x, lambd));
+        tfc_tensor *zero = tfc_zeros_like(g, x);
+        outs[0] = tfc_select(g, lo, tfc_add(g, x, scalar_like(g, x, bias)),
+                             tfc_select(g, hi, tfc_sub(g, x, scalar_like(g, x, bias)), zero));
+    } else
+        return onnx_unsupported(im, "no composite mapping");
+    return tfc_graph_status(g);
+}
+
 ONNX_BUILDER(onnx_cast)
 {
     tfc_tensor *x = onnx_input(im, 0);

@@ -267,18 +267,26 @@ ONNX_BUILDER(onnx_instance_norm)
 
 ONNX_BUILDER(onnx_layer_norm)
 {
+    tfc_graph *g = im->g;
     const Onnx__NodeProto *n = im->node;
-    for (size_t k = 1; k < n->n_output; k++)
-        if (n->output[k][0]) return onnx_unsupported(im, "output %zu (Mean, InvStdDev)", k);
     tfc_tensor *x = onnx_input(im, 0), *scale = onnx_input(im, 1);
     tfc_tensor *b = onnx_has_input(im, 2) ? onnx_input(im, 2) : NULL;
-    if (!x || !scale) return tfc_graph_status(im->g);
+    if (!x || !scale) return tfc_graph_status(g);
     int rank = onnx_rank(x);
     int64_t axis = onnx_attr_int(n, "axis", -1);
     if (axis < 0) axis += rank;
-    outs[0] = tfc_layer_norm(im->g, x, scale, b, rank - (int)axis,
-                             onnx_attr_float(n, "epsilon", 1e-5));
-    return tfc_graph_status(im->g);
+    double eps = onnx_attr_float(n, "epsilon", 1e-5);
+    outs[0] = tfc_layer_norm(g, x, scale, b, rank - (int)axis, eps);
+    if (n->n_output > 1) { /* the statistics, kept as size-1 dims: Mean and InvStdDev */
+        int64_t axes[TFC_MAX_RANK];
+        int k = 0;
+        for (int d = (int)axis; d < rank; d++) axes[k++] = d;
+        tfc_tensor *mean = tfc_reduce_mean(g, x, k, axes, 1);
+        tfc_tensor *var = tfc_reduce_mean(g, tfc_square(g, tfc_sub(g, x, mean)), k, axes, 1);
+        outs[1] = mean;
+        if (n->n_output > 2) outs[2] = tfc_rsqrt(g, tfc_add(g, var, scalar_like(g, x, eps)));
+    }
+    return tfc_graph_status(g);
 }
 
 ONNX_BUILDER(onnx_softmax)
@@ -310,7 +318,7 @@ ONNX_BUILDER(onnx_dropout)
         return onnx_unsupported(im, "is_test=0 (training mode; import for inference)");
     if (onnx_has_input(im, 2)) {
         const tfc_value *tm = onnx_input_value(im, 2);
-        if (!tm) return onnx_unsupported(im, "a training_mode computed when the graph runs");
+        if (!tm) return onnx_unsupported(im, "a training_mode computed when the graph runs (it must be known at import time)");
         double ratio = onnx_has_input(im, 1) && onnx_input_value(im, 1)
                            ? tfc_value_get(onnx_input_value(im, 1), 0) : 0.5;
         if (tfc_value_get(tm, 0) != 0 && ratio != 0)

@@ -286,7 +286,7 @@ ONNX_BUILDER(onnx_pad)
         if (onnx_has_input(im, 3)) return onnx_unsupported(im, "the axes input");
         if (onnx_has_input(im, 2)) {
             const tfc_value *cv = onnx_input_value(im, 2);
-            if (!cv) return onnx_unsupported(im, "a constant_value computed when the graph runs");
+            if (!cv) return onnx_unsupported(im, "a constant_value computed when the graph runs (it must be known at import time)");
             if (tfc_value_numel(cv) > 0) value = tfc_value_get(cv, 0);
         }
     }
@@ -333,5 +333,47 @@ ONNX_BUILDER(onnx_one_hot)
         y = tfc_transpose(g, y, perm);
     }
     outs[0] = y;
+    return tfc_graph_status(g);
+}
+
+/* Tile with constant repeats: each dim's copies concatenated. */
+ONNX_BUILDER(onnx_tile)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    int64_t rep[TFC_MAX_RANK];
+    int n;
+    tfc_status st = onnx_input_ints(im, 1, "repeats", rep, TFC_MAX_RANK, &n);
+    if (st) return st;
+    if (n != onnx_rank(x)) return onnx_unsupported(im, "%d repeats for rank %d", n, onnx_rank(x));
+    for (int d = 0; d < n && x; d++) {
+        if (rep[d] < 0 || rep[d] > 4096) return onnx_unsupported(im, "repeats %lld", (long long)rep[d]);
+        if (rep[d] == 1) continue;
+        tfc_tensor *copies[4096];
+        for (int64_t k = 0; k < rep[d]; k++) copies[k] = x;
+        x = rep[d] ? tfc_concat(im->g, (int)rep[d], copies, d) : slice_axis(im->g, x, d, 0, 0);
+    }
+    outs[0] = x == onnx_input(im, 0) ? tfc_identity(im->g, x) : x;
+    return tfc_graph_status(im->g);
+}
+
+/* Hardmax: one-hot of the argmax along axis (over the flattened dims from axis before 13). */
+ONNX_BUILDER(onnx_hardmax)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    tfc_shape xs = tfc_tensor_shape(x);
+    int64_t axis = onnx_attr_int(im->node, "axis", im->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += xs.rank;
+    tfc_tensor *t = im->opset >= 13 ? x : tfc_flatten(g, x, axis);
+    int r = onnx_rank(t);
+    int64_t a = im->opset >= 13 ? axis : 1;
+    int64_t perm[TFC_MAX_RANK];
+    for (int i = 0, j = 0; i < r; i++) perm[i] = i == a ? r - 1 : j++;
+    int64_t depth = tfc_tensor_shape(t).dims[a];
+    tfc_tensor *y = tfc_one_hot(g, tfc_argmax(g, t, a), depth, tfc_tensor_dtype(x), 1, 0);
+    if (y && a != r - 1) y = tfc_transpose(g, y, perm);
+    outs[0] = y && im->opset < 13 ? tfc_reshape(g, y, xs) : y;
     return tfc_graph_status(g);
 }

@@ -101,7 +101,7 @@ static int load_data(struct node_test *t, const Onnx__GraphProto *gp, char *why,
         snprintf(path, sizeof path, "%s/test_data_set_0/input_%d.pb", t->dir, k);
         t->in_names[k] = gp->input[i]->name;
         if (!(t->in[k++] = read_pb(path, why, len))) {
-            if (!*why) snprintf(why, len, "input %d: no readable %s", k - 1, path);
+            if (!*why) snprintf(why, len, "input %d: no readable %.900s", k - 1, path);
             return -1;
         }
     }
@@ -109,7 +109,7 @@ static int load_data(struct node_test *t, const Onnx__GraphProto *gp, char *why,
     for (k = 0; k < (int)gp->n_output && k < MAX_IO; k++) {
         snprintf(path, sizeof path, "%s/test_data_set_0/output_%d.pb", t->dir, k);
         if (!(t->expected[k] = read_pb(path, why, len))) {
-            if (!*why) snprintf(why, len, "output %d: no readable %s", k, path);
+            if (!*why) snprintf(why, len, "output %d: no readable %.900s", k, path);
             return -1;
         }
     }
