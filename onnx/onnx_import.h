@@ -108,6 +108,9 @@ ONNX_BUILDER(onnx_unsqueeze); ONNX_BUILDER(onnx_transpose); ONNX_BUILDER(onnx_co
 ONNX_BUILDER(onnx_split); ONNX_BUILDER(onnx_slice); ONNX_BUILDER(onnx_gather);
 ONNX_BUILDER(onnx_expand); ONNX_BUILDER(onnx_pad); ONNX_BUILDER(onnx_one_hot);
 ONNX_BUILDER(onnx_identity); ONNX_BUILDER(onnx_tile); ONNX_BUILDER(onnx_hardmax);
+ONNX_BUILDER(onnx_gather_elements);
+/* ops_loss.c */
+ONNX_BUILDER(onnx_nll_loss); ONNX_BUILDER(onnx_softmax_cross_entropy);
 /* ops_reduce.c */
 ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax);
 /* fold.c: ops computed at import time from static shapes or constant inputs */

@@ -44,6 +44,8 @@ static const struct onnx_op_map table[] = {
     {"LayerNormalization", 17, onnx_layer_norm},
     {"Softmax", 1, onnx_softmax}, {"LogSoftmax", 1, onnx_softmax},
     {"Dropout", 1, onnx_dropout},
+    {"NegativeLogLikelihoodLoss", 12, onnx_nll_loss},
+    {"SoftmaxCrossEntropyLoss", 12, onnx_softmax_cross_entropy},
     /* reductions */
     {"ReduceSum", 1, onnx_reduce}, {"ReduceMean", 1, onnx_reduce}, {"ReduceMax", 1, onnx_reduce},
     {"ReduceMin", 1, onnx_reduce}, {"ReduceL1", 1, onnx_reduce}, {"ReduceL2", 1, onnx_reduce},
@@ -55,7 +57,8 @@ static const struct onnx_op_map table[] = {
     {"Unsqueeze", 1, onnx_unsqueeze}, {"Transpose", 1, onnx_transpose},
     {"Concat", 1, onnx_concat}, {"Split", 1, onnx_split}, {"Slice", 1, onnx_slice},
     {"Gather", 1, onnx_gather}, {"Expand", 8, onnx_expand}, {"Pad", 1, onnx_pad},
-    {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile}, {"Hardmax", 1, onnx_hardmax},
+    {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile},
+    {"GatherElements", 11, onnx_gather_elements}, {"Hardmax", 1, onnx_hardmax},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},
     {"ConstantOfShape", 9, onnx_constant_of_shape}, {"Range", 11, onnx_range},

@@ -377,3 +377,33 @@ ONNX_BUILDER(onnx_hardmax)
     outs[0] = y && im->opset < 13 ? tfc_reshape(g, y, xs) : y;
     return tfc_graph_status(g);
 }
+
+/* GatherElements: y[..., j, ...] = x[..., idx[..., j, ...], ...] along axis, as a one-hot
+ * product summed over the axis (x sliced to idx's other dims first, which may be smaller). */
+ONNX_BUILDER(onnx_gather_elements)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0), *idx = onnx_input(im, 1);
+    if (!x || !idx) return tfc_graph_status(g);
+    tfc_shape xs = tfc_tensor_shape(x), is = tfc_tensor_shape(idx);
+    int r = xs.rank;
+    int64_t axis = onnx_attr_int(im->node, "axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r || is.rank != r || r + 1 > TFC_MAX_RANK)
+        return onnx_unsupported(im, "axis or ranks (x %d, indices %d)", r, is.rank);
+    int64_t begin[TFC_MAX_RANK] = {0}, size[TFC_MAX_RANK], perm[TFC_MAX_RANK], back[TFC_MAX_RANK];
+    for (int d = 0; d < r; d++) size[d] = d == axis ? -1 : is.dims[d];
+    int64_t depth = xs.dims[axis];
+    x = tfc_slice(g, x, begin, size);
+    idx = wrap_negative(g, idx, depth);
+    for (int d = 0, j = 0; d < r; d++)
+        if (d != axis) perm[j++] = d;
+    perm[r - 1] = axis;
+    for (int d = 0; d < r; d++) back[perm[d]] = d;
+    tfc_tensor *xt = tfc_unsqueeze(g, tfc_transpose(g, x, perm), r - 1);       /* [.., 1, C] */
+    tfc_tensor *oh = tfc_one_hot(g, tfc_transpose(g, idx, perm), depth, tfc_tensor_dtype(x),
+                                 1, 0);                                         /* [.., m, C] */
+    tfc_tensor *y = tfc_reduce_sum(g, tfc_mul(g, oh, xt), 1, (int64_t[]){-1}, 0);
+    outs[0] = y ? tfc_transpose(g, y, back) : NULL;
+    return tfc_graph_status(g);
+}
