@@ -108,7 +108,8 @@ ONNX_BUILDER(onnx_unsqueeze); ONNX_BUILDER(onnx_transpose); ONNX_BUILDER(onnx_co
 ONNX_BUILDER(onnx_split); ONNX_BUILDER(onnx_slice); ONNX_BUILDER(onnx_gather);
 ONNX_BUILDER(onnx_expand); ONNX_BUILDER(onnx_pad); ONNX_BUILDER(onnx_one_hot);
 ONNX_BUILDER(onnx_identity); ONNX_BUILDER(onnx_tile); ONNX_BUILDER(onnx_hardmax);
-ONNX_BUILDER(onnx_gather_elements);
+ONNX_BUILDER(onnx_gather_elements); ONNX_BUILDER(onnx_trilu);
+ONNX_BUILDER(onnx_cumsum); ONNX_BUILDER(onnx_mod); ONNX_BUILDER(onnx_eye_like);
 /* ops_loss.c */
 ONNX_BUILDER(onnx_nll_loss); ONNX_BUILDER(onnx_softmax_cross_entropy);
 /* ops_reduce.c */
@@ -123,6 +124,8 @@ tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_valu
 
 /* Shared helpers (ops_shape.c): x reshaped to shape; unsqueeze of several axes (sorted). */
 tfc_tensor *onnx_unsqueeze_axes(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes);
+/* x gathered along axis at idx (ONNX Gather's result shape). */
+tfc_tensor *onnx_gather_axis(tfc_graph *g, tfc_tensor *x, tfc_tensor *idx, int axis);
 /* The rank of a tensor. */
 static inline int onnx_rank(const tfc_tensor *t) { return tfc_tensor_shape(t).rank; }
 

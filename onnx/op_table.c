@@ -32,7 +32,7 @@ static const struct onnx_op_map table[] = {
     {"Less", 1, onnx_binary}, {"Greater", 1, onnx_binary}, {"And", 1, onnx_binary},
     {"Or", 1, onnx_binary}, {"Xor", 1, onnx_binary}, {"LessOrEqual", 12, onnx_binary},
     {"GreaterOrEqual", 12, onnx_binary},
-    {"Sum", 1, onnx_variadic}, {"Mean", 1, onnx_variadic}, {"Max", 1, onnx_variadic},
+    {"Mod", 10, onnx_mod}, {"Sum", 1, onnx_variadic}, {"Mean", 1, onnx_variadic}, {"Max", 1, onnx_variadic},
     {"Min", 1, onnx_variadic},
     /* linear algebra, neural network */
     {"MatMul", 1, onnx_matmul}, {"Gemm", 1, onnx_gemm},
@@ -58,7 +58,8 @@ static const struct onnx_op_map table[] = {
     {"Concat", 1, onnx_concat}, {"Split", 1, onnx_split}, {"Slice", 1, onnx_slice},
     {"Gather", 1, onnx_gather}, {"Expand", 8, onnx_expand}, {"Pad", 1, onnx_pad},
     {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile},
-    {"GatherElements", 11, onnx_gather_elements}, {"Hardmax", 1, onnx_hardmax},
+    {"GatherElements", 11, onnx_gather_elements}, {"Trilu", 14, onnx_trilu},
+    {"CumSum", 11, onnx_cumsum}, {"EyeLike", 9, onnx_eye_like}, {"Hardmax", 1, onnx_hardmax},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},
     {"ConstantOfShape", 9, onnx_constant_of_shape}, {"Range", 11, onnx_range},

@@ -213,3 +213,20 @@ ONNX_BUILDER(onnx_where)
     outs[0] = tfc_select(im->g, c, a, b);
     return TFC_OK;
 }
+
+/* Mod in float64: x - trunc(x / y) y with fmod=1 (C's fmod), x - floor(x / y) y otherwise
+ * (Python's %, the sign of the divisor); then back to x's type. */
+ONNX_BUILDER(onnx_mod)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *a = onnx_input(im, 0), *b = onnx_input(im, 1);
+    if (!a || !b) return tfc_graph_status(g);
+    enum tfc_dtype dt = tfc_tensor_dtype(a);
+    tfc_tensor *x = tfc_cast(g, a, TFC_FLOAT64), *y = tfc_cast(g, b, TFC_FLOAT64);
+    tfc_tensor *q = tfc_div(g, x, y);
+    tfc_tensor *whole = onnx_attr_int(im->node, "fmod", 0)
+                            ? tfc_mul(g, tfc_sign(g, q), tfc_floor(g, tfc_abs(g, q)))
+                            : tfc_floor(g, q);
+    outs[0] = tfc_cast(g, tfc_sub(g, x, tfc_mul(g, whole, y)), dt);
+    return tfc_graph_status(g);
+}

@@ -58,12 +58,22 @@ ONNX_BUILDER(onnx_argmax)
     tfc_graph *g = im->g;
     tfc_tensor *x = onnx_input(im, 0);
     if (!x) return tfc_graph_status(g);
-    if (onnx_attr_int(im->node, "select_last_index", 0))
-        return onnx_unsupported(im, "select_last_index=1");
     int64_t axis = onnx_attr_int(im->node, "axis", 0);
     if (axis < 0) axis += onnx_rank(x);
+    if (axis < 0 || axis >= onnx_rank(x)) return onnx_unsupported(im, "axis outside the rank");
     if (!strcmp(im->node->op_type, "ArgMin")) x = tfc_neg(g, x);
+    int64_t n = tfc_tensor_shape(x).dims[axis];
+    int last = (int)onnx_attr_int(im->node, "select_last_index", 0);
+    if (last) { /* the first of the reversed axis is the last: n - 1 - argmax(reversed) */
+        tfc_value *rev;
+        if (tfc_value_create(TFC_INT64, tfc_shape_of(1, &n), &rev))
+            return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+        for (int64_t i = 0; i < n; i++) ((int64_t *)tfc_value_data(rev))[i] = n - 1 - i;
+        x = onnx_gather_axis(g, x, tfc_constant(g, NULL, rev), (int)axis);
+        tfc_value_destroy(rev);
+    }
     tfc_tensor *y = tfc_argmax(g, x, axis);
+    if (y && last) y = tfc_sub(g, tfc_scalar(g, TFC_INT64, (double)(n - 1)), y);
     if (y && onnx_attr_int(im->node, "keepdims", 1)) y = tfc_unsqueeze(g, y, axis);
     outs[0] = y;
     return tfc_graph_status(g);

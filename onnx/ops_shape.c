@@ -219,6 +219,27 @@ static tfc_tensor *wrap_negative(tfc_graph *g, tfc_tensor *idx, int64_t dim)
     return tfc_select(g, neg, tfc_add(g, idx, tfc_scalar(g, dt, (double)dim)), idx);
 }
 
+tfc_tensor *onnx_gather_axis(tfc_graph *g, tfc_tensor *x, tfc_tensor *idx, int axis)
+{
+    if (!x || !idx) return NULL;
+    if (axis == 0) return tfc_gather(g, x, idx);
+    /* bring the axis first, gather rows, then move the index dims back to where it was */
+    int r = onnx_rank(x), q = onnx_rank(idx), k = axis;
+    if (q + r - 1 > TFC_MAX_RANK)
+        return tfc_graph_fail(g, TFC_ERR_SHAPE, "gather along axis %d: a result above rank %d",
+                              axis, TFC_MAX_RANK);
+    int64_t p1[TFC_MAX_RANK], p2[TFC_MAX_RANK];
+    p1[0] = k;
+    for (int i = 0, j = 1; i < r; i++)
+        if (i != k) p1[j++] = i;
+    int j = 0;
+    for (int i = 0; i < k; i++) p2[j++] = q + i;
+    for (int i = 0; i < q; i++) p2[j++] = i;
+    for (int i = q + k; i < q + r - 1; i++) p2[j++] = i;
+    tfc_tensor *y = tfc_gather(g, tfc_transpose(g, x, p1), idx);
+    return y ? tfc_transpose(g, y, p2) : NULL;
+}
+
 ONNX_BUILDER(onnx_gather)
 {
     tfc_graph *g = im->g;
@@ -229,24 +250,7 @@ ONNX_BUILDER(onnx_gather)
     if (axis < 0) axis += r;
     if (axis < 0 || axis >= r) return onnx_unsupported(im, "axis outside the rank %d", r);
     tfc_tensor *idx = wrap_negative(g, onnx_input(im, 1), tfc_tensor_shape(x).dims[axis]);
-    if (!idx) return tfc_graph_status(g);
-    if (axis == 0) {
-        outs[0] = tfc_gather(g, x, idx);
-        return tfc_graph_status(g);
-    }
-    /* bring the axis first, gather rows, then move the index dims back to where it was */
-    int q = onnx_rank(idx), k = (int)axis;
-    if (q + r - 1 > TFC_MAX_RANK) return onnx_unsupported(im, "a result above rank %d", TFC_MAX_RANK);
-    int64_t p1[TFC_MAX_RANK], p2[TFC_MAX_RANK];
-    p1[0] = k;
-    for (int i = 0, j = 1; i < r; i++)
-        if (i != k) p1[j++] = i;
-    int j = 0;
-    for (int i = 0; i < k; i++) p2[j++] = q + i;
-    for (int i = 0; i < q; i++) p2[j++] = i;
-    for (int i = q + k; i < q + r - 1; i++) p2[j++] = i;
-    tfc_tensor *y = tfc_gather(g, tfc_transpose(g, x, p1), idx);
-    outs[0] = y ? tfc_transpose(g, y, p2) : NULL;
+    outs[0] = onnx_gather_axis(g, x, idx, (int)axis);
     return tfc_graph_status(g);
 }
 
@@ -406,4 +410,103 @@ ONNX_BUILDER(onnx_gather_elements)
     tfc_tensor *y = tfc_reduce_sum(g, tfc_mul(g, oh, xt), 1, (int64_t[]){-1}, 0);
     outs[0] = y ? tfc_transpose(g, y, back) : NULL;
     return tfc_graph_status(g);
+}
+
+/* Trilu: x times a constant mask of its last two dims (j - i >= k upper, <= k lower). */
+ONNX_BUILDER(onnx_trilu)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    tfc_shape xs = tfc_tensor_shape(x);
+    int64_t k = 0;
+    int nk = 0;
+    if (onnx_has_input(im, 1)) {
+        tfc_status st = onnx_input_ints(im, 1, "k", &k, 1, &nk);
+        if (st) return st;
+    }
+    int upper = (int)onnx_attr_int(im->node, "upper", 1);
+    if (xs.rank < 2 || xs.dims[xs.rank - 1] < 0 || xs.dims[xs.rank - 2] < 0)
+        return onnx_unsupported(im, "a rank below 2 or unknown last dims");
+    int64_t dims[2] = {xs.dims[xs.rank - 2], xs.dims[xs.rank - 1]};
+    tfc_value *mask;
+    if (tfc_value_create(TFC_BOOL, tfc_shape_of(2, dims), &mask))
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    uint8_t *m = tfc_value_data(mask);
+    for (int64_t i = 0; i < dims[0]; i++)
+        for (int64_t j = 0; j < dims[1]; j++)
+            if (m) m[i * dims[1] + j] = upper ? j - i >= k : j - i <= k;
+    tfc_tensor *mt = tfc_constant(g, NULL, mask);
+    tfc_value_destroy(mask);
+    outs[0] = tfc_select(g, mt, x, tfc_zeros_like(g, x));
+    return tfc_graph_status(g);
+}
+
+/* CumSum along a constant axis: a matmul with a triangular matrix of ones (strict when
+ * exclusive, the other triangle when reverse), in float64 for integer inputs. */
+ONNX_BUILDER(onnx_cumsum)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    int64_t axis;
+    int na;
+    tfc_status st = onnx_input_ints(im, 1, "axis", &axis, 1, &na);
+    if (st) return st;
+    tfc_shape xs = tfc_tensor_shape(x);
+    int r = xs.rank;
+    if (axis < 0) axis += r;
+    if (na != 1 || axis < 0 || axis >= r || xs.dims[axis] < 0)
+        return onnx_unsupported(im, "axis outside the rank, or of unknown size");
+    int64_t n = xs.dims[axis];
+    int excl = (int)onnx_attr_int(im->node, "exclusive", 0), rev = (int)onnx_attr_int(im->node, "reverse", 0);
+    enum tfc_dtype dt = tfc_tensor_dtype(x), ct = dt == TFC_FLOAT32 ? TFC_FLOAT32 : TFC_FLOAT64;
+    tfc_value *tri;
+    if (tfc_value_create(ct, tfc_shape_of(2, (int64_t[]){n, n}), &tri))
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    for (int64_t i = 0; i < n; i++) /* y[j] = sum_i x[i] tri[i][j] */
+        for (int64_t j = 0; j < n; j++) {
+            int on = rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j);
+            if (ct == TFC_FLOAT32) ((float *)tfc_value_data(tri))[i * n + j] = (float)on;
+            else ((double *)tfc_value_data(tri))[i * n + j] = on;
+        }
+    int64_t perm[TFC_MAX_RANK], back[TFC_MAX_RANK];
+    for (int d = 0, j = 0; d < r; d++)
+        if (d != axis) perm[j++] = d;
+    perm[r - 1] = axis;
+    for (int d = 0; d < r; d++) back[perm[d]] = d;
+    tfc_tensor *xt = tfc_transpose(g, ct == dt ? x : tfc_cast(g, x, ct), perm);
+    tfc_shape ts = tfc_tensor_shape(xt);
+    tfc_tensor *flat = tfc_reshape(g, xt, tfc_shape_of(2, (int64_t[]){-1, n}));
+    tfc_tensor *y = tfc_matmul(g, flat, tfc_constant(g, NULL, tri), 0, 0);
+    tfc_value_destroy(tri);
+    y = tfc_transpose(g, tfc_reshape(g, y, ts), back);
+    outs[0] = ct == dt ? y : tfc_cast(g, y, dt);
+    return tfc_graph_status(g);
+}
+
+/* EyeLike: ones on diagonal k of input 0's static [N, M] shape, computed now. */
+ONNX_BUILDER(onnx_eye_like)
+{
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(im->g);
+    tfc_shape s = tfc_tensor_shape(x);
+    if (s.rank != 2 || s.dims[0] < 0 || s.dims[1] < 0) return onnx_unsupported(im, "a shape other than a static [N, M]");
+    int dt = onnx_attr(im->node, "dtype") ? tfc_onnx_dtype((int32_t)onnx_attr_int(im->node, "dtype", 1))
+                                          : (int)tfc_tensor_dtype(x);
+    if (dt < 0) return onnx_unsupported(im, "this dtype");
+    int64_t k = onnx_attr_int(im->node, "k", 0);
+    tfc_value *v;
+    if (tfc_value_create((enum tfc_dtype)dt, s, &v))
+        return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    size_t es = tfc_dtype_size((enum tfc_dtype)dt);
+    tfc_value *one;
+    tfc_value_scalar((enum tfc_dtype)dt, 1, &one);
+    for (int64_t i = 0; one && i < s.dims[0]; i++)
+        if (i + k >= 0 && i + k < s.dims[1])
+            memcpy((uint8_t *)tfc_value_data(v) + (size_t)(i * s.dims[1] + i + k) * es,
+                   tfc_value_cdata(one), es);
+    tfc_value_destroy(one);
+    out_values[0] = v;
+    return TFC_OK;
 }
