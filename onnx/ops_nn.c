@@ -240,6 +240,9 @@ ONNX_BUILDER(onnx_batch_norm)
     tfc_tensor *in[5];
     for (int i = 0; i < 5; i++)
         if (!(in[i] = onnx_input(im, i))) return tfc_graph_status(im->g);
+    for (int i = 3; i < 5; i++) /* with trainable: running statistics are no parameters */
+        if (!strcmp(tfc_tensor_op(in[i]), "variable") && tfc_variable_set_trainable(in[i], 0))
+            return tfc_graph_status(im->g);
     tfc_batch_norm_params p = {onnx_attr_float(n, "epsilon", 1e-5), 0.1};
     tfc_tensor *inference = tfc_scalar(im->g, TFC_FLOAT32, 0);
     outs[0] = tfc_batch_norm(im->g, in[0], in[1], in[2], in[3], in[4], inference, &p);
