@@ -193,3 +193,29 @@ tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_valu
     for (int i = 0; !st && i < n; i++) vals[idx[i]] = got[i];
     return st;
 }
+
+/* Hann, Hamming and Blackman windows of a constant size, computed now (ONNX's formulas:
+ * periodic divides by size, symmetric by size - 1). */
+ONNX_BUILDER(onnx_window)
+{
+    int64_t size;
+    int n;
+    tfc_status st = onnx_input_ints(im, 0, "size", &size, 1, &n);
+    if (st) return st;
+    if (n != 1 || size < 0) return onnx_unsupported(im, "a size other than one value >= 0");
+    int dt = tfc_onnx_dtype((int32_t)onnx_attr_int(im->node, "output_datatype", 1));
+    if (dt != TFC_FLOAT32 && dt != TFC_FLOAT64) return onnx_unsupported(im, "a non-float output_datatype");
+    const char *op = im->node->op_type;
+    double a0 = 0.5, a1 = 0.5, a2 = 0;
+    if (!strcmp(op, "HammingWindow")) a0 = 25.0 / 46, a1 = 1 - a0;
+    if (!strcmp(op, "BlackmanWindow")) a0 = 0.42, a1 = 0.5, a2 = 0.08;
+    double span = onnx_attr_int(im->node, "periodic", 1) ? (double)size : (double)size - 1;
+    if ((st = new_value(im, (enum tfc_dtype)dt, tfc_shape_of(1, &size), &out_values[0]))) return st;
+    for (int64_t i = 0; i < size; i++) {
+        double t = 2 * M_PI * (double)i / span;
+        double w = a0 - a1 * cos(t) + a2 * cos(2 * t);
+        if (dt == TFC_FLOAT32) ((float *)tfc_value_data(out_values[0]))[i] = (float)w;
+        else ((double *)tfc_value_data(out_values[0]))[i] = w;
+    }
+    return TFC_OK;
+}

@@ -101,7 +101,8 @@ ONNX_BUILDER(onnx_cast_like); ONNX_BUILDER(onnx_composite);
 ONNX_BUILDER(onnx_conv); ONNX_BUILDER(onnx_conv_transpose); ONNX_BUILDER(onnx_pool);
 ONNX_BUILDER(onnx_global_pool); ONNX_BUILDER(onnx_batch_norm); ONNX_BUILDER(onnx_softmax);
 ONNX_BUILDER(onnx_dropout); ONNX_BUILDER(onnx_gemm); ONNX_BUILDER(onnx_matmul);
-ONNX_BUILDER(onnx_layer_norm); ONNX_BUILDER(onnx_instance_norm);
+ONNX_BUILDER(onnx_layer_norm); ONNX_BUILDER(onnx_instance_norm); ONNX_BUILDER(onnx_lrn);
+ONNX_BUILDER(onnx_depth_to_space);
 /* ops_shape.c */
 ONNX_BUILDER(onnx_reshape); ONNX_BUILDER(onnx_flatten); ONNX_BUILDER(onnx_squeeze);
 ONNX_BUILDER(onnx_unsqueeze); ONNX_BUILDER(onnx_transpose); ONNX_BUILDER(onnx_concat);
@@ -116,7 +117,7 @@ ONNX_BUILDER(onnx_nll_loss); ONNX_BUILDER(onnx_softmax_cross_entropy);
 ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax);
 /* fold.c: ops computed at import time from static shapes or constant inputs */
 ONNX_BUILDER(onnx_constant); ONNX_BUILDER(onnx_shape); ONNX_BUILDER(onnx_size);
-ONNX_BUILDER(onnx_constant_of_shape); ONNX_BUILDER(onnx_range);
+ONNX_BUILDER(onnx_constant_of_shape); ONNX_BUILDER(onnx_range); ONNX_BUILDER(onnx_window);
 /* Every present input of the node being mapped is known (and there is one at least). */
 int onnx_inputs_known(struct onnx_import *im);
 /* Computes the node's built outputs (outs[k] without vals[k]) into vals now. */

@@ -43,14 +43,15 @@ static const struct onnx_op_map table[] = {
     {"InstanceNormalization", 1, onnx_instance_norm},
     {"LayerNormalization", 17, onnx_layer_norm},
     {"Softmax", 1, onnx_softmax}, {"LogSoftmax", 1, onnx_softmax},
-    {"Dropout", 1, onnx_dropout},
+    {"Dropout", 1, onnx_dropout}, {"LRN", 1, onnx_lrn},
+    {"DepthToSpace", 1, onnx_depth_to_space}, {"SpaceToDepth", 1, onnx_depth_to_space},
     {"NegativeLogLikelihoodLoss", 12, onnx_nll_loss},
     {"SoftmaxCrossEntropyLoss", 12, onnx_softmax_cross_entropy},
     /* reductions */
     {"ReduceSum", 1, onnx_reduce}, {"ReduceMean", 1, onnx_reduce}, {"ReduceMax", 1, onnx_reduce},
     {"ReduceMin", 1, onnx_reduce}, {"ReduceL1", 1, onnx_reduce}, {"ReduceL2", 1, onnx_reduce},
     {"ReduceLogSum", 1, onnx_reduce}, {"ReduceLogSumExp", 1, onnx_reduce},
-    {"ReduceSumSquare", 1, onnx_reduce},
+    {"ReduceSumSquare", 1, onnx_reduce}, {"ReduceProd", 1, onnx_reduce},
     {"ArgMax", 1, onnx_argmax}, {"ArgMin", 1, onnx_argmax},
     /* shapes and data movement */
     {"Reshape", 1, onnx_reshape}, {"Flatten", 1, onnx_flatten}, {"Squeeze", 1, onnx_squeeze},
@@ -63,6 +64,8 @@ static const struct onnx_op_map table[] = {
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},
     {"ConstantOfShape", 9, onnx_constant_of_shape}, {"Range", 11, onnx_range},
+    {"HannWindow", 17, onnx_window}, {"HammingWindow", 17, onnx_window},
+    {"BlackmanWindow", 17, onnx_window},
 };
 
 #define N_ENTRIES ((int)(sizeof table / sizeof table[0]))

@@ -113,8 +113,15 @@ ONNX_BUILDER(onnx_binary)
     tfc_tensor *a = onnx_input(im, 0), *b = onnx_input(im, 1);
     if (!a || !b) return tfc_graph_status(im->g);
     b = legacy_broadcast(im, a, b);
-    if (!strcmp(op, "Pow") && tfc_tensor_dtype(b) != tfc_tensor_dtype(a))
-        b = tfc_cast(im->g, b, tfc_tensor_dtype(a)); /* ONNX allows another exponent type */
+    enum tfc_dtype at = tfc_tensor_dtype(a);
+    if (!strcmp(op, "Pow") && at != TFC_FLOAT32 && at != TFC_FLOAT64) {
+        /* integer powers in float64, exact for the values int64 holds below 2^53 */
+        tfc_tensor *y = tfc_pow(im->g, tfc_cast(im->g, a, TFC_FLOAT64), tfc_cast(im->g, b, TFC_FLOAT64));
+        outs[0] = tfc_cast(im->g, y, at);
+        return tfc_graph_status(im->g);
+    }
+    if (!strcmp(op, "Pow") && tfc_tensor_dtype(b) != at)
+        b = tfc_cast(im->g, b, at); /* ONNX allows another exponent type */
     for (size_t i = 0; i < sizeof binaries / sizeof binaries[0]; i++)
         if (!strcmp(op, binaries[i].op)) {
             tfc_tensor *y = binaries[i].fn(im->g, a, b);

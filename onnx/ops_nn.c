@@ -332,3 +332,54 @@ ONNX_BUILDER(onnx_dropout)
         outs[1] = tfc_cast(g, tfc_ones_like(g, x), TFC_BOOL); /* nothing dropped */
     return tfc_graph_status(g);
 }
+
+/* LRN: x / (bias + alpha / size * sum of x^2 over a window of `size` channels)^beta; the sum is
+ * an average pool over the channel dim of x^2 seen as [N, 1, C, rest], times size. */
+ONNX_BUILDER(onnx_lrn)
+{
+    tfc_graph *g = im->g;
+    const Onnx__NodeProto *n = im->node;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    tfc_shape xs = tfc_tensor_shape(x);
+    int64_t size = onnx_attr_int(n, "size", 0), rest = 1;
+    if (xs.rank < 3 || size < 1) return onnx_unsupported(im, "rank below 3 or size below 1");
+    for (int d = 2; d < xs.rank; d++) rest *= xs.dims[d];
+    tfc_tensor *sq = tfc_reshape(g, tfc_square(g, x), tfc_shape_of(4, (int64_t[]){xs.dims[0], 1, xs.dims[1], rest}));
+    tfc_pool_params p = {.n_spatial = 2, .kernel = {size, 1}, .count_include_pad = 1};
+    p.pads_begin[0] = (size - 1) / 2;
+    p.pads_end[0] = size - 1 - (size - 1) / 2;
+    tfc_tensor *mean = tfc_reshape(g, tfc_avg_pool(g, sq, &p), xs); /* sum / size */
+    tfc_tensor *base = tfc_add(g, scalar_like(g, x, onnx_attr_float(n, "bias", 1.0)),
+                               tfc_mul(g, mean, scalar_like(g, x, onnx_attr_float(n, "alpha", 1e-4))));
+    outs[0] = tfc_div(g, x, tfc_pow(g, base, scalar_like(g, x, onnx_attr_float(n, "beta", 0.75))));
+    return tfc_graph_status(g);
+}
+
+/* DepthToSpace (DCR and CRD modes) and SpaceToDepth: a reshape, a transpose, a reshape. */
+ONNX_BUILDER(onnx_depth_to_space)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    if (!x) return tfc_graph_status(g);
+    tfc_shape s = tfc_tensor_shape(x);
+    int64_t b = onnx_attr_int(im->node, "blocksize", 0);
+    if (s.rank != 4 || b < 1) return onnx_unsupported(im, "rank other than 4 or blocksize below 1");
+    int64_t N = s.dims[0], C = s.dims[1], H = s.dims[2], W = s.dims[3];
+    char buf[8];
+    tfc_tensor *y;
+    if (!strcmp(im->node->op_type, "SpaceToDepth")) {
+        y = tfc_reshape(g, x, tfc_shape_of(6, (int64_t[]){N, C, H / b, b, W / b, b}));
+        y = tfc_transpose(g, y, (int64_t[]){0, 3, 5, 1, 2, 4});
+        outs[0] = tfc_reshape(g, y, tfc_shape_of(4, (int64_t[]){N, C * b * b, H / b, W / b}));
+    } else if (!strcmp(onnx_attr_str(im->node, "mode", "DCR", buf, sizeof buf), "CRD")) {
+        y = tfc_reshape(g, x, tfc_shape_of(6, (int64_t[]){N, C / (b * b), b, b, H, W}));
+        y = tfc_transpose(g, y, (int64_t[]){0, 1, 4, 2, 5, 3});
+        outs[0] = tfc_reshape(g, y, tfc_shape_of(4, (int64_t[]){N, C / (b * b), H * b, W * b}));
+    } else {
+        y = tfc_reshape(g, x, tfc_shape_of(6, (int64_t[]){N, b, b, C / (b * b), H, W}));
+        y = tfc_transpose(g, y, (int64_t[]){0, 3, 4, 1, 5, 2});
+        outs[0] = tfc_reshape(g, y, tfc_shape_of(4, (int64_t[]){N, C / (b * b), H * b, W * b}));
+    }
+    return tfc_graph_status(g);
+}

@@ -18,6 +18,22 @@ static tfc_status reduce_axes(struct onnx_import *im, int64_t *axes, int *n)
     return onnx_input_ints(im, 1, "axes", axes, TFC_MAX_RANK, n);
 }
 
+/* The product as exp(sum(log|x|)), its sign from the parity of the negative factors, 0 where
+ * a factor is 0. */
+static tfc_tensor *reduce_prod(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes, int keep)
+{
+    enum tfc_dtype dt = tfc_tensor_dtype(x);
+    tfc_tensor *zero = tfc_scalar(g, dt, 0), *one = tfc_scalar(g, dt, 1), *two = tfc_scalar(g, dt, 2);
+    tfc_tensor *is_zero = tfc_equal(g, x, zero);
+    tfc_tensor *safe = tfc_select(g, is_zero, tfc_ones_like(g, x), tfc_abs(g, x));
+    tfc_tensor *mag = tfc_exp(g, tfc_reduce_sum(g, tfc_log(g, safe), n, axes, keep));
+    tfc_tensor *negs = tfc_reduce_sum(g, tfc_cast(g, tfc_less(g, x, zero), dt), n, axes, keep);
+    tfc_tensor *odd = tfc_sub(g, negs, tfc_mul(g, two, tfc_floor(g, tfc_div(g, negs, two))));
+    tfc_tensor *sign = tfc_sub(g, one, tfc_mul(g, two, odd));
+    tfc_tensor *any_zero = tfc_reduce_max(g, tfc_cast(g, is_zero, dt), n, axes, keep);
+    return tfc_mul(g, tfc_mul(g, mag, sign), tfc_sub(g, one, any_zero));
+}
+
 ONNX_BUILDER(onnx_reduce)
 {
     tfc_graph *g = im->g;
@@ -42,6 +58,7 @@ ONNX_BUILDER(onnx_reduce)
     else if (!strcmp(op, "ReduceL2")) y = tfc_sqrt(g, tfc_reduce_sum(g, tfc_square(g, x), n, axes, keep));
     else if (!strcmp(op, "ReduceSumSquare")) y = tfc_reduce_sum(g, tfc_square(g, x), n, axes, keep);
     else if (!strcmp(op, "ReduceLogSum")) y = tfc_log(g, tfc_reduce_sum(g, x, n, axes, keep));
+    else if (!strcmp(op, "ReduceProd")) y = reduce_prod(g, x, n, axes, keep);
     else if (!strcmp(op, "ReduceLogSumExp")) {
         /* log(sum(exp(x - max))) + max: no overflow for large x */
         tfc_tensor *m = tfc_stop_gradient(g, tfc_reduce_max(g, x, n, axes, 1));
