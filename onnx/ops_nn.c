@@ -113,23 +113,50 @@ ONNX_BUILDER(onnx_conv)
     return tfc_graph_status(im->g);
 }
 
+/* ConvTranspose pads from output_shape or SAME_*, as ONNX computes them:
+ * total = stride (in - 1) + output_padding + (k - 1) d + 1 - out, split between begin and end
+ * (SAME_UPPER: the smaller half first). A negative total grows output_padding instead. */
+static void conv_transpose_pads(const tfc_shape *xs, const tfc_shape *ws, int ns, int upper,
+                                const int64_t *out, tfc_conv_transpose_params *p)
+{
+    for (int i = 0; i < ns; i++) {
+        int64_t in = xs->dims[2 + i], k = ws->dims[2 + i];
+        int64_t total = p->strides[i] * (in - 1) + p->output_padding[i] + (k - 1) * p->dilations[i]
+                        + 1 - out[i];
+        if (total < 0) {
+            p->output_padding[i] -= total;
+            total = 0;
+        }
+        p->pads_begin[i] = upper ? total / 2 : total - total / 2;
+        p->pads_end[i] = total - p->pads_begin[i];
+    }
+}
+
 ONNX_BUILDER(onnx_conv_transpose)
 {
     tfc_tensor *x = onnx_input(im, 0), *w = onnx_input(im, 1);
     if (!x || !w) return tfc_graph_status(im->g);
     int ns = onnx_rank(x) - 2;
     if (ns < 1 || ns > 3) return onnx_unsupported(im, "%d spatial dims (1 to 3 are)", ns);
-    if (onnx_attr(im->node, "output_shape")) return onnx_unsupported(im, "attribute output_shape");
     int ap = auto_pad_kind(im);
-    if (ap != TFC_CONV_PAD_NOTSET && ap != TFC_CONV_PAD_VALID)
-        return onnx_unsupported(im, "auto_pad SAME_* (explicit pads are supported)");
+    if (ap < 0) return onnx_unsupported(im, "this auto_pad");
     tfc_conv_transpose_params p = {0};
     tfc_status st = spatial_attrs(im, ns, p.strides, p.dilations, p.pads_begin, p.pads_end);
     if (st) return st;
-    int64_t op[3];
+    int64_t op[3], out[8];
     int k = onnx_attr_ints(im->node, "output_padding", op, 3);
     for (int i = 0; i < k; i++) p.output_padding[i] = op[i];
     p.groups = onnx_attr_int(im->node, "group", 1);
+    tfc_shape xs = tfc_tensor_shape(x), ws = tfc_tensor_shape(w);
+    int n_out = onnx_attr_ints(im->node, "output_shape", out, 8);
+    if (n_out >= ns) { /* spatial sizes (the last ns values) decide the pads */
+        conv_transpose_pads(&xs, &ws, ns, ap != TFC_CONV_PAD_SAME_LOWER, out + n_out - ns, &p);
+    } else if (ap == TFC_CONV_PAD_SAME_UPPER || ap == TFC_CONV_PAD_SAME_LOWER) {
+        for (int i = 0; i < ns; i++) out[i] = xs.dims[2 + i] * p.strides[i];
+        conv_transpose_pads(&xs, &ws, ns, ap == TFC_CONV_PAD_SAME_UPPER, out, &p);
+    } else if (ap == TFC_CONV_PAD_VALID) {
+        for (int i = 0; i < 3; i++) p.pads_begin[i] = p.pads_end[i] = 0;
+    }
     outs[0] = add_channel_bias(im, tfc_conv_transpose(im->g, x, w, &p), 2);
     return tfc_graph_status(im->g);
 }

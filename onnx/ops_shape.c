@@ -164,17 +164,34 @@ ONNX_BUILDER(onnx_split)
     return tfc_graph_status(im->g);
 }
 
-/* ONNX slice bounds: negative from the end, clamped to [0, dim]. */
-static int64_t clamp_bound(int64_t v, int64_t dim)
+/* ONNX slice bounds: negative from the end, clamped to [0, dim] (to [0, dim - 1] and
+ * [-1, dim - 1] for a negative step). */
+static int64_t clamp_bound(int64_t v, int64_t dim, int64_t lo, int64_t hi)
 {
     if (v < 0) v += dim;
-    return v < 0 ? 0 : v > dim ? dim : v;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The indices start, start + step, ... before end, as a constant; NULL and *n = 0 when none. */
+static tfc_tensor *step_indices(tfc_graph *g, int64_t start, int64_t end, int64_t step, int64_t *n)
+{
+    *n = 0;
+    for (int64_t i = start; step > 0 ? i < end : i > end; i += step) (*n)++;
+    if (*n == 0) return NULL;
+    tfc_value *v;
+    if (tfc_value_create(TFC_INT64, tfc_shape_of(1, n), &v))
+        return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    for (int64_t k = 0; k < *n; k++) ((int64_t *)tfc_value_data(v))[k] = start + k * step;
+    tfc_tensor *t = tfc_constant(g, NULL, v);
+    tfc_value_destroy(v);
+    return t;
 }
 
 ONNX_BUILDER(onnx_slice)
 {
+    tfc_graph *g = im->g;
     tfc_tensor *x = onnx_input(im, 0);
-    if (!x) return tfc_graph_status(im->g);
+    if (!x) return tfc_graph_status(g);
     tfc_shape xs = tfc_tensor_shape(x);
     int64_t starts[TFC_MAX_RANK], ends[TFC_MAX_RANK], axes[TFC_MAX_RANK], steps[TFC_MAX_RANK];
     int ns, ne, na = -1, nst = -1;
@@ -193,20 +210,34 @@ ONNX_BUILDER(onnx_slice)
     if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
         return onnx_unsupported(im, "starts, ends, axes and steps of different lengths");
     int64_t begin[TFC_MAX_RANK] = {0}, size[TFC_MAX_RANK];
+    int64_t gstart[TFC_MAX_RANK], gend[TFC_MAX_RANK], gstep[TFC_MAX_RANK] = {0};
     for (int d = 0; d < TFC_MAX_RANK; d++) size[d] = -1;
     for (int i = 0; i < ns; i++) {
-        int64_t a = na >= 0 ? axes[i] : i;
+        int64_t a = na >= 0 ? axes[i] : i, step = nst >= 0 ? steps[i] : 1;
         if (a < 0) a += xs.rank;
         if (a < 0 || a >= xs.rank) return onnx_unsupported(im, "axis %lld outside rank %d", (long long)axes[i], xs.rank);
-        if (nst >= 0 && steps[i] != 1) return onnx_unsupported(im, "step %lld (only 1 is)", (long long)steps[i]);
         int64_t dim = xs.dims[a];
         if (dim < 0) return onnx_unsupported(im, "slicing the unknown batch dimension");
-        int64_t b = clamp_bound(starts[i], dim), e = clamp_bound(ends[i], dim);
-        begin[a] = b;
-        size[a] = e > b ? e - b : 0;
+        if (step == 0) return onnx_unsupported(im, "step 0");
+        if (step == 1) {
+            int64_t b = clamp_bound(starts[i], dim, 0, dim), e = clamp_bound(ends[i], dim, 0, dim);
+            begin[a] = b;
+            size[a] = e > b ? e - b : 0;
+        } else { /* other steps gather the elements they pick */
+            gstep[a] = step;
+            gstart[a] = step > 0 ? clamp_bound(starts[i], dim, 0, dim) : clamp_bound(starts[i], dim, 0, dim - 1);
+            gend[a] = step > 0 ? clamp_bound(ends[i], dim, 0, dim) : clamp_bound(ends[i], dim, -1, dim - 1);
+        }
     }
-    outs[0] = tfc_slice(im->g, x, begin, size);
-    return tfc_graph_status(im->g);
+    tfc_tensor *y = tfc_slice(g, x, begin, size);
+    for (int a = 0; a < xs.rank && y; a++) {
+        if (!gstep[a]) continue;
+        int64_t n;
+        tfc_tensor *idx = step_indices(g, gstart[a], gend[a], gstep[a], &n);
+        y = n ? onnx_gather_axis(g, y, idx, a) : slice_axis(g, y, a, 0, 0);
+    }
+    outs[0] = y;
+    return tfc_graph_status(g);
 }
 
 /* Negative indices count from the end of a dim of size `dim`, as ONNX says: idx + dim where
