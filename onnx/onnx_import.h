@@ -111,6 +111,8 @@ ONNX_BUILDER(onnx_expand); ONNX_BUILDER(onnx_pad); ONNX_BUILDER(onnx_one_hot);
 ONNX_BUILDER(onnx_identity); ONNX_BUILDER(onnx_tile); ONNX_BUILDER(onnx_hardmax);
 ONNX_BUILDER(onnx_gather_elements); ONNX_BUILDER(onnx_trilu);
 ONNX_BUILDER(onnx_cumsum); ONNX_BUILDER(onnx_mod); ONNX_BUILDER(onnx_eye_like);
+/* ops_resize.c */
+ONNX_BUILDER(onnx_resize);
 /* ops_loss.c */
 ONNX_BUILDER(onnx_nll_loss); ONNX_BUILDER(onnx_softmax_cross_entropy);
 /* ops_reduce.c */

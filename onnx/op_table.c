@@ -58,6 +58,7 @@ static const struct onnx_op_map table[] = {
     {"Unsqueeze", 1, onnx_unsqueeze}, {"Transpose", 1, onnx_transpose},
     {"Concat", 1, onnx_concat}, {"Split", 1, onnx_split}, {"Slice", 1, onnx_slice},
     {"Gather", 1, onnx_gather}, {"Expand", 8, onnx_expand}, {"Pad", 1, onnx_pad},
+    {"Resize", 10, onnx_resize}, {"Upsample", 9, onnx_resize},
     {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile},
     {"GatherElements", 11, onnx_gather_elements}, {"Trilu", 14, onnx_trilu},
     {"CumSum", 11, onnx_cumsum}, {"EyeLike", 9, onnx_eye_like}, {"Hardmax", 1, onnx_hardmax},
