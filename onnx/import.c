@@ -149,17 +149,15 @@ static void name_node_in_error(tfc_graph *g, const Onnx__NodeProto *n)
     g->msg[k] = 0;
 }
 
-/* Records the outputs of one mapped node; a fresh node takes its ONNX output's name. */
+/* Records the outputs of one mapped node; a fresh node takes its ONNX output's name. Each
+ * value it records is taken (vals[k] set to NULL); the caller frees what is left. */
 static tfc_status bind_outputs(struct onnx_import *im, int first_new, tfc_tensor **outs,
                                tfc_value **vals)
 {
     const Onnx__NodeProto *n = im->node;
     for (size_t k = 0; k < n->n_output; k++) {
         const char *oname = n->output[k];
-        if (!oname || !oname[0]) {
-            tfc_value_destroy(vals[k]);
-            continue;
-        }
+        if (!oname || !oname[0]) continue;
         if (!outs[k] && !vals[k])
             return onnx_unsupported(im, "output %zu '%s' (we do not compute it)", k, oname);
         if (outs[k] && outs[k]->index == 0 && outs[k]->node->id >= first_new) {
@@ -168,7 +166,9 @@ static tfc_status bind_outputs(struct onnx_import *im, int first_new, tfc_tensor
             if (!tfc_graph_find(im->g, name) && tfc_tensor_set_name(outs[k], name))
                 return tfc_graph_status(im->g);
         }
-        tfc_status st = onnx_sym_add(im, oname, outs[k], vals[k]);
+        tfc_value *v = vals[k];
+        vals[k] = NULL;
+        tfc_status st = onnx_sym_add(im, oname, outs[k], v);
         if (st) return st;
     }
     return TFC_OK;
@@ -198,9 +198,9 @@ static tfc_status map_node(struct onnx_import *im, const Onnx__NodeProto *n)
     tfc_status st = e->build(im, outs, vals);
     if (!st) st = tfc_graph_status(im->g);
     if (!st && known) st = onnx_fold_outputs(im, outs, vals);
-    if (!st) return bind_outputs(im, first_new, outs, vals);
+    if (!st) st = bind_outputs(im, first_new, outs, vals);
     for (size_t k = 0; k < n->n_output; k++) tfc_value_destroy(vals[k]);
-    name_node_in_error(im->g, n);
+    if (st) name_node_in_error(im->g, n);
     return st;
 }
 
