@@ -60,7 +60,8 @@ static const struct onnx_op_map table[] = {
     {"Gather", 1, onnx_gather}, {"Expand", 8, onnx_expand}, {"Pad", 1, onnx_pad},
     {"Resize", 10, onnx_resize}, {"Upsample", 9, onnx_resize},
     {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile},
-    {"GatherElements", 11, onnx_gather_elements}, {"Trilu", 14, onnx_trilu},
+    {"GatherElements", 11, onnx_gather_elements}, {"GatherND", 11, onnx_gather_nd},
+    {"Compress", 9, onnx_compress}, {"Trilu", 14, onnx_trilu},
     {"CumSum", 11, onnx_cumsum}, {"EyeLike", 9, onnx_eye_like}, {"Hardmax", 1, onnx_hardmax},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},

@@ -204,6 +204,29 @@ static tfc_tensor *pool_padded(tfc_graph *g, tfc_tensor *x, tfc_pool_params *p, 
     return tfc_div(g, sum, tfc_avg_pool(g, ones, p));
 }
 
+/* ONNX's Indices count over the whole [N, C, spatial...] tensor, ours within each plane:
+ * add (n C + c) * plane (N must be known). */
+static tfc_tensor *pool_indices(struct onnx_import *im, tfc_tensor *ind, const tfc_shape *xs)
+{
+    if (!ind) return NULL;
+    if (xs->dims[0] < 0) return tfc_graph_fail(im->g, TFC_ERR_INVALID_ARGUMENT, "ONNX node '%s' "
+                                               "(MaxPool): unsupported: Indices with an unknown "
+                                               "batch dimension", im->node->name);
+    int64_t plane = 1, nc = xs->dims[0] * xs->dims[1];
+    for (int d = 2; d < xs->rank; d++) plane *= xs->dims[d];
+    tfc_shape s = {.rank = xs->rank};
+    s.dims[0] = xs->dims[0];
+    s.dims[1] = xs->dims[1];
+    for (int d = 2; d < s.rank; d++) s.dims[d] = 1;
+    tfc_value *off;
+    if (tfc_value_create(TFC_INT64, s, &off))
+        return tfc_graph_fail(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    for (int64_t i = 0; i < nc; i++) ((int64_t *)tfc_value_data(off))[i] = i * plane;
+    tfc_tensor *t = tfc_add(im->g, ind, tfc_constant(im->g, NULL, off));
+    tfc_value_destroy(off);
+    return t;
+}
+
 ONNX_BUILDER(onnx_pool)
 {
     const Onnx__NodeProto *n = im->node;
@@ -220,7 +243,7 @@ ONNX_BUILDER(onnx_pool)
                                   p.pads_end);
     if (st) return st;
     if (onnx_attr_int(n, "storage_order", 0) != 0) return onnx_unsupported(im, "storage_order 1");
-    if (n->n_output > 1 && n->output[1][0]) return onnx_unsupported(im, "the Indices output");
+    int want_indices = is_max && n->n_output > 1 && n->output[1][0];
     p.ceil_mode = (int)onnx_attr_int(n, "ceil_mode", 0);
     p.count_include_pad = (int)onnx_attr_int(n, "count_include_pad", 0);
     int ap = auto_pad_kind(im);
@@ -231,10 +254,17 @@ ONNX_BUILDER(onnx_pool)
     if (ap == TFC_CONV_PAD_SAME_UPPER || ap == TFC_CONV_PAD_SAME_LOWER)
         same_pads(&xs, &p, ap == TFC_CONV_PAD_SAME_LOWER);
     if (!p.ceil_mode && pads_too_large(&p)) {
+        if (want_indices) return onnx_unsupported(im, "the Indices output with pads above half the kernel");
         outs[0] = pool_padded(im->g, x, &p, is_max);
         return tfc_graph_status(im->g);
     }
-    outs[0] = is_max ? tfc_max_pool(im->g, x, &p, NULL) : tfc_avg_pool(im->g, x, &p);
+    if (!want_indices) {
+        outs[0] = is_max ? tfc_max_pool(im->g, x, &p, NULL) : tfc_avg_pool(im->g, x, &p);
+        return tfc_graph_status(im->g);
+    }
+    tfc_tensor *ind = NULL;
+    outs[0] = tfc_max_pool(im->g, x, &p, &ind);
+    outs[1] = pool_indices(im, ind, &xs);
     return tfc_graph_status(im->g);
 }
 

@@ -541,3 +541,72 @@ ONNX_BUILDER(onnx_eye_like)
     out_values[0] = v;
     return TFC_OK;
 }
+
+/* Compress with a constant condition: the picked indices gathered (x flattened first when the
+ * node has no axis). */
+ONNX_BUILDER(onnx_compress)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0);
+    const tfc_value *c = onnx_input_value(im, 1);
+    if (!x) return tfc_graph_status(g);
+    if (!c) return onnx_unsupported(im, "a condition computed when the graph runs (it must be known at import time)");
+    const Onnx__AttributeProto *ax = onnx_attr(im->node, "axis");
+    int64_t axis = ax ? onnx_attr_int(im->node, "axis", 0) : 0;
+    if (!ax) x = tfc_reshape(g, x, tfc_shape_of(1, (int64_t[]){-1}));
+    if (!x) return tfc_graph_status(g);
+    if (axis < 0) axis += onnx_rank(x);
+    int64_t dim = tfc_tensor_shape(x).dims[axis], n = 0, cnt = tfc_value_numel(c);
+    if (axis < 0 || axis >= onnx_rank(x) || dim < 0 || cnt > dim)
+        return onnx_unsupported(im, "this axis, or a condition longer than its dim");
+    int64_t *picked = malloc((size_t)(cnt + 1) * sizeof *picked);
+    if (!picked) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
+    for (int64_t i = 0; i < cnt; i++)
+        if (tfc_value_get(c, i) != 0) picked[n++] = i;
+    tfc_value *v = NULL;
+    if (n && !tfc_value_from_data(TFC_INT64, tfc_shape_of(1, &n), picked, &v)) {
+        outs[0] = onnx_gather_axis(g, x, tfc_constant(g, NULL, v), (int)axis);
+        tfc_value_destroy(v);
+    } else if (!n) {
+        outs[0] = slice_axis(g, x, (int)axis, 0, 0);
+    }
+    free(picked);
+    return tfc_graph_status(g);
+}
+
+/* GatherND (batch_dims 0): the index tuples become row numbers of data reshaped to
+ * [prod(first k dims), rest...] (negative components wrap), then one gather. */
+ONNX_BUILDER(onnx_gather_nd)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0), *idx = onnx_input(im, 1);
+    if (!x || !idx) return tfc_graph_status(g);
+    if (onnx_attr_int(im->node, "batch_dims", 0)) return onnx_unsupported(im, "batch_dims other than 0");
+    tfc_shape xs = tfc_tensor_shape(x), is = tfc_tensor_shape(idx);
+    int64_t k = is.rank ? is.dims[is.rank - 1] : -1;
+    if (k < 1 || k > xs.rank) return onnx_unsupported(im, "index tuples of %lld values for rank %d", (long long)k, xs.rank);
+    double stride[TFC_MAX_RANK], dims[TFC_MAX_RANK];
+    int64_t rows = 1;
+    for (int64_t j = k - 1; j >= 0; j--) {
+        stride[j] = (double)rows;
+        dims[j] = (double)xs.dims[j];
+        rows *= xs.dims[j];
+    }
+    tfc_value *sv, *dv;
+    if (tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), stride, &sv))
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    if (tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), dims, &dv)) {
+        tfc_value_destroy(sv);
+        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    }
+    tfc_tensor *fi = tfc_cast(g, idx, TFC_FLOAT64);
+    fi = tfc_add(g, fi, tfc_mul(g, tfc_constant(g, NULL, dv), tfc_cast(g, tfc_less(g, fi, tfc_scalar(g, TFC_FLOAT64, 0)), TFC_FLOAT64)));
+    tfc_tensor *lin = tfc_cast(g, tfc_reduce_sum(g, tfc_mul(g, fi, tfc_constant(g, NULL, sv)), 1, (int64_t[]){-1}, 0), TFC_INT64);
+    tfc_value_destroy(sv);
+    tfc_value_destroy(dv);
+    tfc_shape flat = {.rank = xs.rank - (int)k + 1};
+    flat.dims[0] = rows;
+    for (int d = (int)k; d < xs.rank; d++) flat.dims[d - k + 1] = xs.dims[d];
+    outs[0] = tfc_gather(g, tfc_reshape(g, x, flat), lin);
+    return tfc_graph_status(g);
+}
