@@ -5,7 +5,7 @@
  * status and a message naming the problem: a truncated file, not ONNX, another protobuf, an
  * unknown op, a newer opset, type and shape mismatches, a missing external data file, data
  * sizes that do not match the dims (checked before any data is read), a value-dependent input
- * that is not constant. */
+ * that is not constant; every prefix of the model and 1500 copies with bytes changed. */
 #define _GNU_SOURCE /* nftw in bad_input.h */
 #include <fcntl.h>
 #include <spawn.h>
@@ -380,6 +380,48 @@ static void test_not_constant(void)
                 "'x'", "known at import time", NULL);
 }
 
+/* Every prefix of the good model and 1500 copies with a few bytes changed (a fixed seed):
+ * each import returns a status, a failed one with a message, and never reads out of bounds
+ * (the sanitizer build and valgrind check that part). */
+static void test_mutations(void)
+{
+    struct model_parts p;
+    model_init(&p);
+    size_t n;
+    unsigned char *good = bad_read_file(model_write(&p, "good.onnx"), &n);
+    CU_ASSERT_FATAL(good != NULL);
+    unsigned char *buf = malloc(n);
+    CU_ASSERT_FATAL(buf != NULL);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", bad_path("mutant.onnx"));
+    uint64_t seed = 14;
+    int ok = 0, failed = 0, silent = 0;
+    for (size_t round = 0; round < n + 1500; round++) {
+        size_t len = round < n ? round : n;
+        memcpy(buf, good, n);
+        for (int k = 0; round >= n && k < 1 + (int)(round % 4); k++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            buf[(seed >> 33) % n] = (unsigned char)(seed >> 20);
+        }
+        CU_ASSERT_FATAL(bad_write_file(path, buf, len) == 0);
+        tfc_graph *g;
+        CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+        tfc_onnx_model *m = NULL;
+        tfc_status st = tfc_onnx_import(g, path, NULL, &m);
+        if (st == TFC_OK) ok++;
+        else failed++;
+        if (st != TFC_OK && !*tfc_graph_errmsg(g)) silent++;
+        CU_ASSERT((st == TFC_OK) == (m != NULL));
+        tfc_onnx_model_free(m);
+        tfc_graph_destroy(g);
+    }
+    printf("\n  %d imported, %d refused, %d refused without a message", ok, failed, silent);
+    CU_ASSERT(silent == 0);
+    CU_ASSERT(failed > 0);
+    free(buf);
+    free(good);
+}
+
 /* ---- the tool: tfc import, then tfc run on the store -------------------------------------- */
 static char tfc_path[PATH_MAX + 16];
 
@@ -472,6 +514,7 @@ int main(void)
     CU_add_test(s, "type and shape mismatches", test_type_and_shape_mismatch);
     CU_add_test(s, "external data missing, sizes against dims", test_bad_data);
     CU_add_test(s, "value-dependent input not constant", test_not_constant);
+    CU_add_test(s, "truncations and byte changes: a status each", test_mutations);
     CU_add_test(s, "tfc import and tfc run", test_tool);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
