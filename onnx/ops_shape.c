@@ -610,3 +610,39 @@ ONNX_BUILDER(onnx_gather_nd)
     outs[0] = tfc_gather(g, tfc_reshape(g, x, flat), lin);
     return tfc_graph_status(g);
 }
+
+/* ScatterElements (reduction none or add) where indices and updates have data's dims except
+ * along axis: one-hot rows of the indices place the updates (summed over the scattered
+ * entries) and mask the replaced elements. */
+ONNX_BUILDER(onnx_scatter_elements)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0), *idx = onnx_input(im, 1), *upd = onnx_input(im, 2);
+    if (!x || !idx || !upd) return tfc_graph_status(g);
+    char buf[16];
+    const char *red = onnx_attr_str(im->node, "reduction", "none", buf, sizeof buf);
+    if (strcmp(red, "none") && strcmp(red, "add")) return onnx_unsupported(im, "reduction '%s'", red);
+    tfc_shape xs = tfc_tensor_shape(x), is = tfc_tensor_shape(idx);
+    int r = xs.rank;
+    int64_t axis = onnx_attr_int(im->node, "axis", 0);
+    if (axis < 0) axis += r;
+    int fits = axis >= 0 && axis < r && is.rank == r && r + 1 <= TFC_MAX_RANK;
+    for (int d = 0; fits && d < r; d++) fits = d == axis || is.dims[d] == xs.dims[d];
+    if (!fits) return onnx_unsupported(im, "indices whose dims differ from data's off the axis");
+    int64_t perm[TFC_MAX_RANK], back[TFC_MAX_RANK], depth = xs.dims[axis];
+    for (int d = 0, j = 0; d < r; d++)
+        if (d != axis) perm[j++] = d;
+    perm[r - 1] = axis;
+    for (int d = 0; d < r; d++) back[perm[d]] = d;
+    enum tfc_dtype dt = tfc_tensor_dtype(x);
+    tfc_tensor *oh = tfc_one_hot(g, tfc_transpose(g, wrap_negative(g, idx, depth), perm), depth,
+                                 dt, 1, 0);                                     /* [.., m, C] */
+    tfc_tensor *ut = tfc_unsqueeze(g, tfc_transpose(g, upd, perm), r);         /* [.., m, 1] */
+    tfc_tensor *placed = tfc_reduce_sum(g, tfc_mul(g, oh, ut), 1, (int64_t[]){-2}, 0);
+    tfc_tensor *hit = tfc_minimum(g, tfc_reduce_sum(g, oh, 1, (int64_t[]){-2}, 0), tfc_scalar(g, dt, 1));
+    tfc_tensor *xt = tfc_transpose(g, x, perm);
+    tfc_tensor *kept = !strcmp(red, "add") ? xt : tfc_mul(g, xt, tfc_sub(g, tfc_scalar(g, dt, 1), hit));
+    tfc_tensor *y = tfc_add(g, kept, placed);
+    outs[0] = y ? tfc_transpose(g, y, back) : NULL;
+    return tfc_graph_status(g);
+}
