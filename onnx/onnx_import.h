@@ -111,6 +111,7 @@ ONNX_BUILDER(onnx_expand); ONNX_BUILDER(onnx_pad); ONNX_BUILDER(onnx_one_hot);
 ONNX_BUILDER(onnx_identity); ONNX_BUILDER(onnx_tile); ONNX_BUILDER(onnx_hardmax);
 ONNX_BUILDER(onnx_gather_elements); ONNX_BUILDER(onnx_trilu); ONNX_BUILDER(onnx_compress);
 ONNX_BUILDER(onnx_gather_nd); ONNX_BUILDER(onnx_scatter_elements);
+ONNX_BUILDER(onnx_scatter_nd);
 ONNX_BUILDER(onnx_cumsum); ONNX_BUILDER(onnx_mod); ONNX_BUILDER(onnx_eye_like);
 /* ops_resize.c */
 ONNX_BUILDER(onnx_resize);

@@ -62,7 +62,7 @@ static const struct onnx_op_map table[] = {
     {"OneHot", 9, onnx_one_hot}, {"Tile", 6, onnx_tile},
     {"GatherElements", 11, onnx_gather_elements}, {"GatherND", 11, onnx_gather_nd},
     {"Compress", 9, onnx_compress}, {"ScatterElements", 11, onnx_scatter_elements},
-    {"Scatter", 9, onnx_scatter_elements}, /* deprecated at 11: ScatterElements under its old name */ {"Trilu", 14, onnx_trilu},
+    {"ScatterND", 11, onnx_scatter_nd}, {"Scatter", 9, onnx_scatter_elements}, /* deprecated at 11: ScatterElements under its old name */ {"Trilu", 14, onnx_trilu},
     {"CumSum", 11, onnx_cumsum}, {"EyeLike", 9, onnx_eye_like}, {"Hardmax", 1, onnx_hardmax},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},

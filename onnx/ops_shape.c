@@ -574,8 +574,37 @@ ONNX_BUILDER(onnx_compress)
     return tfc_graph_status(g);
 }
 
+/* The row numbers of idx's index tuples (its last dim, k values each) in data of shape xs
+ * seen as [rows, rest...]: sum of idx_j * stride_j, negative components wrapped; in float64,
+ * as our reductions are for floats. */
+static tfc_tensor *tuple_rows(tfc_graph *g, tfc_tensor *idx, const tfc_shape *xs, int64_t k,
+                              int64_t *rows)
+{
+    double stride[TFC_MAX_RANK], dims[TFC_MAX_RANK];
+    *rows = 1;
+    for (int64_t j = k - 1; j >= 0; j--) {
+        stride[j] = (double)*rows;
+        dims[j] = (double)xs->dims[j];
+        *rows *= xs->dims[j];
+    }
+    tfc_value *sv = NULL, *dv = NULL;
+    if (tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), stride, &sv) ||
+        tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), dims, &dv)) {
+        tfc_value_destroy(sv);
+        return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    }
+    tfc_tensor *fi = tfc_cast(g, idx, TFC_FLOAT64);
+    tfc_tensor *neg = tfc_cast(g, tfc_less(g, fi, tfc_scalar(g, TFC_FLOAT64, 0)), TFC_FLOAT64);
+    fi = tfc_add(g, fi, tfc_mul(g, tfc_constant(g, NULL, dv), neg));
+    tfc_tensor *lin = tfc_reduce_sum(g, tfc_mul(g, fi, tfc_constant(g, NULL, sv)), 1,
+                                     (int64_t[]){-1}, 0);
+    tfc_value_destroy(sv);
+    tfc_value_destroy(dv);
+    return tfc_cast(g, lin, TFC_INT64);
+}
+
 /* GatherND (batch_dims 0): the index tuples become row numbers of data reshaped to
- * [prod(first k dims), rest...] (negative components wrap), then one gather. */
+ * [prod(first k dims), rest...], then one gather. */
 ONNX_BUILDER(onnx_gather_nd)
 {
     tfc_graph *g = im->g;
@@ -583,27 +612,9 @@ ONNX_BUILDER(onnx_gather_nd)
     if (!x || !idx) return tfc_graph_status(g);
     if (onnx_attr_int(im->node, "batch_dims", 0)) return onnx_unsupported(im, "batch_dims other than 0");
     tfc_shape xs = tfc_tensor_shape(x), is = tfc_tensor_shape(idx);
-    int64_t k = is.rank ? is.dims[is.rank - 1] : -1;
+    int64_t k = is.rank ? is.dims[is.rank - 1] : -1, rows;
     if (k < 1 || k > xs.rank) return onnx_unsupported(im, "index tuples of %lld values for rank %d", (long long)k, xs.rank);
-    double stride[TFC_MAX_RANK], dims[TFC_MAX_RANK];
-    int64_t rows = 1;
-    for (int64_t j = k - 1; j >= 0; j--) {
-        stride[j] = (double)rows;
-        dims[j] = (double)xs.dims[j];
-        rows *= xs.dims[j];
-    }
-    tfc_value *sv, *dv;
-    if (tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), stride, &sv))
-        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
-    if (tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &k), dims, &dv)) {
-        tfc_value_destroy(sv);
-        return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
-    }
-    tfc_tensor *fi = tfc_cast(g, idx, TFC_FLOAT64);
-    fi = tfc_add(g, fi, tfc_mul(g, tfc_constant(g, NULL, dv), tfc_cast(g, tfc_less(g, fi, tfc_scalar(g, TFC_FLOAT64, 0)), TFC_FLOAT64)));
-    tfc_tensor *lin = tfc_cast(g, tfc_reduce_sum(g, tfc_mul(g, fi, tfc_constant(g, NULL, sv)), 1, (int64_t[]){-1}, 0), TFC_INT64);
-    tfc_value_destroy(sv);
-    tfc_value_destroy(dv);
+    tfc_tensor *lin = tuple_rows(g, idx, &xs, k, &rows);
     tfc_shape flat = {.rank = xs.rank - (int)k + 1};
     flat.dims[0] = rows;
     for (int d = (int)k; d < xs.rank; d++) flat.dims[d - k + 1] = xs.dims[d];
@@ -644,5 +655,37 @@ ONNX_BUILDER(onnx_scatter_elements)
     tfc_tensor *kept = !strcmp(red, "add") ? xt : tfc_mul(g, xt, tfc_sub(g, tfc_scalar(g, dt, 1), hit));
     tfc_tensor *y = tfc_add(g, kept, placed);
     outs[0] = y ? tfc_transpose(g, y, back) : NULL;
+    return tfc_graph_status(g);
+}
+
+/* ScatterND (reduction none or add): data seen as [rows, rest] and the index tuples as row
+ * numbers; a one-hot [M, rows] matrix places the update rows (a matmul) and masks the
+ * replaced ones. */
+ONNX_BUILDER(onnx_scatter_nd)
+{
+    tfc_graph *g = im->g;
+    tfc_tensor *x = onnx_input(im, 0), *idx = onnx_input(im, 1), *upd = onnx_input(im, 2);
+    if (!x || !idx || !upd) return tfc_graph_status(g);
+    char buf[16];
+    const char *red = onnx_attr_str(im->node, "reduction", "none", buf, sizeof buf);
+    if (strcmp(red, "none") && strcmp(red, "add")) return onnx_unsupported(im, "reduction '%s'", red);
+    enum tfc_dtype dt = tfc_tensor_dtype(x);
+    if (dt != TFC_FLOAT32 && dt != TFC_FLOAT64) return onnx_unsupported(im, "data of %s", tfc_dtype_name(dt));
+    tfc_shape xs = tfc_tensor_shape(x), is = tfc_tensor_shape(idx);
+    int64_t k = is.rank ? is.dims[is.rank - 1] : -1, rows, rest = 1, m = 1;
+    if (k < 1 || k > xs.rank) return onnx_unsupported(im, "index tuples of %lld values for rank %d", (long long)k, xs.rank);
+    for (int d = (int)k; d < xs.rank; d++) rest *= xs.dims[d];
+    for (int d = 0; d < is.rank - 1; d++) m *= is.dims[d];
+    tfc_tensor *lin = tuple_rows(g, idx, &xs, k, &rows);
+    tfc_tensor *oh = tfc_one_hot(g, tfc_reshape(g, lin, tfc_shape_of(1, &m)), rows, dt, 1, 0);
+    tfc_tensor *u = tfc_reshape(g, upd, tfc_shape_of(2, (int64_t[]){m, rest}));
+    tfc_tensor *placed = tfc_matmul(g, oh, u, 1, 0);                         /* [rows, rest] */
+    tfc_tensor *flat = tfc_reshape(g, x, tfc_shape_of(2, (int64_t[]){rows, rest}));
+    if (!strcmp(red, "none")) {
+        tfc_tensor *hit = tfc_minimum(g, tfc_reduce_sum(g, oh, 1, (int64_t[]){0}, 0), tfc_scalar(g, dt, 1));
+        hit = tfc_reshape(g, hit, tfc_shape_of(2, (int64_t[]){rows, 1}));
+        flat = tfc_mul(g, flat, tfc_sub(g, tfc_scalar(g, dt, 1), hit));
+    }
+    outs[0] = tfc_reshape(g, tfc_add(g, flat, placed), xs);
     return tfc_graph_status(g);
 }
