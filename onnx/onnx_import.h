@@ -103,7 +103,7 @@ ONNX_BUILDER(onnx_global_pool); ONNX_BUILDER(onnx_batch_norm); ONNX_BUILDER(onnx
 ONNX_BUILDER(onnx_dropout); ONNX_BUILDER(onnx_gemm); ONNX_BUILDER(onnx_matmul);
 ONNX_BUILDER(onnx_layer_norm); ONNX_BUILDER(onnx_instance_norm); ONNX_BUILDER(onnx_lrn);
 ONNX_BUILDER(onnx_depth_to_space);
-/* ops_shape.c */
+/* ops_shape.c and ops_index.c */
 ONNX_BUILDER(onnx_reshape); ONNX_BUILDER(onnx_flatten); ONNX_BUILDER(onnx_squeeze);
 ONNX_BUILDER(onnx_unsqueeze); ONNX_BUILDER(onnx_transpose); ONNX_BUILDER(onnx_concat);
 ONNX_BUILDER(onnx_split); ONNX_BUILDER(onnx_slice); ONNX_BUILDER(onnx_gather);
@@ -129,7 +129,7 @@ tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_valu
 
 /* Shared helpers (ops_shape.c): x reshaped to shape; unsqueeze of several axes (sorted). */
 tfc_tensor *onnx_unsqueeze_axes(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes);
-/* x gathered along axis at idx (ONNX Gather's result shape). */
+/* x gathered along axis at idx (ONNX Gather's result shape; ops_index.c). */
 tfc_tensor *onnx_gather_axis(tfc_graph *g, tfc_tensor *x, tfc_tensor *idx, int axis);
 /* The rank of a tensor. */
 static inline int onnx_rank(const tfc_tensor *t) { return tfc_tensor_shape(t).rank; }
