@@ -127,7 +127,7 @@ int onnx_inputs_known(struct onnx_import *im);
 /* Computes the node's built outputs (outs[k] without vals[k]) into vals now. */
 tfc_status onnx_fold_outputs(struct onnx_import *im, tfc_tensor **outs, tfc_value **vals);
 
-/* Shared helpers (ops_shape.c): x reshaped to shape; unsqueeze of several axes (sorted). */
+/* x with a dim of size 1 inserted at each of the axes (of the result; ops_shape.c). */
 tfc_tensor *onnx_unsqueeze_axes(tfc_graph *g, tfc_tensor *x, int n, const int64_t *axes);
 /* x gathered along axis at idx (ONNX Gather's result shape; ops_index.c). */
 tfc_tensor *onnx_gather_axis(tfc_graph *g, tfc_tensor *x, tfc_tensor *idx, int axis);
