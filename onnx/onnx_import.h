@@ -118,7 +118,7 @@ ONNX_BUILDER(onnx_resize);
 /* ops_loss.c */
 ONNX_BUILDER(onnx_nll_loss); ONNX_BUILDER(onnx_softmax_cross_entropy);
 /* ops_reduce.c */
-ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax);
+ONNX_BUILDER(onnx_reduce); ONNX_BUILDER(onnx_argmax); ONNX_BUILDER(onnx_einsum);
 /* fold.c: ops computed at import time from static shapes or constant inputs */
 ONNX_BUILDER(onnx_constant); ONNX_BUILDER(onnx_shape); ONNX_BUILDER(onnx_size);
 ONNX_BUILDER(onnx_constant_of_shape); ONNX_BUILDER(onnx_range); ONNX_BUILDER(onnx_window);

@@ -52,7 +52,7 @@ static const struct onnx_op_map table[] = {
     {"ReduceMin", 1, onnx_reduce}, {"ReduceL1", 1, onnx_reduce}, {"ReduceL2", 1, onnx_reduce},
     {"ReduceLogSum", 1, onnx_reduce}, {"ReduceLogSumExp", 1, onnx_reduce},
     {"ReduceSumSquare", 1, onnx_reduce}, {"ReduceProd", 1, onnx_reduce},
-    {"ArgMax", 1, onnx_argmax}, {"ArgMin", 1, onnx_argmax},
+    {"ArgMax", 1, onnx_argmax}, {"ArgMin", 1, onnx_argmax}, {"Einsum", 12, onnx_einsum},
     /* shapes and data movement */
     {"Reshape", 1, onnx_reshape}, {"Flatten", 1, onnx_flatten}, {"Squeeze", 1, onnx_squeeze},
     {"Unsqueeze", 1, onnx_unsqueeze}, {"Transpose", 1, onnx_transpose},

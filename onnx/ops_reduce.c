@@ -1,6 +1,6 @@
 /* ops_reduce.c: ONNX reductions (ReduceSum's axes became an input at opset 13, the others'
- * stay an attribute through opset 17) written with our reduce_sum/mean/max/min, and ArgMax /
- * ArgMin with keepdims. */
+ * stay an attribute through opset 17) written with our reduce_sum/mean/max/min, ArgMax /
+ * ArgMin with keepdims, and Einsum (a broadcast product summed over the letters it drops). */
 #include <string.h>
 #include "onnx_import.h"
 
@@ -93,5 +93,82 @@ ONNX_BUILDER(onnx_argmax)
     if (y && last) y = tfc_sub(g, tfc_scalar(g, TFC_INT64, (double)(n - 1)), y);
     if (y && onnx_attr_int(im->node, "keepdims", 1)) y = tfc_unsqueeze(g, y, axis);
     outs[0] = y;
+    return tfc_graph_status(g);
+}
+
+/* One Einsum operand aligned to the letters `all` (n of them): transposed into their order,
+ * with a dim of 1 for each letter it lacks. */
+static tfc_tensor *einsum_align(tfc_graph *g, tfc_tensor *x, const char *term, const char *all,
+                                int n)
+{
+    int r = (int)strlen(term), order[TFC_MAX_RANK], k = 0;
+    int64_t perm[TFC_MAX_RANK];
+    for (int a = 0; a < n; a++) /* x's letters in the order of `all` */
+        for (int i = 0; i < r; i++)
+            if (term[i] == all[a]) order[k] = a, perm[k++] = i;
+    tfc_tensor *t = r > 1 ? tfc_transpose(g, x, perm) : x;
+    tfc_shape ts = tfc_tensor_shape(x), s = {.rank = n};
+    for (int a = 0; a < n; a++) s.dims[a] = 1;
+    for (int j = 0; j < k; j++) s.dims[order[j]] = ts.dims[perm[j]];
+    return tfc_reshape(g, t, s);
+}
+
+/* Einsum without repeated letters in one term or ellipses: every operand aligned to all the
+ * letters, multiplied with broadcasting, summed over the letters the output lacks, and
+ * transposed into the output's order (implicit output: the letters used once, sorted). */
+ONNX_BUILDER(onnx_einsum)
+{
+    tfc_graph *g = im->g;
+    char eq[128], buf[128], terms[8][16], all[TFC_MAX_RANK + 1] = "", out[TFC_MAX_RANK + 1] = "";
+    snprintf(eq, sizeof eq, "%s", onnx_attr_str(im->node, "equation", "", buf, sizeof buf));
+    int nt = 0, n = 0, count[128] = {0};
+    char *arrow = strstr(eq, "->"), *p = eq;
+    if (arrow) *arrow = 0;
+    for (char *t = strtok(p, ","); t && nt < 8; t = strtok(NULL, ",")) {
+        int j = 0;
+        for (; *t; t++) {
+            if (*t == ' ') continue;
+            if (*t == '.' || j >= 15) return onnx_unsupported(im, "equation '%s' (ellipses)", buf);
+            for (int i = 0; i < j; i++)
+                if (terms[nt][i] == *t) return onnx_unsupported(im, "equation '%s' (a letter repeated in one term)", buf);
+            terms[nt][j++] = *t;
+            count[*t & 127]++;
+            if (!strchr(all, *t)) {
+                if (n == TFC_MAX_RANK) return onnx_unsupported(im, "more than %d letters", TFC_MAX_RANK);
+                all[n++] = *t, all[n] = 0;
+            }
+        }
+        terms[nt++][j] = 0;
+    }
+    if (nt != (int)im->node->n_input) return onnx_unsupported(im, "equation '%s' for %zu inputs", buf, im->node->n_input);
+    int no = 0;
+    if (arrow) {
+        for (const char *q = arrow + 2; *q && no < TFC_MAX_RANK; q++)
+            if (*q != ' ') out[no++] = *q;
+    } else {
+        for (int c = 'A'; c <= 'z'; c++)
+            if (count[c] == 1 && no < TFC_MAX_RANK) out[no++] = (char)c;
+    }
+    out[no] = 0;
+    tfc_tensor *prod = NULL;
+    for (int i = 0; i < nt; i++) {
+        tfc_tensor *x = onnx_input(im, i);
+        if (!x) return tfc_graph_status(g);
+        if (onnx_rank(x) != (int)strlen(terms[i])) return onnx_unsupported(im, "term '%s' for rank %d", terms[i], onnx_rank(x));
+        tfc_tensor *a = einsum_align(g, x, terms[i], all, n);
+        prod = prod ? tfc_mul(g, prod, a) : a;
+    }
+    int64_t axes[TFC_MAX_RANK], perm[TFC_MAX_RANK];
+    int na = 0, kept = 0;
+    char left[TFC_MAX_RANK + 1];
+    for (int a = 0; a < n; a++) {
+        if (strchr(out, all[a])) left[kept++] = all[a];
+        else axes[na++] = a;
+    }
+    left[kept] = 0;
+    if (kept != no) return onnx_unsupported(im, "equation '%s' (an output letter no input has)", buf);
+    tfc_tensor *y = na ? tfc_reduce_sum(g, prod, na, axes, 0) : prod;
+    for (int i = 0; i < no; i++) perm[i] = strchr(left, out[i]) - left;
+    outs[0] = no > 1 ? tfc_transpose(g, y, perm) : na ? y : tfc_identity(g, y);
     return tfc_graph_status(g);
 }
