@@ -113,6 +113,8 @@ ONNX_BUILDER(onnx_gather_elements); ONNX_BUILDER(onnx_trilu); ONNX_BUILDER(onnx_
 ONNX_BUILDER(onnx_gather_nd); ONNX_BUILDER(onnx_scatter_elements);
 ONNX_BUILDER(onnx_scatter_nd);
 ONNX_BUILDER(onnx_cumsum); ONNX_BUILDER(onnx_mod); ONNX_BUILDER(onnx_eye_like);
+/* ops_rnn.c */
+ONNX_BUILDER(onnx_rnn);
 /* ops_resize.c */
 ONNX_BUILDER(onnx_resize);
 /* ops_loss.c */

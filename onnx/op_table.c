@@ -44,6 +44,7 @@ static const struct onnx_op_map table[] = {
     {"LayerNormalization", 17, onnx_layer_norm},
     {"Softmax", 1, onnx_softmax}, {"LogSoftmax", 1, onnx_softmax},
     {"Dropout", 1, onnx_dropout}, {"LRN", 1, onnx_lrn},
+    {"RNN", 7, onnx_rnn}, {"GRU", 7, onnx_rnn}, {"LSTM", 7, onnx_rnn},
     {"DepthToSpace", 1, onnx_depth_to_space}, {"SpaceToDepth", 1, onnx_depth_to_space},
     {"NegativeLogLikelihoodLoss", 12, onnx_nll_loss},
     {"SoftmaxCrossEntropyLoss", 12, onnx_softmax_cross_entropy},
