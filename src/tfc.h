@@ -1181,11 +1181,13 @@ TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info
 
 /* Adds the graph of an ONNX model file (opsets up to TFC_ONNX_MAX_OPSET of the default
  * domain) to g: each graph input without an initializer becomes a placeholder of its name
- * (dtype and shape from the model; a symbolic leading dimension is -1), each initializer a
- * constant (or, with trainable, a float variable, see below), each node one or a few of our
- * ops, named after the node's outputs. Value-dependent arguments (Reshape's shape, Slice's
- * bounds, ReduceSum's axes, Expand's shape, OneHot's depth, ...) must be constants, initializers
- * or frozen inputs: they are folded at import. A worked example:
+ * (dtype and shape from the model; a symbolic leading dimension is -1; ':' ',' '"' in ONNX
+ * names become '_'), each initializer a constant (or, with trainable, a float variable, see
+ * below), each node one or a few of our ops, named after the node's outputs. Value-dependent
+ * arguments (Reshape's shape, Slice's bounds, ReduceSum's axes, Expand's shape, OneHot's depth,
+ * ...) must be constants, initializers, frozen inputs or computed from them: a node whose
+ * inputs are all known runs during the import (in a context of its own, which joins a StarPU
+ * the application already started). A worked example:
  *     tfc_graph *g; tfc_graph_create(&g);
  *     tfc_onnx_options o = {0};                    (o.trainable = 1: initializers as variables)
  *     tfc_onnx_model *m;
