@@ -378,6 +378,12 @@ static void test_not_constant(void)
     p.nodes[2].input = in;
     expect_fail(model_write(&p, "dynamic_shape.onnx"), NULL, TFC_ERR_INVALID_ARGUMENT, "Reshape",
                 "'x'", "known at import time", NULL);
+    /* Shape of x, whose batch dimension is symbolic: not foldable, and said so */
+    model_init(&p);
+    p.nodes[2].op_type = "Shape";
+    p.in_relu[0] = "x";
+    expect_fail(model_write(&p, "shape_of_batch.onnx"), NULL, TFC_ERR_INVALID_ARGUMENT, "Shape",
+                "'x'", "known only when the graph runs", NULL);
 }
 
 /* Every prefix of the good model and 1500 copies with a few bytes changed (a fixed seed):
