@@ -1177,6 +1177,52 @@ typedef struct tfc_metric_info {
  * there are none). TFC_ERR_STORE on a read error. */
 TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info **out);
 
+/* ---- ONNX import (onnx/; built with --with-onnx) ------------------------------------------ */
+
+/* Adds the graph of an ONNX model file (opsets up to TFC_ONNX_MAX_OPSET of the default
+ * domain) to g: each graph input without an initializer becomes a placeholder of its name
+ * (dtype and shape from the model; a symbolic leading dimension is -1; ':' ',' '"' in ONNX
+ * names become '_'), each initializer a constant (or, with trainable, a float variable, see
+ * below), each node one or a few of our ops, named after the node's outputs. Value-dependent
+ * arguments (Reshape's shape, Slice's bounds, ReduceSum's axes, Expand's shape, OneHot's depth,
+ * ...) must be constants, initializers, frozen inputs or computed from them: a node whose
+ * inputs are all known runs during the import (in a context of its own, which joins a StarPU
+ * the application already started). A worked example:
+ *     tfc_graph *g; tfc_graph_create(&g);
+ *     tfc_onnx_options o = {0};                    (o.trainable = 1: initializers as variables)
+ *     tfc_onnx_model *m;
+ *     if (tfc_onnx_import(g, "mlp.onnx", &o, &m)) puts(tfc_graph_errmsg(g));
+ *     tfc_tensor *x = tfc_graph_find(g, m->predict->feeds[0]);
+ *     tfc_tensor *y = tfc_graph_find(g, m->predict->outputs[0]);
+ *     ... tfc_session_create; with trainable, tfc_onnx_init_variables(s, m); run x -> y ...
+ *     tfc_onnx_model_free(m); tfc_graph_destroy(g);
+ * Errors are recorded on g (tfc_graph_errmsg) and returned: TFC_ERR_NOT_FOUND (no such file, an
+ * external data file missing, an op we do not map: the message names the op type, the node and
+ * the opset), TFC_ERR_INVALID_ARGUMENT (not an ONNX model, truncated, a newer opset, an
+ * attribute outside what we support, a value-dependent input that is not constant, a tensor
+ * whose data does not match its dims), TFC_ERR_DTYPE, TFC_ERR_SHAPE (from the ops built). Without
+ * ONNX support in the build: TFC_ERR_INVALID_ARGUMENT saying so. */
+#define TFC_ONNX_MAX_OPSET 17 /* ONNX 1.12's default-domain opset */
+typedef struct tfc_onnx_options {
+    int trainable;                    /* 1: float initializers become trainable variables */
+    int n_frozen;                     /* graph inputs given values: they become constants */
+    const char *const *frozen_names;  /* (borrowed; the values are copied) */
+    const tfc_value *const *frozen_values;
+} tfc_onnx_options;
+typedef struct tfc_onnx_model {
+    tfc_signature *predict;  /* feeds: the placeholders; outputs: the graph's outputs */
+    int64_t opset;           /* the model's default-domain opset */
+    int n_variables;         /* with trainable: the variables and their initializer values */
+    tfc_tensor **variables;
+    tfc_value **values;
+} tfc_onnx_model;
+/* options may be NULL (the defaults); out may be NULL. *out is owned by the caller. */
+TFC_API tfc_status tfc_onnx_import(tfc_graph *g, const char *path, const tfc_onnx_options *options,
+                                   tfc_onnx_model **out);
+/* Writes each variable of an import with trainable its initializer's value (a session of g). */
+TFC_API tfc_status tfc_onnx_init_variables(tfc_session *s, const tfc_onnx_model *m);
+TFC_API void tfc_onnx_model_free(tfc_onnx_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,8 @@
 #include "config.h"
 #include "tool.h"
 
+int cmd_import(int argc, char **argv); /* import.c: `tfc import` (ONNX) */
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -17,6 +19,7 @@ static const struct {
     {"run", cmd_run, "inference through the \"predict\" signature (outputs as .npy or printed)"},
     {"dot", cmd_dot, "the graph in Graphviz DOT on stdout"},
     {"plot", cmd_plot, "metric curves (loss, accuracy, ...) as SVG or PNG"},
+    {"import", cmd_import, "an ONNX model into a new model store (graph, \"predict\" signature)"},
 };
 
 static void help(FILE *out)
@@ -61,7 +64,7 @@ int main(int argc, char **argv)
             int rc = commands[i].fn(argc - 1, argv + 1);
             return rc < 0 ? TOOL_OK : rc; /* -1: --help was printed */
         }
-    fprintf(stderr, "tfc: unknown command '%s' (commands: info, train, eval, run, dot, plot; "
+    fprintf(stderr, "tfc: unknown command '%s' (commands: info, train, eval, run, dot, plot, import; "
                     "see 'tfc --help')\n", c);
     return TOOL_USAGE;
 }

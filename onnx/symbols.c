@@ -1,0 +1,115 @@
+/* symbols.c: the import's name table: each ONNX value name maps to our tensor and, when it is
+ * known at import time, to its value, which value-dependent arguments (shapes, axes, bounds)
+ * are read from. A known value gets its constant node only when an op needs it as a tensor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "onnx_import.h"
+
+struct onnx_sym *onnx_sym_find(struct onnx_import *im, const char *name)
+{
+    for (int i = im->n_syms - 1; i >= 0; i--) /* later definitions shadow (subgraphs later) */
+        if (!strcmp(im->syms[i].name, name)) return &im->syms[i];
+    return NULL;
+}
+
+tfc_status onnx_sym_add(struct onnx_import *im, const char *name, tfc_tensor *t, tfc_value *v)
+{
+    if (im->n_syms == im->cap_syms) {
+        int cap = im->cap_syms ? 2 * im->cap_syms : 64;
+        struct onnx_sym *p = realloc(im->syms, (size_t)cap * sizeof *p);
+        if (!p) {
+            tfc_value_destroy(v);
+            return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
+        }
+        im->syms = p;
+        im->cap_syms = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy) {
+        tfc_value_destroy(v);
+        return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
+    }
+    im->syms[im->n_syms++] = (struct onnx_sym){copy, t, v};
+    return TFC_OK;
+}
+
+void onnx_syms_free(struct onnx_import *im)
+{
+    for (int i = 0; i < im->n_syms; i++) {
+        free(im->syms[i].name);
+        tfc_value_destroy(im->syms[i].value);
+    }
+    free(im->syms);
+    im->syms = NULL;
+    im->n_syms = im->cap_syms = 0;
+}
+
+int onnx_has_input(struct onnx_import *im, int i)
+{
+    const Onnx__NodeProto *n = im->node;
+    return i >= 0 && (size_t)i < n->n_input && n->input[i] && n->input[i][0];
+}
+
+void onnx_node_name(const char *onnx_name, char *buf, size_t len)
+{
+    snprintf(buf, len < 201 ? len : 201, "%s", onnx_name); /* our names: 1-200 characters */
+    for (char *p = buf; *p; p++)
+        if (*p == ':' || *p == ',' || *p == '"') *p = '_'; /* not allowed in ours */
+}
+
+tfc_tensor *onnx_input(struct onnx_import *im, int i)
+{
+    const Onnx__NodeProto *n = im->node;
+    if (!onnx_has_input(im, i))
+        return tfc_graph_fail(im->g, TFC_ERR_INVALID_ARGUMENT,
+                              "ONNX node '%s' (%s): input %d is missing", n->name, n->op_type, i);
+    struct onnx_sym *s = onnx_sym_find(im, n->input[i]);
+    if (!s)
+        return tfc_graph_fail(im->g, TFC_ERR_NOT_FOUND,
+                              "ONNX node '%s' (%s): input %d '%s' is no graph input, initializer "
+                              "or output of an earlier node", n->name, n->op_type, i,
+                              n->input[i]);
+    if (!s->tensor && s->value) {
+        char name[256];
+        onnx_node_name(s->name, name, sizeof name);
+        if (tfc_graph_find(im->g, name)) name[0] = 0; /* taken: a generated name */
+        s->tensor = tfc_constant(im->g, name[0] ? name : NULL, s->value);
+    }
+    return s->tensor;
+}
+
+const tfc_value *onnx_input_value(struct onnx_import *im, int i)
+{
+    if (!onnx_has_input(im, i)) return NULL;
+    struct onnx_sym *s = onnx_sym_find(im, im->node->input[i]);
+    return s ? s->value : NULL;
+}
+
+tfc_status onnx_input_ints(struct onnx_import *im, int i, const char *what, int64_t *vals,
+                           int max, int *n)
+{
+    const Onnx__NodeProto *nd = im->node;
+    const tfc_value *v = onnx_input_value(im, i);
+    if (!v)
+        return tfc_graph_error(im->g, TFC_ERR_INVALID_ARGUMENT,
+                               "ONNX node '%s' (%s): input %d '%s' (%s) must be known at import "
+                               "time (an initializer, a Constant, or a shape computed from "
+                               "static shapes), but it is computed when the graph runs",
+                               nd->name, nd->op_type, i, onnx_has_input(im, i) ? nd->input[i] : "",
+                               what);
+    enum tfc_dtype dt = tfc_value_dtype(v);
+    if (dt != TFC_INT64 && dt != TFC_INT32)
+        return tfc_graph_error(im->g, TFC_ERR_DTYPE, "ONNX node '%s' (%s): input %d (%s) must be "
+                               "int64 or int32, not %s", nd->name, nd->op_type, i, what,
+                               tfc_dtype_name(dt));
+    int64_t cnt = tfc_value_numel(v);
+    if (cnt > max)
+        return tfc_graph_error(im->g, TFC_ERR_SHAPE, "ONNX node '%s' (%s): input %d (%s) has %lld "
+                               "values, at most %d are allowed", nd->name, nd->op_type, i, what,
+                               (long long)cnt, max);
+    for (int64_t k = 0; k < cnt; k++) vals[k] = (int64_t)tfc_value_get(v, k);
+    if (dt == TFC_INT64) memcpy(vals, tfc_value_cdata(v), (size_t)cnt * sizeof *vals);
+    *n = (int)cnt;
+    return TFC_OK;
+}
