@@ -45,7 +45,7 @@ static const int64_t tile_edges[] = {1024, 512, 256};
  * their bytes as work too (pooling's cost is its memory traffic): a block of images needs no
  * partial sums (the filter gradient's few aside), and a whole batch's activations overflow
  * the caches. The CNN's conv1 filter gradient (0.16 GFLOP) took 7.7 ms as one task and 2.1 ms
- * as 4 blocks and their sum; its 2x2 max pool (19 MB) held one worker while the other idled. */
+ * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled. */
 #define BATCH_MIN_DIVISOR 16
 
 /* ---- the pass ---------------------------------------------------------------------------- */

@@ -704,7 +704,7 @@ static void test_conv_batch(void)
 
 /* With the default threshold (2 * 512^3 flops) the CNN's first layer splits over its batch of
  * 128 on two or more workers: its convolution and filter gradient (0.16 GFLOP each, below the
- * matmul threshold; the batch split starts at a sixteenth of it) and its 2x2 max pool (19 MB
+ * matmul threshold; the batch split starts at a sixteenth of it) and its 2x2 max pool (16 MB
  * of operands, counted as work). One worker keeps them whole. The blocks equal the whole
  * results bit for bit (the filter gradient within float summation error). */
 static void test_conv_batch_default(void)
