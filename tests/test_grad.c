@@ -1632,7 +1632,8 @@ static void test_dynamic_batch_no_copy(void)
     struct sem m;
     if (sem_begin(&m, 35)) return;
     tfc_graph *g = m.g;
-    tfc_tensor *x = tfc_placeholder(g, "xb", F64, S(-1, 3)), *z = tfc_placeholder(g, "z", F64, S(-1, 3));
+    tfc_tensor *x = tfc_placeholder(g, "xb", F64, S(-1, 3));
+    tfc_tensor *z = tfc_placeholder(g, "z", F64, S(-1, 3));
     tfc_tensor *b = tfc_variable(g, "b", F64, S(3), tfc_init_constant(0.25));
     tfc_tensor *y = tfc_add(g, sum_all(g, tfc_relu(g, tfc_add(g, x, b))),
                             tfc_add(g, sum_all(g, tfc_mul(g, x, b)), sum_all(g, tfc_mul(g, x, z))));
@@ -1645,7 +1646,8 @@ static void test_dynamic_batch_no_copy(void)
     }
     /* b's two uses, and x and z in x * z: none for x in x + b and x * b */
     int added = count_sum_to_like(g) - before;
-    if (added != 4) REPORT("dynamic batch: %d sum_to_like nodes in the gradient, expected 4", added);
+    if (added != 4)
+        REPORT("dynamic batch: %d sum_to_like nodes in the gradient, expected 4", added);
     ht xh = ht_rand(F64, S(2, 3), -2, 2, 0.1), zh = ht_rand(F64, S(1, 3), -1, 1, 0.1);
     tfc_value *xv = ht_value(&xh), *zv = ht_value(&zh), *got[3] = {0};
     tfc_tensor *ft[2] = {x, z};
