@@ -11,11 +11,13 @@
 # the machine, the environment and the versions. bench/peers-setup.sh runs first (it installs
 # python3-torch and makes the venv the first time; SETUP=0 skips it). A side whose program is
 # missing or fails is reported and left out of the table. Every program run is capped at
-# RUN_TIMEOUT seconds. Ours' result line is 'tfc cnn_step_ms_median=...' (or, as first
+# RUN_TIMEOUT seconds. BASE=path adds a side 'base': another build's cnn_step (say main's, before
+# a change) run in the same rounds as ours, right after it, so that the two meet the same load;
+# the summary then gives ours/base. Ours' result line is 'tfc cnn_step_ms_median=...' (or, as first
 # announced, 'cnn_step ms_per_step=...'); the peers print 'cnn_torch|cnn_tf ms_per_step=...'.
 #
 #   bench/run_cnn.sh [BUILD_DIR]      (default: build, as scripts/build.sh makes it)
-#   REPEATS=3 STEPS=30 WARMUP=5 BATCH=128 RUN_TIMEOUT=300 CONV_OP=1 SETUP=1 OURS=path \
+#   REPEATS=3 STEPS=30 WARMUP=5 BATCH=128 RUN_TIMEOUT=300 CONV_OP=1 SETUP=1 OURS=path BASE=path \
 #       PYTHON=/usr/bin/python3 TF_PYTHON=bench/.venv/bin/python LOGDIR=/tmp/x \
 #       bench/run_cnn.sh /tmp/b1
 set -euo pipefail
@@ -38,6 +40,8 @@ export STARPU_SILENT=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 make -s -C "$BUILD" bench >/dev/null 2>"$LOGDIR/make.log" \
     || echo "make bench failed (see $LOGDIR/make.log): missing programs are left out"
 OURS=${OURS:-$BUILD/bench/cnn_step}   # another build's cnn_step: absolute, or from the top
+BASE=${BASE:-}                        # optional: a baseline build's cnn_step, the side 'base'
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "base: no $BASE: left out"; BASE=; }
 [ -x "$OURS" ] || echo "ours: no $OURS (examples/cnn_model.c and bench/cnn_step.c not built):" \
                        "left out of the table"
 
@@ -76,8 +80,11 @@ echo "steps: batch $BATCH, $WARMUP warm-up + $STEPS timed per run, $REPEATS roun
 run_side() {
     local side=$1 n=$2 r=$3 log="$LOGDIR/$1.$2.$3.log"
     case $side in
-    ours)  [ -x "$OURS" ] || return 0
-           STARPU_NCPU=$n timeout "$RUN_TIMEOUT" "$OURS" --batch "$BATCH" --steps "$STEPS" \
+    ours|base)
+           local bin=$OURS
+           [ "$side" = ours ] || bin=$BASE
+           [ -n "$bin" ] && [ -x "$bin" ] || return 0
+           STARPU_NCPU=$n timeout "$RUN_TIMEOUT" "$bin" --batch "$BATCH" --steps "$STEPS" \
                --warmup "$WARMUP" >"$log" 2>&1 ;;
     torch) timeout "$RUN_TIMEOUT" "$PYTHON" bench/cnn_torch.py --threads "$n" --batch "$BATCH" \
                --steps "$STEPS" --warmup "$WARMUP" >"$log" 2>&1 ;;
@@ -91,7 +98,7 @@ echo "## rounds"
 t0=$(date +%s)
 for r in $(seq 1 "$REPEATS"); do
     for n in 1 2; do
-        for side in ours torch tf; do run_side "$side" "$n" "$r"; done
+        for side in ours base torch tf; do run_side "$side" "$n" "$r"; done
     done
 done
 echo "load average after the rounds: $(cut -d' ' -f1-3 /proc/loadavg); they took $(( $(date +%s) - t0 )) s"
@@ -118,7 +125,7 @@ echo "## summary: medians over $REPEATS rounds"
 "$PYTHON" - "$LOGDIR" "$REPEATS" "$BATCH" <<'PY'
 import glob, statistics, sys
 logdir, repeats, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-tags = {"ours": "cnn_step", "torch": "cnn_torch", "tf": "cnn_tf"}
+tags = {"ours": "cnn_step", "base": "cnn_step", "torch": "cnn_torch", "tf": "cnn_tf"}
 
 def fields(line):
     out = {}
@@ -136,7 +143,7 @@ def step_ms(side, line):
     f = fields(line)
     if line.startswith(tags[side] + " ") and "ms_per_step" in f:
         return f["ms_per_step"]
-    if side == "ours" and line.startswith("tfc ") and "cnn_step_ms_median" in f:
+    if side in ("ours", "base") and line.startswith("tfc ") and "cnn_step_ms_median" in f:
         return f["cnn_step_ms_median"]
     return None
 
@@ -183,6 +190,8 @@ if "ours" in best and peers:
         print(f"ours/{s} at each side's best count: {best['ours'][1] / best[s][1]:.2f}")
 elif peers:
     print("ours: no result, so no ratio")
+if "ours" in best and "base" in best:
+    print(f"ours/base at each one's best count: {best['ours'][1] / best['base'][1]:.2f}")
 for side in tags:
     if (side, 1) in med and (side, 2) in med:
         print(f"scaling {side} 1 -> 2: {med[side, 1] / med[side, 2]:.2f}x")

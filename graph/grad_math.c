@@ -8,13 +8,31 @@ static tfc_tensor *k(tfc_graph *g, tfc_tensor *like, double v)
     return tfc_scalar(g, like->desc.dtype, v);
 }
 
-/* dy reduced to x's shape; no node when the shapes are equal and fully known. */
-static tfc_tensor *to_shape_of(tfc_graph *g, tfc_tensor *dy, tfc_tensor *x)
+/* Whether x's dimension i, unknown until the graph runs, is also the dimension the broadcast
+ * of node n's inputs has there: every other input has a 1 or no dimension at i (or is x). */
+static int keeps_dim(const struct tfc_node *n, const tfc_tensor *x, int i)
+{
+    for (int k = 0; k < n->n_inputs; k++) {
+        const tfc_tensor *in = n->inputs[k];
+        int j = i - (x->desc.shape.rank - in->desc.shape.rank);
+        if (in != x && j >= 0 && in->desc.shape.dims[j] != 1) return 0;
+    }
+    return 1;
+}
+
+/* dy, the gradient of node n's broadcast output (or a product of it), reduced to input x's
+ * shape; no node when the shapes are equal when the graph runs: equal where known, and each
+ * unknown dimension of x one that the broadcast keeps (a dynamic batch beside a bias). The
+ * identity sum_to_like would copy the whole activation gradient every step. */
+static tfc_tensor *to_shape_of(tfc_graph *g, tfc_tensor *dy, tfc_tensor *x,
+                               const struct tfc_node *n)
 {
     if (!dy) return NULL;
-    if (tfc_shape_equal(&dy->desc.shape, &x->desc.shape) && tfc_shape_numel(&x->desc.shape) >= 0)
-        return dy;
-    return tfc_sum_to_like(g, dy, x);
+    const tfc_shape *xs = &x->desc.shape;
+    int same = tfc_shape_equal(&dy->desc.shape, xs);
+    for (int i = 0; same && i < xs->rank; i++)
+        if (xs->dims[i] < 0) same = keeps_dim(n, x, i);
+    return same ? dy : tfc_sum_to_like(g, dy, x);
 }
 
 tfc_status tfc_grad_identity(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
@@ -162,16 +180,16 @@ tfc_status tfc_grad_binary(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *
         return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': op '%s' has no gradient",
                                n->name, n->op->name);
     }
-    dxs[0] = to_shape_of(g, da, a);
-    dxs[1] = to_shape_of(g, db, b);
+    dxs[0] = to_shape_of(g, da, a, n);
+    dxs[1] = to_shape_of(g, db, b, n);
     return g->status;
 }
 
 tfc_status tfc_grad_select(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     tfc_tensor *c = n->inputs[0], *dy = dys[0], *zero = tfc_zeros_like(g, dy);
-    dxs[1] = to_shape_of(g, tfc_select(g, c, dy, zero), n->inputs[1]);
-    dxs[2] = to_shape_of(g, tfc_select(g, c, zero, dy), n->inputs[2]);
+    dxs[1] = to_shape_of(g, tfc_select(g, c, dy, zero), n->inputs[1], n);
+    dxs[2] = to_shape_of(g, tfc_select(g, c, zero, dy), n->inputs[2], n);
     return g->status;
 }
 
@@ -214,6 +232,6 @@ tfc_status tfc_grad_sum_to_like(tfc_graph *g, struct tfc_node *n, tfc_tensor *co
 tfc_status tfc_grad_relu_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys, tfc_tensor **dxs)
 {
     /* linear in dy (summed back to dy's shape when x broadcast it); zero a.e. in x */
-    dxs[0] = to_shape_of(g, tfc_relu_grad(g, dys[0], n->inputs[1]), n->inputs[0]);
+    dxs[0] = to_shape_of(g, tfc_relu_grad(g, dys[0], n->inputs[1]), n->inputs[0], n);
     return g->status;
 }

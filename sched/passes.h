@@ -16,6 +16,10 @@ struct tfc_cse *tfc_cse_create(tfc_graph *g, const char *needed);
 int tfc_cse_lookup(struct tfc_cse *c, const struct plan *p, const struct tfc_node *n,
                    const int *in_slots);
 void tfc_cse_free(struct tfc_cse *c);
+/* The twin of max_pool node n (one output): a max_pool node of the plan with the same input,
+ * attributes and placement hint that outputs the argmax indices too; -1 when none. The plan
+ * lowers the twin in n's place, and n's output is the twin's output 0 (the same maxima). */
+int tfc_cse_pool_twin(const struct tfc_cse *c, const struct tfc_node *n);
 
 /* Constant folding of the plan's last step (just added for its node): when every buffer it
  * reads is a constant (a constant node or a folded value), its CPU kernel runs now on host

@@ -499,6 +499,21 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     return 0;
 }
 
+/* Lowers node n; a max pool whose twin with indices the plan needs (tfc_cse_pool_twin) takes
+ * the twin's output 0 instead, the twin lowered first when it is not yet. */
+static int lower_node_or_twin(struct builder *b, struct tfc_node *n)
+{
+    int tw = b->cse ? tfc_cse_pool_twin(b->cse, n) : -1;
+    if (tw < 0) return lower_node(b, n);
+    struct tfc_node *m = b->g->nodes[tw];
+    if (!b->out_slots[tw]) {
+        if (!(b->out_slots[tw] = malloc(sizeof(int) * (size_t)m->n_outputs))) return no_memory(b);
+        if (lower_node(b, m)) return -1;
+    }
+    b->out_slots[n->id][0] = b->out_slots[tw][0];
+    return 0;
+}
+
 /* A fetched variable value is copied at its place in the order, so later updates in the same
  * run do not show through (the fetch reads the value the graph position says). */
 static int snapshot_fetches(struct builder *b, struct tfc_node *n, int *fetch_slot)
@@ -644,12 +659,13 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
     }
     for (int k = 0; k < n_order; k++) {
         struct tfc_node *n = g->nodes[order[k]];
+        if (b.out_slots[n->id]) continue; /* lowered early: a max pool's twin */
         b.out_slots[n->id] = malloc(sizeof(int) * (size_t)n->n_outputs);
         if (!b.out_slots[n->id]) {
             no_memory(&b);
             goto done;
         }
-        int r = (n->op->flags & TFC_OP_SOURCE) ? lower_source(&b, n) : lower_node(&b, n);
+        int r = (n->op->flags & TFC_OP_SOURCE) ? lower_source(&b, n) : lower_node_or_twin(&b, n);
         if (r || snapshot_fetches(&b, n, b.p->fetch_slot)) goto done;
     }
     for (int j = 0; j < n_fetches; j++) {

@@ -41,6 +41,12 @@ static const int64_t tile_edges[] = {1024, 512, 256};
  * gemm of k = 256 still runs near peak; shorter chunks make the partial sums cost more). */
 #define KCHUNKS_PER_WORKER 2
 #define KCHUNK_MIN 256
+/* Convolutions and pooling split over the batch from tile_min / BATCH_MIN_DIVISOR, counting
+ * their bytes as work too (pooling's cost is its memory traffic): a block of images needs no
+ * partial sums (the filter gradient's few aside), and a whole batch's activations overflow
+ * the caches. The CNN's conv1 filter gradient (0.16 GFLOP) took 7.7 ms as one task and 2.1 ms
+ * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled. */
+#define BATCH_MIN_DIVISOR 16
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
@@ -414,14 +420,15 @@ static unsigned batch_operands(const struct step *st)
 }
 
 /* Whether step st is a convolution or pooling worth splitting over its batch: above the
- * threshold (as a matmul), a batch of two or more that every split operand shares, no
+ * threshold (BATCH_MIN_DIVISOR), a batch of two or more that every split operand shares, no
  * operand read both whole and split, its output an intermediate, someone to share it with. */
 static int big_batch_op(const struct plan *p, const struct step *st,
                         const struct plan_options *opt)
 {
     const struct tfc_kargs *a = st->args;
     unsigned split = batch_operands(st);
-    if (opt->tile_min <= 0 || !split || a->flops < opt->tile_min) return 0;
+    if (opt->tile_min <= 0 || !split || a->flops + a->bytes < opt->tile_min / BATCH_MIN_DIVISOR)
+        return 0;
     if (opt->tile_size == 0 && opt->tile_workers < 2) return 0; /* auto: nobody to share with */
     const struct tfc_kdesc *o = &a->d[a->n_in];
     if (o->buf < 0 || p->slots[st->buf_slot[o->buf]].kind != SLOT_TEMP) return 0;

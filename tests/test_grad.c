@@ -1616,6 +1616,61 @@ static void test_stop_gradient(void)
     sem_end(&m);
 }
 
+/* The sum_to_like nodes among g's nodes. */
+static int count_sum_to_like(const tfc_graph *g)
+{
+    int c = 0;
+    for (int i = 0; i < g->n_nodes; i++) c += strcmp(g->nodes[i]->op->name, "sum_to_like") == 0;
+    return c;
+}
+
+/* A dynamic batch beside a bias: x [-1, 3] + b [3] and x * b have x's shape when they run, so
+ * x's gradient through them is dy itself, not an identity sum_to_like copying it; b's is summed
+ * over the batch. x [-1, 3] * z [-1, 3] keeps both: z may be fed [1, 3] and broadcast. */
+static void test_dynamic_batch_no_copy(void)
+{
+    struct sem m;
+    if (sem_begin(&m, 35)) return;
+    tfc_graph *g = m.g;
+    tfc_tensor *x = tfc_placeholder(g, "xb", F64, S(-1, 3));
+    tfc_tensor *z = tfc_placeholder(g, "z", F64, S(-1, 3));
+    tfc_tensor *b = tfc_variable(g, "b", F64, S(3), tfc_init_constant(0.25));
+    tfc_tensor *y = tfc_add(g, sum_all(g, tfc_relu(g, tfc_add(g, x, b))),
+                            tfc_add(g, sum_all(g, tfc_mul(g, x, b)), sum_all(g, tfc_mul(g, x, z))));
+    tfc_tensor *xs[3] = {x, b, z}, *d[3] = {0};
+    int before = count_sum_to_like(g);
+    if (tfc_gradients(g, 1, &y, NULL, 3, xs, d)) {
+        REPORT("dynamic batch gradients: %s", tfc_graph_errmsg(g));
+        sem_end(&m);
+        return;
+    }
+    /* b's two uses, and x and z in x * z: none for x in x + b and x * b */
+    int added = count_sum_to_like(g) - before;
+    if (added != 4)
+        REPORT("dynamic batch: %d sum_to_like nodes in the gradient, expected 4", added);
+    ht xh = ht_rand(F64, S(2, 3), -2, 2, 0.1), zh = ht_rand(F64, S(1, 3), -1, 1, 0.1);
+    tfc_value *xv = ht_value(&xh), *zv = ht_value(&zh), *got[3] = {0};
+    tfc_tensor *ft[2] = {x, z};
+    tfc_value *fv[2] = {xv, zv};
+    if (!run_graph(g, "dynamic batch", 2, ft, fv, 3, d, got)) {
+        ht wx = ht_new(F64, S(2, 3)), wb = ht_new(F64, S(3)), wz = ht_new(F64, S(1, 3));
+        for (int i = 0; i < 6; i++) {
+            double xi = xh.d[i], relu_d = xi + 0.25 > 0;
+            wx.d[i] = relu_d + 0.25 + zh.d[i % 3];
+            wb.d[i % 3] += relu_d + xi;
+            wz.d[i % 3] += xi;
+        }
+        check_value("d/dx, x [-1,3] fed [2,3]", "relu'(x + b) + b + z", got[0], &wx, 0);
+        check_value("d/db, b [3]", "summed over the batch", got[1], &wb, 0);
+        check_value("d/dz, z [-1,3] fed [1,3]", "summed over the batch", got[2], &wz, 0);
+        ht_free(&wx), ht_free(&wb), ht_free(&wz);
+    }
+    for (int i = 0; i < 3; i++) tfc_value_destroy(got[i]);
+    tfc_value_destroy(xv), tfc_value_destroy(zv);
+    ht_free(&xh), ht_free(&zh);
+    sem_end(&m);
+}
+
 /* reduce_max/min share the gradient equally among the elements equal to the result;
  * maximum/minimum give a tie to their first operand (as TensorFlow does) */
 static void test_ties(void)
@@ -2203,6 +2258,7 @@ static const struct {
     {"ties", test_ties},
     {"several consumers", test_multi_consumer},
     {"unconnected xs", test_unconnected},
+    {"dynamic batch: no identity sum_to_like", test_dynamic_batch_no_copy},
     {"stop_gradient", test_stop_gradient},
     {"grad_ys", test_grad_ys},
     {"several ys", test_multi_ys},

@@ -364,6 +364,49 @@ static void test_cse(void)
     tfc_graph_destroy(g);
 }
 
+/* Runs fetch with the given passes and profiling; returns the tasks of op `op`. */
+static int op_tasks(tfc_graph *g, unsigned passes, tfc_tensor *x, tfc_value *xv, int nfetch,
+                    tfc_tensor **fetch, tfc_value **out, const char *op)
+{
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_passes(s, passes), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_profiling(s, 1), TFC_OK);
+    tfc_status st = tfc_session_run(s, 1, &x, &xv, nfetch, fetch, out, 0, NULL);
+    if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    const tfc_task_record *r = NULL;
+    int n = tfc_session_last_records(s, &r), c = 0;
+    for (int i = 0; i < n; i++) c += r[i].op && strcmp(r[i].op, op) == 0;
+    tfc_session_destroy(s);
+    return c;
+}
+
+/* A max pool built without indices and its gradient, which recomputes the pool with them
+ * (graph/grad_pool.c): with CSE the plan runs the pool once, the twin with indices standing
+ * for both, and the values are the same bits (the kernel writes the same maxima). */
+static void test_cse_pool_twin(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_shape xs = tfc_shape_of(4, (int64_t[]){2, 3, 6, 6});
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, xs);
+    tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
+    tfc_tensor *y = tfc_max_pool(g, x, &pp, NULL);
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), *dx = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &x, &dx), TFC_OK);
+    tfc_tensor *fetch[2] = {y, dx};
+    tfc_value *xv = rand_value(TFC_FLOAT32, xs, -1, 1, 41), *on[2], *off[2];
+    CU_ASSERT_EQUAL(op_tasks(g, TFC_PASS_ALL, x, xv, 2, fetch, on, "max_pool"), 1);
+    CU_ASSERT_EQUAL(op_tasks(g, TFC_PASS_ALL & ~(unsigned)TFC_PASS_CSE, x, xv, 2, fetch, off,
+                             "max_pool"), 2);
+    for (int i = 0; i < 2; i++) CU_ASSERT(max_diff(on[i], off[i]) == 0);
+    destroy_all(2, on);
+    destroy_all(2, off);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
 /* square(v) before and after v += 1 in the same run: not one value. */
 static void test_cse_variable_update(void)
 {
@@ -543,6 +586,7 @@ int main(void)
         TEST_ADD(test_fused_cuda);
         TEST_ADD(test_cse);
         TEST_ADD(test_cse_variable_update);
+        TEST_ADD(test_cse_pool_twin);
         TEST_ADD(test_const_fold);
         TEST_ADD(test_fold_cached_runs);
         TEST_ADD(test_fold_hints);
