@@ -34,6 +34,12 @@ tfc_status tfc_graph_export_node(const tfc_graph *g, int i, struct tfc_node_reco
     if (!g || i < 0 || i >= g->n_nodes)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "export: no node %d", i);
     const struct tfc_node *n = g->nodes[i];
+    if (n->cflow || n->region) /* the records have no place for regions yet (issue 13) */
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT,
+                               "export: node '%s' is %s '%s': graphs with control flow (cond, "
+                               "while_loop) cannot be saved yet", n->name,
+                               n->cflow ? "the control-flow node" : "inside a region of",
+                               n->cflow ? n->name : n->graph->regions[n->region].owner);
     rec->name = n->name;
     rec->op = n->op->name;
     rec->n_inputs = n->n_inputs;

@@ -2,7 +2,9 @@
  * predicate fed at run time, counting and summing loops, a loop variable that grows, maximum
  * iterations, captures and variable reads, nesting both ways, the same computation unrolled
  * into a static graph (bit for bit), the two-step form, and every builder error by message. */
+#include <pthread.h>
 #include "testutil.h"
+#include "../graph/serialize.h"
 
 static tfc_tensor *i32(tfc_graph *g, double x) { return tfc_scalar(g, TFC_INT32, x); }
 static tfc_tensor *f32(tfc_graph *g, double x) { return tfc_scalar(g, TFC_FLOAT32, x); }
@@ -648,6 +650,114 @@ static void test_fetch_inside_body(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- concurrent runs, a failing kernel, saving --------------------------------------------- */
+
+struct conc { tfc_session *s; tfc_tensor *n, *r[2]; int count, bad; };
+
+static void *run_loops(void *arg)
+{
+    struct conc *c = arg;
+    for (int k = 0; k < 20; k++) {
+        tfc_value *nv = NULL, *out[2] = {NULL, NULL};
+        tfc_value_scalar(TFC_INT32, c->count, &nv);
+        if (tfc_session_run(c->s, 1, &c->n, &nv, 2, c->r, out, 0, NULL) ||
+            *(const int32_t *)tfc_value_cdata(out[0]) != c->count ||
+            *(const float *)tfc_value_cdata(out[1]) != (float)(c->count * (c->count - 1) / 2))
+            c->bad++;
+        tfc_value_destroy(out[0]);
+        tfc_value_destroy(out[1]);
+        tfc_value_destroy(nv);
+    }
+    return NULL;
+}
+
+/* Two threads run loops of different lengths on one session at once: each waits for its own
+ * predicates without the session lock, and both get their own results. */
+static void test_concurrent_loops(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg a = {n};
+    tfc_tensor *init[2] = {i32(g, 0), f32(g, 0)}, *r[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "loop", below_n, count_sum, &a, 2, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    struct conc c[2] = {{s, n, {r[0], r[1]}, 7, 0}, {s, n, {r[0], r[1]}, 30, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, run_loops, &c[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CU_ASSERT_EQUAL(c[0].bad, 0);
+    CU_ASSERT_EQUAL(c[1].bad, 0);
+    tfc_session_stats st;
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.loop_iterations, 20 * (7 + 30));
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static tfc_status div_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_add(g, v[1], tfc_div(g, i32(g, 10), tfc_sub(g, i32(g, 3), v[0])));
+    return TFC_OK;
+}
+
+static tfc_status lt5(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_less(g, v[0], i32(g, 5));
+    return TFC_OK;
+}
+
+/* A kernel that fails in one iteration ends the run with its node's name; the session runs
+ * on (the same loop with fewer iterations succeeds after). */
+static void test_kernel_error_in_body(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *init[2] = {i32(g, 0), i32(g, 0)}, *r[2];
+    tfc_tensor *i0 = tfc_placeholder(g, "i0", TFC_INT32, tfc_shape_of(0, NULL));
+    init[0] = i0;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "w", lt5, div_body, NULL, 2, init, NULL, r), TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_value *iv = scalar_value(TFC_INT32, 0), *v = NULL;
+    CU_ASSERT_EQUAL(tfc_session_run(s, 1, &i0, &iv, 1, &r[1], &v, 0, NULL), TFC_ERR_OUT_OF_RANGE);
+    CU_ASSERT_PTR_NULL(v);
+    const char *m = tfc_session_errmsg(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, "node 'w/body/div"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(m, "division by zero"));
+    tfc_value_destroy(iv);
+    iv = scalar_value(TFC_INT32, 4); /* one iteration: 10 / (3 - 4) = -10 */
+    v = run1(s, 1, &i0, &iv, r[1]);
+    CU_ASSERT_EQUAL(*(const int32_t *)tfc_value_cdata(v), -10);
+    tfc_value_destroy(v);
+    tfc_value_destroy(iv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* Saving control flow is not supported yet: exporting the loop's nodes says so, naming it,
+ * instead of writing records a load could not rebuild. */
+static void test_export_refused(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *i = i32(g, 0), *r;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "w", lt3, incr, NULL, 1, &i, NULL, &r), TFC_OK);
+    int refused = 0;
+    for (int k = 0; k < tfc_graph_num_nodes(g); k++) {
+        struct tfc_node_record rec;
+        if (tfc_graph_export_node(g, k, &rec) == TFC_OK) {
+            tfc_node_record_clear(&rec);
+            continue;
+        }
+        refused++;
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "'w'"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(tfc_errmsg(), "control flow"));
+    }
+    CU_ASSERT(refused > 0);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -664,5 +774,8 @@ int main(void)
     TEST_ADD(test_build_errors);
     TEST_ADD(test_region_and_cond_errors);
     TEST_ADD(test_fetch_inside_body);
+    TEST_ADD(test_concurrent_loops);
+    TEST_ADD(test_kernel_error_in_body);
+    TEST_ADD(test_export_refused);
     return test_main();
 }
