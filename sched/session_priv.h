@@ -112,8 +112,10 @@ struct tfc_run {
     int submitted;            /* counted in plan->running */
     struct tfc_run *counter;  /* NULL, or the run whose pending count this one's tasks count
                                * down (a segment of a control-flow run, sched/cflow_run.c) */
-    struct tfc_cf_run *cf;    /* a run of a graph with control flow: its state, complete when
-                               * tfc_session_run_async returns */
+    struct tfc_cf_run *cf;    /* a run of a graph with control flow: its state (cflow_run.c) */
+    void *cf_args;            /* such a run's arguments, for its driver (sched/run_entry.c) */
+    pthread_t driver;         /* the thread driving it */
+    int has_driver;           /* 0: it was driven on the caller's thread */
     tfc_status status;
     char msg[TFC_MSG_LEN];
 };
@@ -142,12 +144,14 @@ tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *m
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg);
 
 /* sched/cflow_run.c: a run of a graph with cond or while nodes, driven from the host segment by
- * segment; complete (tasks ended, fetches copied) when it returns. Not under the lock. */
+ * segment; complete (tasks ended, fetches copied) when it returns. Not under the lock; msg:
+ * TFC_MSG_LEN bytes. */
 tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
                       tfc_tensor *const *feed_tensors, tfc_value *const *feeds, int n_fetches,
                       tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets,
                       char *msg);
-/* Hands a finished control-flow run's fetches to the caller and frees it; its status. */
+/* Hands a finished control-flow run's fetches to the caller (none on failure) and frees it;
+ * its status. */
 tfc_status tfc_cf_run_wait(struct tfc_run *run, tfc_value **fetch_values);
 
 /* Under the session lock. */

@@ -758,6 +758,36 @@ static void test_export_refused(void)
     tfc_graph_destroy(g);
 }
 
+/* Asynchronous runs: each is driven on its own thread; waiting in any order gives each its
+ * own fetches, and a run never waited for is waited for by tfc_session_destroy. */
+static void test_async_runs(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg a = {n};
+    tfc_tensor *init[2] = {i32(g, 0), f32(g, 0)}, *r[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "loop", below_n, count_sum, &a, 2, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    int counts[3] = {40, 3, 17};
+    tfc_value *nv[3];
+    tfc_run *runs[3];
+    for (int k = 0; k < 3; k++) {
+        nv[k] = scalar_value(TFC_INT32, counts[k]);
+        CU_ASSERT_EQUAL_FATAL(tfc_session_run_async(s, 1, &n, &nv[k], 1, &r[0], 0, NULL, &runs[k]),
+                              TFC_OK);
+    }
+    for (int k = 2; k >= 1; k--) {
+        tfc_value *out = NULL;
+        CU_ASSERT_EQUAL(tfc_run_wait(runs[k], &out), TFC_OK);
+        CU_ASSERT_EQUAL(*(const int32_t *)tfc_value_cdata(out), counts[k]);
+        tfc_value_destroy(out);
+    }
+    tfc_session_destroy(s); /* waits for runs[0], with a warning on stderr */
+    for (int k = 0; k < 3; k++) tfc_value_destroy(nv[k]);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -775,6 +805,7 @@ int main(void)
     TEST_ADD(test_region_and_cond_errors);
     TEST_ADD(test_fetch_inside_body);
     TEST_ADD(test_concurrent_loops);
+    TEST_ADD(test_async_runs);
     TEST_ADD(test_kernel_error_in_body);
     TEST_ADD(test_export_refused);
     return test_main();
