@@ -3,8 +3,10 @@
  * ordinary cached plan whose feeds are the handles of values computed before it, submitted
  * under the session lock. At a cond or a loop test the run acquires the predicate's handle
  * without the lock and submits only the branch taken or the next iteration. Each segment takes
- * a fresh plan instance (fresh handles) that the run holds to its end: iteration i+1 depends on
- * iteration i through data only, and the held instances are the stack a backward loop needs. */
+ * a plan instance of its own (handles no earlier iteration still uses), so iteration i+1
+ * depends on iteration i through data only; once iteration i+1 is submitted, iteration i's
+ * instances that no loop variable refers to are recycled within the run (memory stays bounded;
+ * a backward loop will keep them as its stack instead). */
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
@@ -25,6 +27,7 @@ struct env {                 /* the values a region sees: its inputs and what it
 struct hold {                /* one segment submission, held until the run ends */
     struct tfc_run *sub;     /* its plan, instance and feed handles; counts on the run */
     starpu_data_handle_t extra; /* a handle registered on a fetched folded constant */
+    uint64_t seq;            /* submission number within the run */
     struct hold *next;
 };
 
@@ -32,6 +35,8 @@ struct tfc_cf_run {
     tfc_session *s;
     struct tfc_run *top;
     struct hold *holds;      /* newest first */
+    struct hold *pool;       /* recycled: an instance no value of the run refers to any more */
+    uint64_t seq;            /* submissions so far */
     int n_feeds;
     starpu_data_handle_t *feed_h; /* the caller's feeds, registered on their buffers */
     int n_fetches;
@@ -87,10 +92,31 @@ static starpu_data_handle_t fetch_handle(struct tfc_cf_run *cr, struct hold *hd,
     }
 }
 
-/* A submission of plan p on a fresh instance, fed from env; held by the run. Under the lock. */
+/* A recycled submission of plan p, if the run has one. */
+static struct hold *pool_take(struct tfc_cf_run *cr, const struct plan *p)
+{
+    for (struct hold **pp = &cr->pool; *pp; pp = &(*pp)->next)
+        if ((*pp)->sub->plan == p) {
+            struct hold *hd = *pp;
+            *pp = hd->next;
+            return hd;
+        }
+    return NULL;
+}
+
+/* A submission of plan p on a fresh or recycled instance, fed from env; held by the run. Under
+ * the lock. */
 static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct env *env)
 {
-    struct hold *hd = calloc(1, sizeof *hd);
+    struct hold *hd = pool_take(cr, p);
+    if (hd) { /* the same key: as many feeds */
+        for (int i = 0; i < env->n; i++) hd->sub->feed_handles[i] = env->b[i].h;
+        hd->seq = cr->seq++;
+        hd->next = cr->holds;
+        cr->holds = hd;
+        return hd;
+    }
+    hd = calloc(1, sizeof *hd);
     struct tfc_run *sub = calloc(1, sizeof *sub);
     if (!hd || !sub) {
         free(hd);
@@ -112,6 +138,7 @@ static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct
     }
     for (int i = 0; i < env->n; i++) sub->feed_handles[i] = env->b[i].h;
     p->running++;
+    hd->seq = cr->seq++;
     hd->next = cr->holds;
     cr->holds = hd;
     return hd;
@@ -227,11 +254,48 @@ static tfc_status run_region(struct tfc_cf_run *cr, const struct tfc_cflow *cf, 
     return st;
 }
 
+/* Whether one of the n values lives in a handle of hd's instance. */
+static int hold_refers(const struct hold *hd, const struct bound *v, int n)
+{
+    const struct plan *p = hd->sub->plan;
+    for (int j = 0; j < n; j++) {
+        if (!v[j].h) continue;
+        if (v[j].h == hd->extra) return 1;
+        for (int k = 0; k < p->n_slots; k++)
+            if (p->slots[k].kind == SLOT_TEMP && hd->sub->inst->handles[k] == v[j].h) return 1;
+    }
+    return 0;
+}
+
+/* Once iteration k+1 is submitted, what iteration k submitted (holds numbered [from, to)) is
+ * read by nothing later but the loop variables: the other instances go to the pool, and their
+ * next writer is ordered after their readers by StarPU (sequential consistency). Memory stays
+ * bounded however long the loop runs. A backward loop will keep them instead (its stack). */
+static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const struct bound *vars,
+                    int n_vars)
+{
+    pthread_mutex_lock(&cr->s->lock); /* the pool is shared with this run's submissions only,
+                                       * but hold_new reads it under the lock */
+    for (struct hold **pp = &cr->holds; *pp && (*pp)->seq >= from;) {
+        struct hold *hd = *pp;
+        if (hd->seq >= to || hold_refers(hd, vars, n_vars)) {
+            pp = &hd->next;
+            continue;
+        }
+        *pp = hd->next;
+        hd->next = cr->pool;
+        cr->pool = hd;
+    }
+    pthread_mutex_unlock(&cr->s->lock);
+}
+
 static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                              const struct bound *in, struct bound *vars, char *msg)
 {
     memcpy(vars, in, sizeof *vars * (size_t)cf->n_vars); /* no iteration: the inputs */
+    uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
+        uint64_t first = cr->seq;
         struct bound pred, next[TFC_MAX_OPERANDS];
         int go = 0;
         tfc_status st = run_region(cr, cf, 0, vars, in, &pred, msg);
@@ -246,6 +310,8 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
         if (!go) break;
         memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
         cr->iterations++;
+        if (it > 0) recycle(cr, prev, first, vars, cf->n_vars);
+        prev = first;
     }
     return TFC_OK;
 }
@@ -500,9 +566,9 @@ static tfc_status copy_fetches(struct tfc_cf_run *cr, int n, const struct bound 
 static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
 {
     tfc_session *s = cr->s;
-    while (cr->holds) {
-        struct hold *hd = cr->holds;
-        cr->holds = hd->next;
+    while (cr->holds || cr->pool) {
+        struct hold **list = cr->holds ? &cr->holds : &cr->pool, *hd = *list;
+        *list = hd->next;
         struct tfc_run *sub = hd->sub;
         struct plan *p = sub->plan;
         struct tfc_kerr *e = &sub->inst->err;

@@ -788,6 +788,47 @@ static void test_async_runs(void)
     tfc_graph_destroy(g);
 }
 
+static tfc_status swap_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_add(g, v[3], f32(g, 1)); /* a' = c + 1 */
+    out[2] = v[1];                        /* b' = a, c' = b: values of earlier iterations */
+    out[3] = v[2];                        /* passed on for two more iterations */
+    return TFC_OK;
+}
+
+/* Loop variables passed on unchanged keep the iteration that computed them alive: recycling an
+ * iteration's instances must spare the handles a loop variable still lives in. */
+static void test_loop_variable_passed_on(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg la = {n};
+    tfc_tensor *init[4] = {i32(g, 0), f32(g, 0), f32(g, 0), f32(g, 0)}, *r[4];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "rotate", below_n, swap_body, &la, 4, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    for (int count = 0; count <= 10; count += 2) {
+        float a = 0, b = 0, c = 0;
+        for (int k = 0; k < count; k++) {
+            float na = c + 1;
+            c = b;
+            b = a;
+            a = na;
+        }
+        tfc_value *nv = scalar_value(TFC_INT32, count), *out[3];
+        CU_ASSERT_FATAL(tfc_session_run(s, 1, &n, &nv, 3, &r[1], out, 0, NULL) == TFC_OK);
+        CU_ASSERT_EQUAL(*(const float *)tfc_value_cdata(out[0]), a);
+        CU_ASSERT_EQUAL(*(const float *)tfc_value_cdata(out[1]), b);
+        CU_ASSERT_EQUAL(*(const float *)tfc_value_cdata(out[2]), c);
+        for (int j = 0; j < 3; j++) tfc_value_destroy(out[j]);
+        tfc_value_destroy(nv);
+    }
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -804,6 +845,7 @@ int main(void)
     TEST_ADD(test_build_errors);
     TEST_ADD(test_region_and_cond_errors);
     TEST_ADD(test_fetch_inside_body);
+    TEST_ADD(test_loop_variable_passed_on);
     TEST_ADD(test_concurrent_loops);
     TEST_ADD(test_async_runs);
     TEST_ADD(test_kernel_error_in_body);
