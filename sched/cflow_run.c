@@ -505,15 +505,16 @@ static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env, int n_fetc
 
 /* ---- the run --------------------------------------------------------------------------- */
 
-/* Fetches and targets must be values of the top level, not of a branch or body. */
+/* Feeds, fetches and targets must be values of the top level, not of a branch or body (a
+ * region's values exist only while it runs). */
 static tfc_status check_top_level(const tfc_graph *g, int n, tfc_tensor *const *t,
                                   const char *what, char *msg)
 {
     for (int i = 0; i < n; i++)
         if (t[i]->node->region && !is_global_source(t[i]->node))
             return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                            "%s '%s' is inside a branch or body of '%s' (fetch that node's "
-                            "outputs instead)", what, t[i]->name,
+                            "%s '%s' is inside a branch or body of '%s' (use that node's inputs "
+                            "and outputs instead)", what, t[i]->name,
                             g->regions[t[i]->node->region].owner);
     return TFC_OK;
 }
@@ -618,6 +619,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     struct env env = {0};
     struct bound *got = malloc(sizeof *got * (size_t)(n_fetches + 1));
     tfc_status st = got ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    if (!st) st = check_top_level(s->g, n_feeds, feed_tensors, "feed", msg);
     if (!st) st = check_top_level(s->g, n_fetches, fetches, "fetch", msg);
     if (!st) st = check_top_level(s->g, n_targets, targets, "target", msg);
     if (!st) st = bind_feeds(cr, n_feeds, feed_tensors, feeds, &env, msg);

@@ -479,7 +479,10 @@ TFC_API tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs);
  * outside used inside a region is captured once (a loop-invariant input of the node);
  * variables and constants are used as they are. A region's tensors cannot be used outside it:
  * use the node's outputs. Runs drive it from the host: the predicate's one element is read
- * back, then only the branch taken or the next iteration is submitted.
+ * back, then only the branch taken or the next iteration is submitted. Such a run plans its
+ * segments as it goes (tfc_session_run_async gives it a thread of its own): do not add nodes
+ * to the graph while one is in flight. Feeds, fetches and targets inside a region are
+ * TFC_ERR_INVALID_ARGUMENT at run time.
  *
  *   static tfc_status lt10(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
  *   { out[0] = tfc_less(g, v[0], tfc_scalar(g, TFC_INT32, 10)); return TFC_OK; }

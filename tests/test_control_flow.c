@@ -635,7 +635,7 @@ static void test_region_and_cond_errors(void)
     tfc_graph_destroy(g);
 }
 
-/* A fetch inside a body is refused at run time with the loop's name. */
+/* A fetch or a feed inside a body is refused at run time with the loop's name. */
 static void test_fetch_inside_body(void)
 {
     tfc_graph *g = fresh();
@@ -646,6 +646,13 @@ static void test_fetch_inside_body(void)
     CU_ASSERT_EQUAL(tfc_session_run(s, 0, NULL, NULL, 1, &inner, &v, 0, NULL),
                     TFC_ERR_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "fetch 'w/body/add' is inside"));
+    tfc_value *iv = scalar_value(TFC_INT32, 1);
+    tfc_tensor *var0 = tfc_graph_find(g, "w/body/var_0");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(var0);
+    CU_ASSERT_EQUAL(tfc_session_run(s, 1, &var0, &iv, 1, &r, &v, 0, NULL),
+                    TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_session_errmsg(s), "feed 'w/body/var_0' is inside"));
+    tfc_value_destroy(iv);
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
 }
