@@ -836,6 +836,76 @@ static void test_loop_variable_passed_on(void)
     tfc_graph_destroy(g);
 }
 
+/* Segment plans are cached: a loop plans its cond and body once, later iterations and later
+ * runs only submit. */
+static void test_segments_planned_once(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg a = {n};
+    tfc_tensor *init[2] = {i32(g, 0), f32(g, 0)}, *r[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "loop", below_n, count_sum, &a, 2, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_session_stats st0, st1, st2;
+    tfc_value *nv = scalar_value(TFC_INT32, 50), *v = run1(s, 1, &n, &nv, r[1]);
+    tfc_value_destroy(v);
+    tfc_session_get_stats(s, &st0);
+    CU_ASSERT(st0.lowerings <= 4); /* before the loop, its cond, its body, after it */
+    v = run1(s, 1, &n, &nv, r[1]);
+    tfc_value_destroy(v);
+    tfc_session_get_stats(s, &st1);
+    CU_ASSERT_EQUAL(st1.lowerings, st0.lowerings);
+    CU_ASSERT_EQUAL(st1.loop_iterations, 100);
+    tfc_value_destroy(nv);
+    nv = scalar_value(TFC_INT32, 7); /* another trip count: the same plans */
+    v = run1(s, 1, &n, &nv, r[1]);
+    tfc_value_destroy(v);
+    tfc_session_get_stats(s, &st2);
+    CU_ASSERT_EQUAL(st2.lowerings, st0.lowerings);
+    tfc_value_destroy(nv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static tfc_status bump(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_assign_add(g, (tfc_tensor *)arg, f32(g, 0.5)); /* the variable after it */
+    return TFC_OK;
+}
+
+/* A body that updates a variable does so once per iteration, in order. */
+static void test_variable_updated_in_body(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    tfc_tensor *acc = tfc_variable(g, "acc", TFC_FLOAT32, tfc_shape_of(0, NULL),
+                                   tfc_init_constant(1));
+    struct loop_arg la = {n};
+    tfc_tensor *init[2] = {i32(g, 0), f32(g, 0)}, *r[2];
+    tfc_cflow *cf = tfc_while_new(g, "upd", 2, init, NULL);
+    tfc_tensor *in[2], *o[2];
+    tfc_cflow_enter(cf, 0, in);
+    below_n(g, &la, in, o);
+    tfc_cflow_leave(cf, 1, o);
+    tfc_cflow_enter(cf, 1, in);
+    bump(g, acc, in, o);
+    tfc_cflow_leave(cf, 2, o);
+    CU_ASSERT_EQUAL_FATAL(tfc_cflow_finish(cf, r), TFC_OK);
+    tfc_session *s = session_of(g);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    tfc_value *nv = scalar_value(TFC_INT32, 6), *v = run1(s, 1, &n, &nv, r[0]);
+    CU_ASSERT_EQUAL(*(const int32_t *)tfc_value_cdata(v), 6);
+    tfc_value_destroy(v);
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, acc, &v) == TFC_OK);
+    CU_ASSERT_EQUAL(*(const float *)tfc_value_cdata(v), 1 + 6 * 0.5f);
+    tfc_value_destroy(v);
+    tfc_value_destroy(nv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -853,6 +923,8 @@ int main(void)
     TEST_ADD(test_region_and_cond_errors);
     TEST_ADD(test_fetch_inside_body);
     TEST_ADD(test_loop_variable_passed_on);
+    TEST_ADD(test_segments_planned_once);
+    TEST_ADD(test_variable_updated_in_body);
     TEST_ADD(test_concurrent_loops);
     TEST_ADD(test_async_runs);
     TEST_ADD(test_kernel_error_in_body);
