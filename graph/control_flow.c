@@ -32,6 +32,47 @@ const struct tfc_op tfc_op_cond = {
     .n_attrs = TFC_ATTR_COUNT(cf_attrs), .n_outputs = cf_n_outputs, .infer = infer_cf,
 };
 
+/* Markers: a region_enter node (in the parent region, named "<node>/<region>", inputs the loop
+ * variables' initial values or the predicate) opens each region, a region_leave node (its
+ * last, inputs the region's outputs) closes it. They never run (nothing consumes them); they
+ * let a stored graph be rebuilt in order by tfc_cflow_import_* (graph/serialize.c). */
+enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
+static const struct tfc_attr_def mark_attrs[] = {
+    [MARK_KIND] = {"kind", TFC_ATTR_INT, 0},
+    [MARK_REGION] = {"region", TFC_ATTR_INT, 0},
+    [MARK_N] = {"n", TFC_ATTR_INT, 1},
+    [MARK_MAX_ITER] = {"maximum_iterations", TFC_ATTR_INT, 0},
+};
+
+static tfc_status infer_mark(const struct tfc_infer *in)
+{
+    in->out[0] = (struct tfc_desc){TFC_BOOL, tfc_shape_of(0, NULL)};
+    return TFC_OK;
+}
+
+const struct tfc_op tfc_op_region_enter = {
+    .name = "region_enter", .flags = TFC_OP_VARIADIC | TFC_OP_NO_GRADIENT, .attrs = mark_attrs,
+    .n_attrs = TFC_ATTR_COUNT(mark_attrs), .infer = infer_mark,
+};
+const struct tfc_op tfc_op_region_leave = {
+    .name = "region_leave", .flags = TFC_OP_VARIADIC | TFC_OP_NO_GRADIENT, .attrs = mark_attrs,
+    .n_attrs = TFC_ATTR_COUNT(mark_attrs), .infer = infer_mark,
+};
+
+static tfc_status build_marker(struct tfc_cflow *cf, int r, const char *name, int enter,
+                               int n_in, tfc_tensor *const *in)
+{
+    struct tfc_kattr at[TFC_MAX_ATTRS];
+    tfc_attrs_default(&tfc_op_region_enter, at);
+    at[MARK_KIND].i = cf->kind;
+    at[MARK_REGION].i = r;
+    at[MARK_N].i = cf->n_vars;
+    at[MARK_MAX_ITER].i = cf->max_iter;
+    struct tfc_node *n = tfc_node_build(cf->g, enter ? &tfc_op_region_enter : &tfc_op_region_leave,
+                                        name, n_in, in, at);
+    return n ? TFC_OK : cf->g->status;
+}
+
 int tfc_cf_pred_value(enum tfc_dtype dtype, const void *data)
 {
     switch (dtype) {
@@ -69,16 +110,16 @@ static int is_global_source(const struct tfc_node *n)
     return (n->op->flags & TFC_OP_SOURCE) && n->op != &tfc_op_placeholder;
 }
 
-/* t as seen inside region r: itself when it belongs there, else the placeholder that captures
- * it (created on first use, after capturing it into the parent region). NULL on error. */
-static tfc_tensor *capture(tfc_graph *g, tfc_tensor *t, int r)
+/* t (of a region enclosing r) as seen inside region r, the current one: the placeholder
+ * "capture_<k>" that captures it, created on first use. A tensor of a grandparent region is
+ * captured directly; the control-flow node captures it into its own region when it is built,
+ * so each region's nodes are built (and stored) in one run. NULL on error. */
+static tfc_tensor *capture(tfc_graph *g, tfc_tensor *t, int r, const char *name)
 {
     if (t->node->region == r || is_global_source(t->node)) return t;
-    tfc_tensor *outer = capture(g, t, g->regions[r].parent);
-    if (!outer) return NULL;
     struct tfc_region *reg = &g->regions[r];
     for (int i = 0; i < reg->n_caps; i++)
-        if (reg->cap_outer[i] == outer) return reg->cap_inner[i];
+        if (reg->cap_outer[i] == t) return reg->cap_inner[i];
     if (reg->n_caps == reg->cap_caps) {
         int cap = reg->cap_caps ? reg->cap_caps * 2 : 4;
         tfc_tensor **o = realloc(reg->cap_outer, sizeof *o * (size_t)cap);
@@ -93,13 +134,15 @@ static tfc_tensor *capture(tfc_graph *g, tfc_tensor *t, int r)
     at[SOURCE_DTYPE].i = t->desc.dtype;
     at[SOURCE_SHAPE].n = t->desc.shape.rank;
     for (int i = 0; i < t->desc.shape.rank; i++) at[SOURCE_SHAPE].v[i] = t->desc.shape.dims[i];
-    int saved = g->cur_region;
-    g->cur_region = r;
-    struct tfc_node *p = tfc_node_build(g, &tfc_op_placeholder, NULL, 0, NULL, at);
-    g->cur_region = saved;
+    char gen[32];
+    if (!name) {
+        snprintf(gen, sizeof gen, "capture_%d", reg->n_caps);
+        name = gen;
+    }
+    struct tfc_node *p = tfc_node_build(g, &tfc_op_placeholder, name, 0, NULL, at);
     if (!p) return NULL;
-    reg = &g->regions[r]; /* building may not move regions, but stay safe */
-    reg->cap_outer[reg->n_caps] = outer;
+    reg = &g->regions[r];
+    reg->cap_outer[reg->n_caps] = t;
     reg->cap_inner[reg->n_caps++] = &p->outputs[0];
     return &p->outputs[0];
 }
@@ -119,7 +162,7 @@ static tfc_status region_inputs(tfc_graph *g, const char *label, const struct tf
                                    "'%s' and cannot be used outside it (use that node's outputs)",
                                    label, op->name, i, t->name,
                                    g->regions[t->node->region].owner);
-        if (!(out[i] = capture(g, t, g->cur_region))) return g->status;
+        if (!(out[i] = capture(g, t, g->cur_region, NULL))) return g->status;
     }
     return TFC_OK;
 }
@@ -348,6 +391,11 @@ tfc_status tfc_cflow_enter(tfc_cflow *cf, int region, tfc_tensor **inputs)
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "%s '%s': enter it from the region it was created in", kind_name(cf),
                                cf->name);
+    char mark[512];
+    snprintf(mark, sizeof mark, "%s/%s", cf->rel_name, region_label(cf, region));
+    if (build_marker(cf, region, mark, 1, cf->kind == TFC_CF_WHILE ? cf->n_vars : 1,
+                     cf->kind == TFC_CF_WHILE ? cf->init : &cf->pred))
+        return g->status;
     if (tfc_scope_push(g, cf->rel_name)) return g->status;
     if (tfc_scope_push(g, region_label(cf, region))) {
         tfc_status st = g->status;
@@ -434,6 +482,8 @@ tfc_status tfc_cflow_leave(tfc_cflow *cf, int n_outputs, tfc_tensor *const *outp
         return tfc_graph_error(cf->g, TFC_ERR_INVALID_ARGUMENT,
                                "%s '%s': no region is entered", kind_name(cf), cf->name);
     tfc_status st = leave_checked(cf, n_outputs, outputs);
+    if (!st) st = build_marker(cf, cf->cur, "leave", 0, cf->reg[cf->cur].n_out,
+                               cf->reg[cf->cur].out);
     region_exit(cf);
     return st;
 }
@@ -565,4 +615,120 @@ tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred, tfc_region
         build_region(cf, 1, else_fn, arg, n_outputs))
         return g->status;
     return tfc_cflow_finish(cf, outputs);
+}
+
+/* ---- rebuilding a stored graph --------------------------------------------------------- */
+
+int tfc_cflow_captured(const struct tfc_node *n, const tfc_tensor **outer)
+{
+    if (!n->region || n->op != &tfc_op_placeholder) return 0;
+    const struct tfc_region *reg = &n->graph->regions[n->region];
+    for (int i = 0; i < reg->n_caps; i++)
+        if (reg->cap_inner[i]->node == n) {
+            *outer = reg->cap_outer[i];
+            return 1;
+        }
+    return 0;
+}
+
+/* abs relative to the open name scope ("" when none); NULL when it is not inside it. */
+static const char *scope_relative(tfc_graph *g, const char *abs)
+{
+    const char *scope = tfc_scope_current(g);
+    size_t n = strlen(scope);
+    if (!n) return abs;
+    if (strncmp(abs, scope, n) || abs[n] != '/') return NULL;
+    return abs + n + 1;
+}
+
+static struct tfc_cflow *find_builder(tfc_graph *g, const char *name)
+{
+    for (struct tfc_cflow *cf = g->cflows; cf; cf = cf->next)
+        if (!cf->node && !strcmp(cf->name, name)) return cf;
+    return NULL;
+}
+
+tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct tfc_kattr *attrs,
+                                  int n_in, tfc_tensor *const *in)
+{
+    if (g->status) return g->status;
+    int kind = (int)attrs[MARK_KIND].i, r = (int)attrs[MARK_REGION].i;
+    static const char *const labels[2][2] = {{"then", "else"}, {"cond", "body"}};
+    if ((kind != TFC_CF_COND && kind != TFC_CF_WHILE) || (r != 0 && r != 1))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (region_enter): kind %d region %d is not a region",
+                               name, kind, r);
+    const char *label = labels[kind == TFC_CF_WHILE][r];
+    size_t len = strlen(name), ll = strlen(label);
+    char full[512], *rel;
+    if (len <= ll + 1 || len >= sizeof full || strcmp(name + len - ll, label) ||
+        name[len - ll - 1] != '/')
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (region_enter): the name does not end in '/%s'", name,
+                               label);
+    memcpy(full, name, len - ll - 1);
+    full[len - ll - 1] = 0;
+    struct tfc_cflow *cf = r ? find_builder(g, full) : NULL;
+    if (!r) {
+        if (!(rel = (char *)scope_relative(g, full)))
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "node '%s' (region_enter): not inside the region '%s' being "
+                                   "rebuilt", name, tfc_scope_current(g));
+        tfc_while_opts o = {.maximum_iterations = attrs[MARK_MAX_ITER].i};
+        cf = kind == TFC_CF_WHILE ? tfc_while_new(g, rel, n_in, in, &o)
+                                  : tfc_cond_new(g, rel, n_in ? in[0] : NULL, (int)attrs[MARK_N].i);
+    }
+    if (!cf)
+        return g->status ? g->status
+                         : tfc_graph_error(g, TFC_ERR_NOT_FOUND,
+                                           "node '%s' (region_enter): no '%s' is being rebuilt",
+                                           name, full);
+    return tfc_cflow_enter(cf, r, NULL);
+}
+
+tfc_status tfc_cflow_import_leave(tfc_graph *g, int n_in, tfc_tensor *const *in)
+{
+    if (g->status) return g->status;
+    if (!g->cur_region)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "region_leave outside every region of the stored graph");
+    return tfc_cflow_leave(g->regions[g->cur_region].cf, n_in, in);
+}
+
+tfc_status tfc_cflow_import_finish(tfc_graph *g, const char *name)
+{
+    if (g->status) return g->status;
+    struct tfc_cflow *cf = find_builder(g, name);
+    if (!cf)
+        return tfc_graph_error(g, TFC_ERR_NOT_FOUND,
+                               "node '%s': its regions are not in the stored graph", name);
+    return tfc_cflow_finish(cf, NULL);
+}
+
+tfc_status tfc_cflow_import_capture(tfc_graph *g, const char *name, tfc_tensor *outer)
+{
+    if (g->status) return g->status;
+    const char *rel = scope_relative(g, name);
+    if (!g->cur_region || !rel || !region_within(g, g->cur_region, outer->node->region))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s': a capture of '%s' outside a region that sees it",
+                               name, outer->name);
+    return capture(g, outer, g->cur_region, rel) ? TFC_OK : g->status;
+}
+
+int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shape)
+{
+    tfc_tensor *t = g->cur_region ? tfc_graph_find(g, name) : NULL;
+    if (!t || t->node->region != g->cur_region) return 0;
+    struct tfc_cflow *cf = g->regions[g->cur_region].cf;
+    struct tfc_cf_region *reg = cf->cur >= 0 ? &cf->reg[cf->cur] : NULL;
+    for (int k = 0; reg && k < reg->n_in; k++)
+        if (reg->in[k] == t) {
+            t->desc.shape = *shape;
+            t->node->attrs[SOURCE_SHAPE].n = shape->rank;
+            for (int d = 0; d < shape->rank; d++) t->node->attrs[SOURCE_SHAPE].v[d] = shape->dims[d];
+            if (cf->cur == 0) cf->invariant[k] = *shape; /* the body's inputs take them too */
+            return 1;
+        }
+    return 0;
 }

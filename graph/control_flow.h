@@ -40,6 +40,25 @@ struct tfc_cflow {
 /* The op descriptors of the two node kinds (not in the op table: a node of them is built only
  * by tfc_cflow_finish, and the plan never lowers one; the segment runner executes it). */
 extern const struct tfc_op tfc_op_while, tfc_op_cond;
+/* The markers that open and close each region (never run; see graph/control_flow.c). */
+extern const struct tfc_op tfc_op_region_enter, tfc_op_region_leave;
+
+/* Rebuilding a stored graph record by record, in node order (graph/serialize.c): a region's
+ * enter marker creates or resumes its builder and enters the region; the region's records
+ * follow (capture placeholders name the tensor they capture; the loop-variable placeholders
+ * that entering made take the stored shapes, their invariants); its leave marker leaves it with
+ * its outputs; the node's own record finishes it. Names are the stored, absolute ones. Errors
+ * are recorded on g and returned. */
+tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct tfc_kattr *attrs,
+                                  int n_in, tfc_tensor *const *in);
+tfc_status tfc_cflow_import_leave(tfc_graph *g, int n_in, tfc_tensor *const *in);
+tfc_status tfc_cflow_import_finish(tfc_graph *g, const char *name);
+tfc_status tfc_cflow_import_capture(tfc_graph *g, const char *name, tfc_tensor *outer);
+/* 1 when name is a loop-variable placeholder of the region being rebuilt (its shape is set to
+ * shape), else 0. */
+int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shape);
+/* Whether region node n is a capture placeholder; *outer is then the tensor it captures. */
+int tfc_cflow_captured(const struct tfc_node *n, const tfc_tensor **outer);
 
 /* Whether n is a cond or while node. */
 static inline int tfc_is_cflow(const struct tfc_node *n)
