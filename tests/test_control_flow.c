@@ -1019,6 +1019,20 @@ static void test_variable_updated_in_body(void)
     tfc_graph_destroy(g);
 }
 
+/* Gradients through control flow are the next step (issue 13, item 3): asking for one is a
+ * graph error naming the loop, not a crash or a silent zero. */
+static void test_gradient_refused(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_tensor *init[2] = {i32(g, 0), x}, *r[2], *dx = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "w", lt3, count_sum, NULL, 2, init, NULL, r), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 1, &x, &dx), TFC_OK);
+    CU_ASSERT_PTR_NULL(dx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "op 'while' (node 'w') has no gradient"));
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -1042,5 +1056,6 @@ int main(void)
     TEST_ADD(test_async_runs);
     TEST_ADD(test_kernel_error_in_body);
     TEST_ADD(test_save_and_load);
+    TEST_ADD(test_gradient_refused);
     return test_main();
 }
