@@ -7,6 +7,7 @@
  * depends on iteration i through data only; once iteration i+1 is submitted, iteration i's
  * instances that no loop variable refers to are recycled within the run (memory stays bounded;
  * a backward loop will keep them as its stack instead). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
@@ -41,6 +42,8 @@ struct tfc_cf_run {
     starpu_data_handle_t *feed_h; /* the caller's feeds, registered on their buffers */
     int n_fetches;
     tfc_value **fetch_values;
+    int profiling;           /* the session profiles: task records, no recycling */
+    struct tfc_snap *snap0;  /* when profiling: counters at the start */
     int64_t iterations;      /* loop bodies run */
     int64_t branches[2];     /* conds: then, else taken */
 };
@@ -130,10 +133,13 @@ static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct
     sub->feed_handles = malloc(sizeof *sub->feed_handles * (size_t)(env->n + 1));
     sub->cbs = malloc(sizeof *sub->cbs * (size_t)(p->n_steps + 1));
     if (p->n_parts) sub->parts = calloc((size_t)p->n_parts, sizeof *sub->parts);
-    sub->inst = sub->feed_handles && sub->cbs && (!p->n_parts || sub->parts)
+    if (cr->profiling) sub->records = calloc((size_t)p->n_steps + 1, sizeof *sub->records);
+    sub->inst = sub->feed_handles && sub->cbs && (!p->n_parts || sub->parts) &&
+                        (!cr->profiling || sub->records)
                     ? tfc_plan_take_instance(p) : NULL;
     if (!sub->inst) {
-        free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub); free(hd);
+        free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub->records);
+        free(sub); free(hd);
         return NULL;
     }
     for (int i = 0; i < env->n; i++) sub->feed_handles[i] = env->b[i].h;
@@ -167,7 +173,9 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
         if (p && !(st = tfc_run_check_variables(s, p, msg))) {
             struct hold *hd = hold_new(cr, p, env);
             if (!hd) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
-            if (hd) __atomic_add_fetch(&cr->top->pending, p->n_signals, __ATOMIC_ACQ_REL);
+            if (hd) /* the tasks with a callback: all of them when profiling */
+                __atomic_add_fetch(&cr->top->pending, cr->profiling ? p->n_steps : p->n_signals,
+                                   __ATOMIC_ACQ_REL);
             if (hd && !(st = tfc_run_submit_tasks(s, hd->sub, 0, msg))) {
                 s->stats.tasks += (uint64_t)p->n_steps;
                 for (int i = 0; i < p->n_var_writes; i++) s->pers[p->var_writes[i]].initialized = 1;
@@ -274,6 +282,7 @@ static int hold_refers(const struct hold *hd, const struct bound *v, int n)
 static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const struct bound *vars,
                     int n_vars)
 {
+    if (cr->profiling) return; /* each submission keeps its task records */
     pthread_mutex_lock(&cr->s->lock); /* the pool is shared with this run's submissions only,
                                        * but hold_new reads it under the lock */
     for (struct hold **pp = &cr->holds; *pp && (*pp)->seq >= from;) {
@@ -592,10 +601,49 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         free(sub->feed_handles);
         free(sub->cbs);
         free(sub->parts);
+        free(sub->records);
         free(sub);
         free(hd);
     }
     return st;
+}
+
+/* A profiled run's report: every segment's task records in submission order, as one run
+ * (TFC_REPORT prints it, TFC_TRACE traces it), and what its control flow did. Under the lock,
+ * after every task ended. */
+static void report_run(struct tfc_cf_run *cr)
+{
+    tfc_session *s = cr->s;
+    int n = 0, n_holds = 0;
+    for (struct hold *hd = cr->holds; hd; hd = hd->next, n_holds++) n += hd->sub->plan->n_steps;
+    tfc_task_record *all = calloc((size_t)n + 1, sizeof *all);
+    struct hold **order = malloc(sizeof *order * (size_t)(n_holds + 1));
+    if (all && order) {
+        int k = n_holds, at = 0;
+        for (struct hold *hd = cr->holds; hd; hd = hd->next) order[--k] = hd; /* oldest first */
+        for (int h = 0; h < n_holds; h++) {
+            const struct plan *p = order[h]->sub->plan;
+            for (int i = 0; i < p->n_steps; i++, at++) {
+                struct tfc_node *nd = s->g->nodes[p->steps[i].node];
+                all[at] = order[h]->sub->records[i];
+                all[at].node = nd->name;
+                all[at].op = tfc_step_op_name(p, i, nd);
+            }
+        }
+        struct tfc_snap *snap1 = tfc_snap_take();
+        free(s->records);
+        s->records = all;
+        s->n_records = n;
+        all = NULL;
+        tfc_report_run_done(&s->rep, cr->snap0, snap1, s->records, s->n_records);
+        tfc_snap_free(snap1);
+        if (s->rep.on_stderr)
+            fprintf(stderr, "  control flow: %lld loop iterations, cond branches then %lld, "
+                            "else %lld, %d segments\n", (long long)cr->iterations,
+                    (long long)cr->branches[0], (long long)cr->branches[1], n_holds);
+    }
+    free(all);
+    free(order);
 }
 
 static void wait_tasks(struct tfc_run *run)
@@ -616,6 +664,10 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     cr->s = s;
     cr->top = run;
     run->cf = cr;
+    pthread_mutex_lock(&s->lock);
+    cr->profiling = s->profiling;
+    pthread_mutex_unlock(&s->lock);
+    if (cr->profiling) cr->snap0 = tfc_snap_take(); /* bus and worker counters before */
     struct env env = {0};
     struct bound *got = malloc(sizeof *got * (size_t)(n_fetches + 1));
     tfc_status st = got ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
@@ -627,6 +679,9 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!st) st = copy_fetches(cr, n_fetches, got, msg);
     wait_tasks(run); /* what was submitted has ended, failed or not */
     pthread_mutex_lock(&s->lock);
+    if (cr->profiling && !st) report_run(cr);
+    tfc_snap_free(cr->snap0);
+    cr->snap0 = NULL;
     st = release_holds(cr, st, msg);
     s->stats.runs++;
     s->stats.loop_iterations += (uint64_t)cr->iterations;

@@ -146,6 +146,13 @@ struct instance *tfc_plan_take_instance(struct plan *p)
 
 /* ---- completion ------------------------------------------------------------------------ */
 
+const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n)
+{
+    return p->steps[i].cl == &tfc_cl_hop     ? "hop"
+           : p->steps[i].cl == &tfc_cl_fused ? "fused"
+                                             : n->op->name;
+}
+
 static void finish_one(struct tfc_run *run)
 {
     if (__atomic_sub_fetch(&run->pending, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -176,7 +183,7 @@ static void task_done(void *arg)
         }
         r->predicted_us = pred > 0 && isfinite(pred) ? pred : NAN;
     }
-    finish_one(run);
+    finish_one(run->counter ? run->counter : run); /* a segment counts on its run */
 }
 
 static void fetch_done(void *arg)
@@ -314,7 +321,7 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
         task->workerids_len = st->workerids_len;
     }
     task->priority = st->priority;
-    run->cbs[i] = (struct task_cb){run->counter ? run->counter : run, task, i};
+    run->cbs[i] = (struct task_cb){run, task, i};
     return task;
 }
 
@@ -536,9 +543,7 @@ tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
         for (int i = 0; i < p->n_steps; i++) {
             struct tfc_node *n = s->g->nodes[p->steps[i].node];
             run->records[i].node = n->name;
-            run->records[i].op = p->steps[i].cl == &tfc_cl_hop     ? "hop"
-                                 : p->steps[i].cl == &tfc_cl_fused ? "fused"
-                                                                   : n->op->name;
+            run->records[i].op = tfc_step_op_name(p, i, n);
         }
         free(s->records);
         s->records = run->records;

@@ -140,6 +140,8 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
                                int n_targets, tfc_tensor *const *targets, tfc_status *st,
                                char *msg);
 struct instance *tfc_plan_take_instance(struct plan *p);
+/* The op a task record names for step i of p (node n's op, or "hop", "fused"). */
+const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n);
 tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *msg);
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg);
 

@@ -1033,6 +1033,43 @@ static void test_gradient_refused(void)
     tfc_graph_destroy(g);
 }
 
+static int count_prefix(const tfc_run_summary *sm, const char *prefix)
+{
+    int n = 0;
+    for (int i = 0; i < sm->n_tasks; i++) n += !strncmp(sm->tasks[i].node, prefix, strlen(prefix));
+    return n;
+}
+
+/* With profiling on, a control-flow run reports every task of every segment as one run: the
+ * cond's compare once per test, the body's tasks once per iteration, each on a worker. */
+static void test_profiled_run(void)
+{
+    tfc_graph *g = fresh();
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg a = {n};
+    tfc_tensor *init[2] = {i32(g, 0), f32(g, 0)}, *r[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "loop", below_n, count_sum, &a, 2, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_profiling(s, 1), TFC_OK);
+    tfc_value *nv = scalar_value(TFC_INT32, 3), *v = run1(s, 1, &n, &nv, r[1]);
+    CU_ASSERT_EQUAL(*(const float *)tfc_value_cdata(v), 3.0f);
+    tfc_run_summary sm;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_last_summary(s, &sm), TFC_OK);
+    CU_ASSERT_EQUAL(count_prefix(&sm, "loop/cond/"), 4);
+    int body = count_prefix(&sm, "loop/body/");
+    CU_ASSERT(body >= 3 && body % 3 == 0);
+    CU_ASSERT_EQUAL(sm.n_tasks, 4 + body);
+    for (int i = 0; i < sm.n_tasks; i++) {
+        CU_ASSERT(sm.tasks[i].worker >= 0);
+        CU_ASSERT(sm.tasks[i].end_us >= sm.tasks[i].start_us);
+    }
+    tfc_value_destroy(v);
+    tfc_value_destroy(nv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -1057,5 +1094,6 @@ int main(void)
     TEST_ADD(test_kernel_error_in_body);
     TEST_ADD(test_save_and_load);
     TEST_ADD(test_gradient_refused);
+    TEST_ADD(test_profiled_run);
     return test_main();
 }
