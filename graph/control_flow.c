@@ -36,7 +36,6 @@ const struct tfc_op tfc_op_cond = {
  * variables' initial values or the predicate) opens each region, a region_leave node (its
  * last, inputs the region's outputs) closes it. They never run (nothing consumes them); they
  * let a stored graph be rebuilt in order by tfc_cflow_import_* (graph/serialize.c). */
-enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
 static const struct tfc_attr_def mark_attrs[] = {
     [MARK_KIND] = {"kind", TFC_ATTR_INT, 0},
     [MARK_REGION] = {"region", TFC_ATTR_INT, 0},
@@ -96,7 +95,7 @@ static const char *kind_name(const struct tfc_cflow *cf)
 
 /* ---- captures --------------------------------------------------------------------- */
 
-static int region_within(const tfc_graph *g, int inner, int outer)
+int tfc_region_within(const tfc_graph *g, int inner, int outer)
 {
     for (int r = inner;; r = g->regions[r].parent) {
         if (r == outer) return 1;
@@ -114,7 +113,7 @@ static int is_global_source(const struct tfc_node *n)
  * "capture_<k>" that captures it, created on first use. A tensor of a grandparent region is
  * captured directly; the control-flow node captures it into its own region when it is built,
  * so each region's nodes are built (and stored) in one run. NULL on error. */
-static tfc_tensor *capture(tfc_graph *g, tfc_tensor *t, int r, const char *name)
+tfc_tensor *tfc_cflow_capture(tfc_graph *g, tfc_tensor *t, int r, const char *name)
 {
     if (t->node->region == r || is_global_source(t->node)) return t;
     struct tfc_region *reg = &g->regions[r];
@@ -156,13 +155,13 @@ static tfc_status region_inputs(tfc_graph *g, const char *label, const struct tf
         tfc_tensor *t = inputs[i];
         out[i] = t;
         if (t->node->region == g->cur_region || is_global_source(t->node)) continue;
-        if (!region_within(g, g->cur_region, t->node->region))
+        if (!tfc_region_within(g, g->cur_region, t->node->region))
             return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                    "node '%s' (%s): input %d ('%s') is inside a branch or body of "
                                    "'%s' and cannot be used outside it (use that node's outputs)",
                                    label, op->name, i, t->name,
                                    g->regions[t->node->region].owner);
-        if (!(out[i] = capture(g, t, g->cur_region, NULL))) return g->status;
+        if (!(out[i] = tfc_cflow_capture(g, t, g->cur_region, NULL))) return g->status;
     }
     return TFC_OK;
 }
@@ -615,120 +614,4 @@ tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred, tfc_region
         build_region(cf, 1, else_fn, arg, n_outputs))
         return g->status;
     return tfc_cflow_finish(cf, outputs);
-}
-
-/* ---- rebuilding a stored graph --------------------------------------------------------- */
-
-int tfc_cflow_captured(const struct tfc_node *n, const tfc_tensor **outer)
-{
-    if (!n->region || n->op != &tfc_op_placeholder) return 0;
-    const struct tfc_region *reg = &n->graph->regions[n->region];
-    for (int i = 0; i < reg->n_caps; i++)
-        if (reg->cap_inner[i]->node == n) {
-            *outer = reg->cap_outer[i];
-            return 1;
-        }
-    return 0;
-}
-
-/* abs relative to the open name scope ("" when none); NULL when it is not inside it. */
-static const char *scope_relative(tfc_graph *g, const char *abs)
-{
-    const char *scope = tfc_scope_current(g);
-    size_t n = strlen(scope);
-    if (!n) return abs;
-    if (strncmp(abs, scope, n) || abs[n] != '/') return NULL;
-    return abs + n + 1;
-}
-
-static struct tfc_cflow *find_builder(tfc_graph *g, const char *name)
-{
-    for (struct tfc_cflow *cf = g->cflows; cf; cf = cf->next)
-        if (!cf->node && !strcmp(cf->name, name)) return cf;
-    return NULL;
-}
-
-tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct tfc_kattr *attrs,
-                                  int n_in, tfc_tensor *const *in)
-{
-    if (g->status) return g->status;
-    int kind = (int)attrs[MARK_KIND].i, r = (int)attrs[MARK_REGION].i;
-    static const char *const labels[2][2] = {{"then", "else"}, {"cond", "body"}};
-    if ((kind != TFC_CF_COND && kind != TFC_CF_WHILE) || (r != 0 && r != 1))
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "node '%s' (region_enter): kind %d region %d is not a region",
-                               name, kind, r);
-    const char *label = labels[kind == TFC_CF_WHILE][r];
-    size_t len = strlen(name), ll = strlen(label);
-    char full[512], *rel;
-    if (len <= ll + 1 || len >= sizeof full || strcmp(name + len - ll, label) ||
-        name[len - ll - 1] != '/')
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "node '%s' (region_enter): the name does not end in '/%s'", name,
-                               label);
-    memcpy(full, name, len - ll - 1);
-    full[len - ll - 1] = 0;
-    struct tfc_cflow *cf = r ? find_builder(g, full) : NULL;
-    if (!r) {
-        if (!(rel = (char *)scope_relative(g, full)))
-            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                                   "node '%s' (region_enter): not inside the region '%s' being "
-                                   "rebuilt", name, tfc_scope_current(g));
-        tfc_while_opts o = {.maximum_iterations = attrs[MARK_MAX_ITER].i};
-        cf = kind == TFC_CF_WHILE ? tfc_while_new(g, rel, n_in, in, &o)
-                                  : tfc_cond_new(g, rel, n_in ? in[0] : NULL, (int)attrs[MARK_N].i);
-    }
-    if (!cf)
-        return g->status ? g->status
-                         : tfc_graph_error(g, TFC_ERR_NOT_FOUND,
-                                           "node '%s' (region_enter): no '%s' is being rebuilt",
-                                           name, full);
-    return tfc_cflow_enter(cf, r, NULL);
-}
-
-tfc_status tfc_cflow_import_leave(tfc_graph *g, int n_in, tfc_tensor *const *in)
-{
-    if (g->status) return g->status;
-    if (!g->cur_region)
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "region_leave outside every region of the stored graph");
-    return tfc_cflow_leave(g->regions[g->cur_region].cf, n_in, in);
-}
-
-tfc_status tfc_cflow_import_finish(tfc_graph *g, const char *name)
-{
-    if (g->status) return g->status;
-    struct tfc_cflow *cf = find_builder(g, name);
-    if (!cf)
-        return tfc_graph_error(g, TFC_ERR_NOT_FOUND,
-                               "node '%s': its regions are not in the stored graph", name);
-    return tfc_cflow_finish(cf, NULL);
-}
-
-tfc_status tfc_cflow_import_capture(tfc_graph *g, const char *name, tfc_tensor *outer)
-{
-    if (g->status) return g->status;
-    const char *rel = scope_relative(g, name);
-    if (!g->cur_region || !rel || !region_within(g, g->cur_region, outer->node->region))
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "node '%s': a capture of '%s' outside a region that sees it",
-                               name, outer->name);
-    return capture(g, outer, g->cur_region, rel) ? TFC_OK : g->status;
-}
-
-int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shape)
-{
-    tfc_tensor *t = g->cur_region ? tfc_graph_find(g, name) : NULL;
-    if (!t || t->node->region != g->cur_region) return 0;
-    struct tfc_cflow *cf = g->regions[g->cur_region].cf;
-    struct tfc_cf_region *reg = cf->cur >= 0 ? &cf->reg[cf->cur] : NULL;
-    for (int k = 0; reg && k < reg->n_in; k++)
-        if (reg->in[k] == t) {
-            t->desc.shape = *shape;
-            t->node->attrs[SOURCE_SHAPE].n = shape->rank;
-            for (int d = 0; d < shape->rank; d++) t->node->attrs[SOURCE_SHAPE].v[d] = shape->dims[d];
-            if (cf->cur == 0) cf->invariant[k] = *shape; /* the body's inputs take them too */
-            return 1;
-        }
-    return 0;
 }

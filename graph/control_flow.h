@@ -40,10 +40,18 @@ struct tfc_cflow {
 /* The op descriptors of the two node kinds (not in the op table: a node of them is built only
  * by tfc_cflow_finish, and the plan never lowers one; the segment runner executes it). */
 extern const struct tfc_op tfc_op_while, tfc_op_cond;
-/* The markers that open and close each region (never run; see graph/control_flow.c). */
+/* The markers that open and close each region (never run; see graph/control_flow.c), and
+ * their attributes. */
+enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
 extern const struct tfc_op tfc_op_region_enter, tfc_op_region_leave;
 
-/* Rebuilding a stored graph record by record, in node order (graph/serialize.c): a region's
+/* Whether region outer is inner or encloses it (0: the top level encloses every region). */
+int tfc_region_within(const tfc_graph *g, int inner, int outer);
+/* t (of a region enclosing region r, the current one) as seen inside r: its capture
+ * placeholder, named name (NULL: "capture_<k>") when created. NULL with an error on g. */
+tfc_tensor *tfc_cflow_capture(tfc_graph *g, tfc_tensor *t, int r, const char *name);
+
+/* Rebuilding a stored graph record by record, in node order (graph/control_flow_store.c): a region's
  * enter marker creates or resumes its builder and enters the region; the region's records
  * follow (capture placeholders name the tensor they capture; the loop-variable placeholders
  * that entering made take the stored shapes, their invariants); its leave marker leaves it with
