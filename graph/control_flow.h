@@ -62,6 +62,9 @@ tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct t
 tfc_status tfc_cflow_import_leave(tfc_graph *g, int n_in, tfc_tensor *const *in);
 tfc_status tfc_cflow_import_finish(tfc_graph *g, const char *name);
 tfc_status tfc_cflow_import_capture(tfc_graph *g, const char *name, tfc_tensor *outer);
+/* Once every record is imported: nonzero (an error on g naming it) when a cond or while node
+ * was left unfinished, its records cut short. */
+int tfc_cflow_import_unfinished(tfc_graph *g);
 /* 1 when name is a loop-variable placeholder of the region being rebuilt (its shape is set to
  * shape), else 0. */
 int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shape);

@@ -118,3 +118,21 @@ int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shap
         }
     return 0;
 }
+
+int tfc_cflow_import_unfinished(tfc_graph *g)
+{
+    for (struct tfc_cflow *cf = g->cflows; cf; cf = cf->next) {
+        if (cf->node) continue;
+        const char *kind = cf->kind == TFC_CF_WHILE ? "while" : "cond";
+        if (cf->cur >= 0) { /* leave the region, so that nothing built later goes into it */
+            g->cur_region = cf->saved_region;
+            g->n_scope = g->n_scope >= 2 ? g->n_scope - 2 : 0;
+            cf->cur = -1;
+        }
+        tfc_graph_error(g, TFC_ERR_NOT_FOUND,
+                        "%s '%s': the stored graph ends before its node (its regions' records are "
+                        "cut short)", kind, cf->name);
+        return 1;
+    }
+    return 0;
+}

@@ -187,6 +187,7 @@ tfc_status tfc_graph_import_check(tfc_graph *g)
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (g->status) return g->status;
+    if (tfc_cflow_import_unfinished(g)) return g->status; /* records cut inside a region */
     int n = g->n_nodes, n_edges = 0;
     for (int i = 0; i < n; i++) n_edges += g->nodes[i]->n_inputs + g->nodes[i]->n_ctrl;
     int *indeg = calloc((size_t)n + 1, sizeof *indeg), *start = calloc((size_t)n + 2, sizeof *start);

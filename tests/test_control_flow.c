@@ -853,6 +853,21 @@ static void test_save_and_load(void)
     tfc_store_close(st);
     unlink(path);
     tfc_graph *graphs[3] = {g, h, k};
+    /* records cut inside a region: the import says which node was left unfinished */
+    tfc_tensor *leave = tfc_graph_find(g, "outer/body/leave"); /* the outer body's last record */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(leave);
+    int cut = leave->node->id;
+    tfc_graph *t = fresh();
+    struct tfc_node_record rec;
+    for (int i = 0; i < cut; i++) {
+        CU_ASSERT_EQUAL(tfc_graph_export_node(g, i, &rec), TFC_OK);
+        tfc_graph_import_node(t, &rec);
+        tfc_node_record_clear(&rec);
+    }
+    CU_ASSERT_EQUAL(tfc_graph_status(t), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_graph_import_check(t), TFC_ERR_NOT_FOUND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(t), "while 'outer': the stored graph ends"));
+    tfc_graph_destroy(t);
     for (int count = 0; count <= 3; count += 3) {
         tfc_value *ref[2], *got[2];
         run_nested(g, count, ref);
