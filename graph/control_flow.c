@@ -405,6 +405,7 @@ tfc_status tfc_cflow_enter(tfc_cflow *cf, int region, tfc_tensor **inputs)
     }
     cf->saved_region = g->cur_region;
     g->cur_region = cf->reg[region].id;
+    cf->reg[region].lo = g->n_nodes; /* a region's nodes are built in one run of ids */
     cf->cur = region;
     cf->reg[region].entered = 1;
     tfc_status st = make_inputs(cf, &cf->reg[region]);
@@ -483,6 +484,7 @@ tfc_status tfc_cflow_leave(tfc_cflow *cf, int n_outputs, tfc_tensor *const *outp
     tfc_status st = leave_checked(cf, n_outputs, outputs);
     if (!st) st = build_marker(cf, cf->cur, "leave", 0, cf->reg[cf->cur].n_out,
                                cf->reg[cf->cur].out);
+    if (!st) cf->reg[cf->cur].hi = cf->g->n_nodes - 1;
     region_exit(cf);
     return st;
 }

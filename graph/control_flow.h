@@ -17,6 +17,7 @@ struct tfc_cf_region {
     tfc_tensor **out;
     int cap_base;            /* the node input that feeds this region's capture 0 */
     int entered;             /* built (entered and left once) */
+    int lo, hi;              /* its nodes' ids (nested regions' included): [lo, hi] */
 };
 
 struct tfc_cflow {

@@ -226,7 +226,8 @@ static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const 
 
 /* ---- regions --------------------------------------------------------------------------- */
 
-static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env, int n_fetch,
+static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env,
+                              const struct tfc_cf_region *reg, int n_fetch,
                               tfc_tensor *const *fetch, int n_targets,
                               tfc_tensor *const *targets, struct bound *out, char *msg);
 
@@ -256,7 +257,8 @@ static tfc_status run_region(struct tfc_cf_run *cr, const struct tfc_cflow *cf, 
     struct env e = {0};
     tfc_status st = region_env(cf, r, vars, in, &e)
                         ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run")
-                        : exec_region(cr, &e, cf->reg[r].n_out, cf->reg[r].out, 0, NULL, out,
+                        : exec_region(cr, &e, &cf->reg[r], cf->reg[r].n_out, cf->reg[r].out, 0,
+                                      NULL, out,
                                       msg);
     free(e.b);
     return st;
@@ -368,6 +370,7 @@ static tfc_status exec_cflow(struct tfc_cf_run *cr, struct tfc_node *n, struct e
 struct cut {
     tfc_graph *g;
     const struct env *env;
+    int lo, hi;              /* the region's node ids (every id at the top level) */
     char *needed;            /* per node id */
     char *done;              /* per node id: executed by an earlier segment */
     int *stack;
@@ -432,7 +435,7 @@ static tfc_status segment_before(struct tfc_cf_run *cr, struct cut *c, struct en
             mark_from(c, n->inputs[i], 0, seg, 1);
             oom = push_tensor(&want, &nw, &cw, n->inputs[i]);
         }
-    for (int id = 0; !oom && nw && id < g->n_nodes; id++) { /* later users of its values */
+    for (int id = c->lo; !oom && nw && id <= c->hi; id++) { /* later users of its values */
         struct tfc_node *m = g->nodes[id];
         if (!c->needed[id] || seg[id] || c->done[id]) continue;
         for (int i = 0; !oom && i < m->n_inputs; i++) {
@@ -451,7 +454,7 @@ static tfc_status segment_before(struct tfc_cf_run *cr, struct cut *c, struct en
     for (int j = 0; !st && j < nw; j++)
         if (env_bind(env, want[j], &got[j]))
             st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
-    for (int id = 0; !st && id < g->n_nodes; id++)
+    for (int id = c->lo; !st && id <= c->hi; id++) /* (a variable it reads may lie outside) */
         if (seg[id]) c->done[id] = 1;
     free(got);
     free(want);
@@ -483,21 +486,24 @@ static tfc_status segment_last(struct tfc_cf_run *cr, struct cut *c, struct env 
     return st;
 }
 
-/* Computes fetch[0..n_fetch) and runs the targets of one region from the values in env (which
- * it extends), segment by segment; out receives the fetches. */
-static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env, int n_fetch,
+/* Computes fetch[0..n_fetch) and runs the targets of one region (reg; NULL: the top level)
+ * from the values in env (which it extends), segment by segment; out receives the fetches.
+ * Only the region's own span of node ids is scanned, so an iteration costs what its region
+ * holds, not what the graph does. */
+static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env,
+                              const struct tfc_cf_region *reg, int n_fetch,
                               tfc_tensor *const *fetch, int n_targets,
                               tfc_tensor *const *targets, struct bound *out, char *msg)
 {
     tfc_graph *g = cr->s->g;
     int N = g->n_nodes;
-    struct cut c = {g, env, calloc((size_t)N + 1, 1), calloc((size_t)N + 1, 1),
-                    malloc(sizeof(int) * (size_t)(N + 1))};
+    struct cut c = {g, env, reg ? reg->lo : 0, reg ? reg->hi : N - 1, calloc((size_t)N + 1, 1),
+                    calloc((size_t)N + 1, 1), malloc(sizeof(int) * (size_t)(N + 1))};
     tfc_status st = c.needed && c.done && c.stack
                         ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int j = 0; !st && j < n_fetch + n_targets; j++)
         mark_from(&c, j < n_fetch ? fetch[j] : targets[j - n_fetch], j >= n_fetch, c.needed, 0);
-    for (int id = 0; !st && id < N; id++) { /* node ids are a topological order */
+    for (int id = c.lo; !st && id <= c.hi; id++) { /* node ids are a topological order */
         struct tfc_node *n = g->nodes[id];
         if (!c.needed[id] || !tfc_is_cflow(n) || c.done[id]) continue;
         st = segment_before(cr, &c, env, n, n_fetch, fetch, msg);
@@ -675,7 +681,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!st) st = check_top_level(s->g, n_fetches, fetches, "fetch", msg);
     if (!st) st = check_top_level(s->g, n_targets, targets, "target", msg);
     if (!st) st = bind_feeds(cr, n_feeds, feed_tensors, feeds, &env, msg);
-    if (!st) st = exec_region(cr, &env, n_fetches, fetches, n_targets, targets, got, msg);
+    if (!st) st = exec_region(cr, &env, NULL, n_fetches, fetches, n_targets, targets, got, msg);
     if (!st) st = copy_fetches(cr, n_fetches, got, msg);
     wait_tasks(run); /* what was submitted has ended, failed or not */
     pthread_mutex_lock(&s->lock);
