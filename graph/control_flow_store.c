@@ -126,7 +126,8 @@ int tfc_cflow_import_unfinished(tfc_graph *g)
         const char *kind = cf->kind == TFC_CF_WHILE ? "while" : "cond";
         if (cf->cur >= 0) { /* leave the region, so that nothing built later goes into it */
             g->cur_region = cf->saved_region;
-            g->n_scope = g->n_scope >= 2 ? g->n_scope - 2 : 0;
+            tfc_scope_pop(g); /* the two scopes entering pushed: the node's, the region's */
+            tfc_scope_pop(g);
             cf->cur = -1;
         }
         tfc_graph_error(g, TFC_ERR_NOT_FOUND,
