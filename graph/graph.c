@@ -98,6 +98,12 @@ void tfc_graph_destroy(tfc_graph *g)
     free(g->dev_scope);
     for (int i = 0; i < g->n_scope; i++) free(g->scopes[i]);
     free(g->scopes);
+    if (g->cflows_free) g->cflows_free(g);
+    for (int i = 0; i < g->n_regions; i++) {
+        free(g->regions[i].cap_outer);
+        free(g->regions[i].cap_inner);
+    }
+    free(g->regions);
     free(g);
 }
 
@@ -540,6 +546,7 @@ static struct tfc_node *node_new(tfc_graph *g, const struct tfc_op *op, const ch
     n->graph = g;
     n->op = op;
     n->id = g->n_nodes;
+    n->region = g->cur_region;
     n->name = name ? strdup(name) : generated_name(g, op);
     n->n_inputs = n_inputs;
     n->inputs = n_inputs ? malloc(sizeof(tfc_tensor *) * (size_t)n_inputs) : NULL;
@@ -588,9 +595,13 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
     snprintf(label, sizeof label, "%s", name ? name : op->name);
     struct tfc_desc in[TFC_MAX_OPERANDS], out[TFC_MAX_OPERANDS];
     int n_out = 0;
-    if (check_inputs(g, op, label, name, n_inputs, inputs, in) ||
-        infer_outputs(g, op, label, n_inputs, in, attrs, out, &n_out))
-        return NULL;
+    tfc_tensor *captured[TFC_MAX_OPERANDS];
+    if (check_inputs(g, op, label, name, n_inputs, inputs, in)) return NULL;
+    if (g->region_inputs) { /* control flow: captures (graph/control_flow.c) */
+        if (g->region_inputs(g, label, op, n_inputs, inputs, captured)) return NULL;
+        inputs = captured;
+    }
+    if (infer_outputs(g, op, label, n_inputs, in, attrs, out, &n_out)) return NULL;
     struct tfc_node *n = node_new(g, op, name, n_inputs, n_out, out);
     if (!n || node_add(g, n)) {
         if (n) node_free(n);

@@ -139,7 +139,21 @@ struct tfc_node {
     struct tfc_device_hint device; /* placement hint (kind TFC_DEVICE_ANY: none) */
     int untrainable;         /* variables: 1 leaves it out of tfc_trainable_variables (and so
                               * out of a list-free tfc_minimize); 0, the default: trainable */
+    int region;              /* the control-flow region it was built in (0: top level) */
+    struct tfc_cflow *cflow; /* a cond or while node: its regions (graph/control_flow.h) */
     struct tfc_graph *graph;
+};
+
+/* A region: a branch or body of a control-flow node (graph/control_flow.c). Nodes built while
+ * it is entered belong to it; an outer tensor used there is captured once, as a placeholder of
+ * the region that the control-flow node feeds (variables and constants are used directly). */
+struct tfc_region {
+    int parent;              /* enclosing region (0: the top level) */
+    struct tfc_cflow *cf;    /* the control-flow builder that owns it */
+    const char *owner;       /* its node's name (owned by the builder), for messages */
+    int n_caps, cap_caps;
+    tfc_tensor **cap_outer;  /* captured tensors, of the parent region */
+    tfc_tensor **cap_inner;  /* their placeholders in this region */
 };
 
 struct tfc_graph {
@@ -155,6 +169,16 @@ struct tfc_graph {
     int n_dev_scope, cap_dev_scope;    /* every node built while it is pushed */
     char **scopes;           /* tfc_scope_push stack: each entry the full prefix ("a/b") */
     int n_scope, cap_scope;
+    struct tfc_region *regions; /* control flow: index 0 stands for the top level */
+    int n_regions, cap_regions;
+    int cur_region;          /* where new nodes go */
+    int n_cflow_nodes;       /* cond and while nodes: runs with them go through segments */
+    void *cflows;            /* owned by graph/control_flow.c, freed through cflows_free */
+    void (*cflows_free)(tfc_graph *g);
+    /* Set by graph/control_flow.c once a region exists: the inputs a node built in the current
+     * region sees (captures of outer tensors), or an error recorded on g. */
+    tfc_status (*region_inputs)(tfc_graph *g, const char *label, const struct tfc_op *op,
+                                int n_inputs, tfc_tensor *const *inputs, tfc_tensor **out);
     tfc_status status;
     char msg[TFC_MSG_LEN];
 };

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "serialize.h"
+#include "control_flow.h"
 
 void tfc_attrs_format(const struct tfc_op *op, const struct tfc_kattr *attrs, char *buf, size_t len)
 {
@@ -38,13 +39,18 @@ tfc_status tfc_graph_export_node(const tfc_graph *g, int i, struct tfc_node_reco
     rec->op = n->op->name;
     rec->n_inputs = n->n_inputs;
     rec->n_ctrl = n->n_ctrl;
-    rec->inputs = calloc((size_t)n->n_inputs + 1, sizeof *rec->inputs);
+    rec->inputs = calloc((size_t)n->n_inputs + 2, sizeof *rec->inputs);
     rec->ctrl = calloc((size_t)n->n_ctrl + 1, sizeof *rec->ctrl);
     if (!rec->inputs || !rec->ctrl) {
         tfc_node_record_clear(rec);
         return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "export: no memory");
     }
     for (int k = 0; k < n->n_inputs; k++) rec->inputs[k] = n->inputs[k]->name;
+    const tfc_tensor *outer;
+    if (tfc_cflow_captured(n, &outer)) { /* its one input: the tensor it captures */
+        rec->inputs[0] = outer->name;
+        rec->n_inputs = 1;
+    }
     for (int k = 0; k < n->n_ctrl; k++) rec->ctrl[k] = n->ctrl[k]->name;
     tfc_attrs_format(n->op, n->attrs, rec->attrs, sizeof rec->attrs);
     rec->value = n->value;
@@ -60,11 +66,47 @@ void tfc_node_record_clear(struct tfc_node_record *rec)
     rec->inputs = rec->ctrl = NULL;
 }
 
+/* The ops of control flow, which the op table leaves out (graph/control_flow.h). */
+static const struct tfc_op *cflow_op(const char *name)
+{
+    static const struct tfc_op *const ops[] = {&tfc_op_while, &tfc_op_cond, &tfc_op_region_enter,
+                                               &tfc_op_region_leave};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(ops[i]->name, name)) return ops[i];
+    return NULL;
+}
+
+/* A control-flow record (graph/control_flow.h says the order), or a placeholder of a region
+ * being rebuilt: 1 when handled (g's status says how), 0 for an ordinary record. */
+static int import_cflow(tfc_graph *g, const struct tfc_node_record *rec, const struct tfc_op *op,
+                        const struct tfc_kattr *attrs, tfc_tensor *const *in)
+{
+    if (op == &tfc_op_region_enter)
+        tfc_cflow_import_enter(g, rec->name, attrs, rec->n_inputs, in);
+    else if (op == &tfc_op_region_leave)
+        tfc_cflow_import_leave(g, rec->n_inputs, in);
+    else if (op == &tfc_op_while || op == &tfc_op_cond)
+        tfc_cflow_import_finish(g, rec->name);
+    else if (op == &tfc_op_placeholder && g->cur_region && rec->n_inputs == 1)
+        tfc_cflow_import_capture(g, rec->name, in[0]);
+    else if (op == &tfc_op_placeholder && !rec->n_inputs) {
+        tfc_shape s = tfc_shape_of(attrs[SOURCE_SHAPE].n, attrs[SOURCE_SHAPE].v);
+        return tfc_cflow_import_input(g, rec->name, &s);
+    } else
+        return 0;
+    return 1;
+}
+
+static tfc_status import_plain(tfc_graph *g, const struct tfc_node_record *rec,
+                               const struct tfc_op *op, const struct tfc_kattr *attrs,
+                               tfc_tensor *const *in);
+
 tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec)
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (g->status) return g->status;
     const struct tfc_op *op = tfc_op_lookup(rec->op);
+    if (!op) op = cflow_op(rec->op);
     if (!op)
         return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': unknown op '%s'", rec->name,
                                rec->op);
@@ -76,10 +118,6 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
     if (rec->n_inputs < 0 || rec->n_inputs > TFC_MAX_OPERANDS)
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): %d inputs (at most "
                                "%d)", rec->name, op->name, rec->n_inputs, TFC_MAX_OPERANDS);
-    int source = op == &tfc_op_constant || op == &tfc_op_placeholder || op == &tfc_op_variable;
-    if (source && rec->n_inputs) /* their builders take no inputs: they would be dropped */
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): takes 0 inputs, "
-                               "got %d", rec->name, op->name, rec->n_inputs);
     tfc_tensor *in[TFC_MAX_OPERANDS];
     for (int k = 0; k < rec->n_inputs; k++) {
         in[k] = tfc_graph_find(g, rec->inputs[k]);
@@ -87,6 +125,22 @@ tfc_status tfc_graph_import_node(tfc_graph *g, const struct tfc_node_record *rec
             return tfc_graph_error(g, TFC_ERR_NOT_FOUND, "node '%s': input '%s' does not exist",
                                    rec->name, rec->inputs[k]);
     }
+    if ((g->cflows || cflow_op(rec->op)) && import_cflow(g, rec, op, attrs, in)) return g->status;
+    int source = op == &tfc_op_constant || op == &tfc_op_placeholder || op == &tfc_op_variable;
+    if (source && rec->n_inputs) /* their builders take no inputs: they would be dropped */
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "node '%s' (%s): takes 0 inputs, "
+                               "got %d", rec->name, op->name, rec->n_inputs);
+    int depth = tfc_scope_hide(g); /* stored names are absolute; regions rebuilt push scopes */
+    tfc_status st = import_plain(g, rec, op, attrs, in);
+    tfc_scope_restore(g, depth);
+    return st;
+}
+
+/* A record of an ordinary node: its builder, with the stored name. */
+static tfc_status import_plain(tfc_graph *g, const struct tfc_node_record *rec,
+                               const struct tfc_op *op, const struct tfc_kattr *attrs,
+                               tfc_tensor *const *in)
+{
     if (op == &tfc_op_constant) {
         tfc_tensor *t = tfc_constant(g, rec->name, rec->value);
         if (t && (tfc_value_dtype(rec->value) != (enum tfc_dtype)attrs[SOURCE_DTYPE].i ||
@@ -133,6 +187,7 @@ tfc_status tfc_graph_import_check(tfc_graph *g)
 {
     if (!g) return TFC_ERR_INVALID_ARGUMENT;
     if (g->status) return g->status;
+    if (tfc_cflow_import_unfinished(g)) return g->status; /* records cut inside a region */
     int n = g->n_nodes, n_edges = 0;
     for (int i = 0; i < n; i++) n_edges += g->nodes[i]->n_inputs + g->nodes[i]->n_ctrl;
     int *indeg = calloc((size_t)n + 1, sizeof *indeg), *start = calloc((size_t)n + 2, sizeof *start);

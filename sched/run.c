@@ -7,7 +7,7 @@
 #include "session_priv.h"
 #include "../codelets/fused.h"
 
-static tfc_status set_msg(tfc_session *s, tfc_status st, const char *text)
+tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
 {
     pthread_mutex_lock(&s->lock);
     snprintf(s->msg, sizeof s->msg, "%s", text);
@@ -25,7 +25,7 @@ static tfc_status check_tensor(tfc_session *s, tfc_tensor *t, const char *what, 
     return TFC_OK;
 }
 
-static tfc_status check_run_args(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+tfc_status tfc_run_check_args(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
                                  tfc_value *const *feeds, int n_fetches,
                                  tfc_tensor *const *fetches, int n_targets,
                                  tfc_tensor *const *targets, char *msg)
@@ -69,7 +69,7 @@ static tfc_status check_run_args(tfc_session *s, int n_feeds, tfc_tensor *const 
 
 /* ---- plan lookup and instances (under the lock) --------------------------------------- */
 
-static struct plan *find_or_build_plan(tfc_session *s, int n_feeds, tfc_tensor *const *ft,
+struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *ft,
                                        tfc_value *const *fv, int n_fetches,
                                        tfc_tensor *const *fetches, int n_targets,
                                        tfc_tensor *const *targets, tfc_status *st, char *msg)
@@ -93,7 +93,7 @@ static struct plan *find_or_build_plan(tfc_session *s, int n_feeds, tfc_tensor *
     return p;
 }
 
-static struct instance *take_instance(struct plan *p)
+struct instance *tfc_plan_take_instance(struct plan *p)
 {
     struct instance *in = p->free_instances;
     if (in) {
@@ -146,6 +146,13 @@ static struct instance *take_instance(struct plan *p)
 
 /* ---- completion ------------------------------------------------------------------------ */
 
+const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n)
+{
+    return p->steps[i].cl == &tfc_cl_hop     ? "hop"
+           : p->steps[i].cl == &tfc_cl_fused ? "fused"
+                                             : n->op->name;
+}
+
 static void finish_one(struct tfc_run *run)
 {
     if (__atomic_sub_fetch(&run->pending, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -176,7 +183,7 @@ static void task_done(void *arg)
         }
         r->predicted_us = pred > 0 && isfinite(pred) ? pred : NAN;
     }
-    finish_one(run);
+    finish_one(run->counter ? run->counter : run); /* a segment counts on its run */
 }
 
 static void fetch_done(void *arg)
@@ -319,7 +326,7 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
 }
 
 /* Every variable the plan reads must be initialized, and every one it uses has its handle. */
-static tfc_status check_variables(tfc_session *s, const struct plan *p, char *msg)
+tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *msg)
 {
     for (int i = 0; i < p->n_var_checks; i++) {
         struct tfc_node *v = s->g->nodes[p->var_checks[i]];
@@ -343,7 +350,7 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
                               char *msg)
 {
     struct plan *p = run->plan;
-    run->inst = take_instance(p);
+    run->inst = tfc_plan_take_instance(p);
     run->feed_handles = calloc((size_t)p->n_feeds + 1, sizeof *run->feed_handles);
     run->fetch_values = calloc((size_t)p->n_fetches + 1, sizeof *run->fetch_values);
     run->cbs = malloc(sizeof *run->cbs * (size_t)(p->n_steps + 1));
@@ -371,7 +378,7 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
 /* Submits the plan's tasks in order. When StarPU refuses one, nothing more is submitted (later
  * tasks would read what it never wrote) and the completions the run waits for drop by the
  * unsent ones and the n_acquire fetch copies. */
-static tfc_status submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
+tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
 {
     struct plan *p = run->plan;
     for (int i = 0; i < p->n_steps; i++) {
@@ -385,7 +392,8 @@ static tfc_status submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquir
         tile_abort(run);
         int unsent = 0;
         for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
-        __atomic_sub_fetch(&run->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
+        struct tfc_run *cnt = run->counter ? run->counter : run; /* who counts completions */
+        __atomic_sub_fetch(&cnt->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
         struct tfc_node *n = s->g->nodes[p->steps[i].node];
         return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
                         "node '%s' (%s): %s", n->name, n->op->name,
@@ -422,7 +430,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
                                 char *msg)
 {
     struct plan *p = run->plan;
-    tfc_status st = check_variables(s, p, msg);
+    tfc_status st = tfc_run_check_variables(s, p, msg);
     if (!st) st = prepare_run(s, run, feeds, msg);
     if (st) return st;
     int n_acquire = 0;
@@ -435,7 +443,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     run->pending = n_wait + n_acquire;
     p->running++;
     run->submitted = 1;
-    if ((st = submit_tasks(s, run, n_acquire, msg))) return st;
+    if ((st = tfc_run_submit_tasks(s, run, n_acquire, msg))) return st;
     s->stats.tasks += (uint64_t)p->n_steps;
     s->stats.soft_fallbacks += (uint64_t)p->n_soft_fallbacks;
     if (p->warning)
@@ -447,25 +455,25 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     return TFC_OK;
 }
 
-tfc_status tfc_session_run_async(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
-                                 tfc_value *const *feeds, int n_fetches,
-                                 tfc_tensor *const *fetches, int n_targets,
-                                 tfc_tensor *const *targets, tfc_run **out)
+tfc_status tfc_run_submit_plain(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                                tfc_value *const *feeds, int n_fetches,
+                                tfc_tensor *const *fetches, int n_targets,
+                                tfc_tensor *const *targets, tfc_run **out)
 {
     char msg[TFC_MSG_LEN];
     if (!s) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "run: session is NULL");
-    if (!out) return set_msg(s, TFC_ERR_INVALID_ARGUMENT, "run: out is NULL");
+    if (!out) return tfc_run_set_msg(s, TFC_ERR_INVALID_ARGUMENT, "run: out is NULL");
     *out = NULL;
-    tfc_status st = check_run_args(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
+    tfc_status st = tfc_run_check_args(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
                                    n_targets, targets, msg);
-    if (st) return set_msg(s, st, msg);
+    if (st) return tfc_run_set_msg(s, st, msg);
     struct tfc_run *run = calloc(1, sizeof *run);
-    if (!run) return set_msg(s, TFC_ERR_OUT_OF_MEMORY, "run: no memory");
+    if (!run) return tfc_run_set_msg(s, TFC_ERR_OUT_OF_MEMORY, "run: no memory");
     run->s = s;
     pthread_mutex_init(&run->m, NULL);
     pthread_cond_init(&run->c, NULL);
     pthread_mutex_lock(&s->lock);
-    run->plan = find_or_build_plan(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
+    run->plan = tfc_run_find_plan(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
                                    n_targets, targets, &st, msg);
     if (run->plan) st = submit_locked(s, run, feeds, msg);
     if (st && run->plan && !run->submitted) { /* nothing submitted: undo */
@@ -494,7 +502,7 @@ tfc_status tfc_session_run_async(tfc_session *s, int n_feeds, tfc_tensor *const 
     return TFC_OK;
 }
 
-tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
+tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
 {
     if (!run) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "run_wait: run is NULL");
     tfc_session *s = run->s;
@@ -535,9 +543,7 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
         for (int i = 0; i < p->n_steps; i++) {
             struct tfc_node *n = s->g->nodes[p->steps[i].node];
             run->records[i].node = n->name;
-            run->records[i].op = p->steps[i].cl == &tfc_cl_hop     ? "hop"
-                                 : p->steps[i].cl == &tfc_cl_fused ? "fused"
-                                                                   : n->op->name;
+            run->records[i].op = tfc_step_op_name(p, i, n);
         }
         free(s->records);
         s->records = run->records;
@@ -558,17 +564,4 @@ tfc_status tfc_run_wait(tfc_run *run, tfc_value **fetch_values)
 const char *tfc_session_last_warning(const tfc_session *s)
 {
     return s ? s->warning : "session is NULL";
-}
-
-tfc_status tfc_session_run(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
-                           tfc_value *const *feeds, int n_fetches, tfc_tensor *const *fetches,
-                           tfc_value **fetch_values, int n_targets, tfc_tensor *const *targets)
-{
-    tfc_run *run;
-    if (fetch_values)
-        for (int i = 0; i < n_fetches; i++) fetch_values[i] = NULL;
-    tfc_status st = tfc_session_run_async(s, n_feeds, feed_tensors, feeds, n_fetches, fetches,
-                                          n_targets, targets, &run);
-    if (st) return st;
-    return tfc_run_wait(run, fetch_values);
 }

@@ -12,6 +12,10 @@
 static void describe_run(const struct tfc_run *run, char *out, size_t size)
 {
     const struct plan *p = run->plan;
+    if (!p) { /* a control-flow run is driven segment by segment: no plan of its own */
+        snprintf(out, size, "run %llu (control flow)", (unsigned long long)run->id);
+        return;
+    }
     int n = p->n_fetches ? p->n_fetches : p->n_targets;
     tfc_tensor *const *t = p->n_fetches ? p->fetches : p->targets;
     int len = snprintf(out, size, "run %llu (%s", (unsigned long long)run->id,

@@ -110,9 +110,51 @@ struct tfc_run {
     pthread_mutex_t m;
     pthread_cond_t c;
     int submitted;            /* counted in plan->running */
+    struct tfc_run *counter;  /* NULL, or the run whose pending count this one's tasks count
+                               * down (a segment of a control-flow run, sched/cflow_run.c) */
+    struct tfc_cf_run *cf;    /* a run of a graph with control flow: its state (cflow_run.c) */
+    void *cf_args;            /* such a run's arguments, for its driver (sched/run_entry.c) */
+    pthread_t driver;         /* the thread driving it */
+    int has_driver;           /* 0: it was driven on the caller's thread */
     tfc_status status;
     char msg[TFC_MSG_LEN];
 };
+
+/* sched/run.c: a run of one plan (no control flow), the checks of a run's arguments (msg:
+ * TFC_MSG_LEN bytes), and the session's message set to text (returns st). */
+tfc_status tfc_run_submit_plain(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                                tfc_value *const *feeds, int n_fetches,
+                                tfc_tensor *const *fetches, int n_targets,
+                                tfc_tensor *const *targets, tfc_run **out);
+tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values);
+tfc_status tfc_run_check_args(tfc_session *s, int n_feeds, tfc_tensor *const *feed_tensors,
+                              tfc_value *const *feeds, int n_fetches, tfc_tensor *const *fetches,
+                              int n_targets, tfc_tensor *const *targets, char *msg);
+tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text);
+
+/* Under the session lock (sched/run.c, for sched/cflow_run.c's segments): the cached plan of a
+ * key (built on a miss), a free or new instance of a plan, the variables check, and the
+ * submission of run->plan's tasks on run->inst. */
+struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *ft,
+                               tfc_value *const *fv, int n_fetches, tfc_tensor *const *fetches,
+                               int n_targets, tfc_tensor *const *targets, tfc_status *st,
+                               char *msg);
+struct instance *tfc_plan_take_instance(struct plan *p);
+/* The op a task record names for step i of p (node n's op, or "hop", "fused"). */
+const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n);
+tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *msg);
+tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg);
+
+/* sched/cflow_run.c: a run of a graph with cond or while nodes, driven from the host segment by
+ * segment; complete (tasks ended, fetches copied) when it returns. Not under the lock; msg:
+ * TFC_MSG_LEN bytes. */
+tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
+                      tfc_tensor *const *feed_tensors, tfc_value *const *feeds, int n_fetches,
+                      tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets,
+                      char *msg);
+/* Hands a finished control-flow run's fetches to the caller (none on failure) and frees it;
+ * its status. */
+tfc_status tfc_cf_run_wait(struct tfc_run *run, tfc_value **fetch_values);
 
 /* Under the session lock. */
 /* A submitted run joins the session's runs in flight (and gets its number); tfc_run_wait

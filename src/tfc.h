@@ -472,6 +472,69 @@ TFC_API tfc_tensor *tfc_assign_sub(tfc_graph *g, tfc_tensor *var, tfc_tensor *va
  * of a training step built from several updates. */
 TFC_API tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs);
 
+/* ---- Dynamic control flow: cond and while_loop (graph/control_flow.c) -------------------
+ * A cond or while_loop is one node that owns two regions of the graph: then/else, or the
+ * loop's cond/body. Each region is built through a callback (or the two-step form below) into
+ * its own input placeholders: the loop variables for a while, none for a cond. A tensor from
+ * outside used inside a region is captured once (a loop-invariant input of the node);
+ * variables and constants are used as they are. A region's tensors cannot be used outside it:
+ * use the node's outputs. Runs drive it from the host: the predicate's one element is read
+ * back, then only the branch taken or the next iteration is submitted. Such a run plans its
+ * segments as it goes (tfc_session_run_async gives it a thread of its own): do not add nodes
+ * to the graph while one is in flight. Feeds, fetches and targets inside a region are
+ * TFC_ERR_INVALID_ARGUMENT at run time.
+ *
+ *   static tfc_status lt10(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+ *   { out[0] = tfc_less(g, v[0], tfc_scalar(g, TFC_INT32, 10)); return TFC_OK; }
+ *   static tfc_status step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+ *   { out[0] = tfc_add(g, v[0], tfc_scalar(g, TFC_INT32, 1));   // i + 1
+ *     out[1] = tfc_add(g, v[1], tfc_cast(g, v[0], TFC_FLOAT32)); return TFC_OK; } // s + i
+ *   tfc_tensor *init[2] = {tfc_scalar(g, TFC_INT32, 0), tfc_scalar(g, TFC_FLOAT32, 0)}, *r[2];
+ *   tfc_while_loop(g, "sum", lt10, step, NULL, 2, init, NULL, r);   // r[1] is 45
+ *
+ * A region function fills out (one tensor per output) from in and returns TFC_OK; another
+ * status, or an error recorded on g, fails the builder. Errors are sticky on g like every
+ * builder's: a predicate that is not a one-element bool/int32/int64, a body output whose dtype
+ * or shape does not match its loop variable (the message names both), wrong counts, NULLs. */
+typedef tfc_status (*tfc_region_fn)(tfc_graph *g, void *arg, tfc_tensor *const *in,
+                                    tfc_tensor **out);
+
+typedef struct tfc_while_opts {
+    int64_t maximum_iterations;        /* 0: no limit; n > 0: at most n iterations (TF's
+                                        * maximum_iterations); negative is an error */
+    const tfc_shape *shape_invariants; /* NULL, or per loop variable the shapes it may take
+                                        * (TF's shape_invariants): -1 dims take any size, so a
+                                        * loop variable may grow; by default it keeps its shape */
+} tfc_while_opts;
+
+/* Repeats body while cond holds, from the n_loop_vars (1..32) initial values loop_vars; writes
+ * the final values to outputs[n_loop_vars]. A loop that never runs its body returns its inputs.
+ * opts may be NULL. name may be NULL (generated). Returns g's status. */
+TFC_API tfc_status tfc_while_loop(tfc_graph *g, const char *name, tfc_region_fn cond_fn,
+                                  tfc_region_fn body_fn, void *arg, int n_loop_vars,
+                                  tfc_tensor *const *loop_vars, const tfc_while_opts *opts,
+                                  tfc_tensor **outputs);
+/* then_fn's outputs when pred (a one-element bool or integer, nonzero: true) holds at run time,
+ * else else_fn's; both give n_outputs tensors of the same dtypes and ranks (dims that differ
+ * are -1 in the outputs). Returns g's status. */
+TFC_API tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred,
+                            tfc_region_fn then_fn, tfc_region_fn else_fn, void *arg,
+                            int n_outputs, tfc_tensor **outputs);
+
+/* The two-step form (an importer's, like TF_NewWhile/TF_FinishWhile): create the node's
+ * builder, enter each region (0: a while's cond or a cond's then; 1: body or else) to get its
+ * input placeholders (a while's loop variables; a cond has none, inputs may be NULL), build
+ * into them, leave it with its outputs (a while's cond: the predicate), then finish to get the
+ * node's outputs. The builder belongs to g; errors are sticky on g and returned. */
+typedef struct tfc_cflow tfc_cflow;
+TFC_API tfc_cflow *tfc_while_new(tfc_graph *g, const char *name, int n_loop_vars,
+                                 tfc_tensor *const *loop_vars, const tfc_while_opts *opts);
+TFC_API tfc_cflow *tfc_cond_new(tfc_graph *g, const char *name, tfc_tensor *pred,
+                                int n_outputs);
+TFC_API tfc_status tfc_cflow_enter(tfc_cflow *cf, int region, tfc_tensor **inputs);
+TFC_API tfc_status tfc_cflow_leave(tfc_cflow *cf, int n_outputs, tfc_tensor *const *outputs);
+TFC_API tfc_status tfc_cflow_finish(tfc_cflow *cf, tfc_tensor **outputs);
+
 /* ---- Automatic differentiation ---------------------------------------------------------- */
 
 /* Adds the nodes computing d(sum of ys)/d(xs) to the graph (reverse mode, as graph
@@ -761,6 +824,8 @@ typedef struct tfc_session_stats {
     int cached_plans;       /* plans in the cache now */
     uint64_t soft_fallbacks; /* tasks submitted whose soft placement hint could not be honoured
                               * (tfc_session_last_warning names them) */
+    uint64_t loop_iterations; /* while-loop bodies run (all loops, nested ones included) */
+    uint64_t cond_then, cond_else; /* cond branches taken */
 } tfc_session_stats;
 
 TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);

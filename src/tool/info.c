@@ -20,7 +20,8 @@ static const char dot_usage[] =
     "Writes the graph in Graphviz DOT on stdout (draw it with `dot -Tsvg graph.dot`): one node\n"
     "per graph node labelled with its name and op; placeholders are blue ellipses, variables\n"
     "orange boxes (optimizer slots and counters paler), constants grey; edges carry the output\n"
-    "index when it is not 0; control dependencies are dashed.\n";
+    "index when it is not 0; control dependencies are dashed. The branches and bodies of cond\n"
+    "and while_loop nodes are dashed clusters named after their region_enter node.\n";
 
 static const char *shape_text(const tfc_shape *s, char *buf, size_t len)
 {
@@ -261,6 +262,40 @@ static void dot_escaped(const char *s)
     }
 }
 
+/* Control-flow regions: each opens with a region_enter node ("loop/body") and holds the nodes
+ * named under it; region[i] is the innermost one node i lies in (its region_enter's index),
+ * -1 for none. 0 when the graph has no region (nothing to do). */
+static int dot_regions(const struct tool_node *nodes, int n, int *region)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        size_t best = 0;
+        region[i] = -1;
+        for (int r = 0; r < n; r++) {
+            size_t len = strlen(nodes[r].name);
+            if (strcmp(nodes[r].op, "region_enter") || len <= best) continue;
+            if (!strncmp(nodes[i].name, nodes[r].name, len) && nodes[i].name[len] == '/') {
+                region[i] = r;
+                best = len;
+                any = 1;
+            }
+        }
+    }
+    return any;
+}
+
+static void dot_cluster(const struct tool_node *nodes, int n, const int *region, int r)
+{
+    printf("  subgraph cluster_%d {\n    label=\"", r);
+    dot_escaped(nodes[r].name);
+    printf("\"; style=\"rounded,dashed\"; color=\"#888888\";\n");
+    for (int i = 0; i < n; i++)
+        if (region[i] == r) printf("    n%d;\n", i);
+    for (int c = 0; c < n; c++) /* nested regions: their region_enter lies in this one */
+        if (region[c] == r && !strcmp(nodes[c].op, "region_enter")) dot_cluster(nodes, n, region, c);
+    printf("  }\n");
+}
+
 int cmd_dot(int argc, char **argv)
 {
     struct tool_opts o;
@@ -303,6 +338,12 @@ int cmd_dot(int argc, char **argv)
             printf(", shape=box, style=filled, fillcolor=\"#e6e6e6\"");
         printf("];\n");
     }
+    int *region = malloc(sizeof(int) * (size_t)(n + 1));
+    if (region && dot_regions(nodes, n, region))
+        for (int r = 0; r < n; r++)
+            if (region[r] < 0 && !strcmp(nodes[r].op, "region_enter"))
+                dot_cluster(nodes, n, region, r);
+    free(region);
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < nodes[i].n_inputs; k++) {
             int out_index, src = tensor_node(idx, n, nodes[i].inputs[k], &out_index);

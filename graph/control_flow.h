@@ -1,0 +1,84 @@
+/* control_flow.h: the description of a cond or while node that the builders in
+ * graph/control_flow.c fill and sched/'s segment runner (sched/cflow_run.c) executes: its
+ * regions, their input placeholders, their outputs and the node inputs that feed captures. */
+#ifndef TFC_CONTROL_FLOW_H
+#define TFC_CONTROL_FLOW_H
+
+#include "graph.h"
+
+enum tfc_cflow_kind { TFC_CF_COND = 1, TFC_CF_WHILE };
+
+/* One region as the runner sees it. */
+struct tfc_cf_region {
+    int id;                  /* index in g->regions */
+    int n_in;                /* explicit inputs (while: the loop variables; cond: none) */
+    tfc_tensor **in;         /* their placeholders */
+    int n_out;               /* while cond: 1 (the predicate); body: n_vars; branch: n_out */
+    tfc_tensor **out;
+    int cap_base;            /* the node input that feeds this region's capture 0 */
+    int entered;             /* built (entered and left once) */
+    int lo, hi;              /* its nodes' ids (nested regions' included): [lo, hi] */
+};
+
+struct tfc_cflow {
+    tfc_graph *g;
+    enum tfc_cflow_kind kind;
+    char *name;              /* the node's full name (scope included) */
+    char *rel_name;          /* as given, for the regions' name scopes */
+    int parent_region;       /* where the node goes */
+    tfc_tensor *pred;        /* cond: the predicate (outer) */
+    int n_vars;              /* while: loop variables; cond: outputs */
+    tfc_tensor **init;       /* while: the loop variables' initial values (outer) */
+    tfc_shape *invariant;    /* while: the shape each loop variable keeps (-1: any size) */
+    int64_t max_iter;        /* while: 0, or the most iterations */
+    struct tfc_cf_region reg[2]; /* while: cond, body; cond: then, else */
+    int cur;                 /* the region entered now, -1 when none */
+    int saved_region;        /* g->cur_region before entering */
+    struct tfc_node *node;   /* once finished */
+    struct tfc_cflow *next;  /* the graph's list of builders (g->cflows) */
+};
+
+/* The op descriptors of the two node kinds (not in the op table: a node of them is built only
+ * by tfc_cflow_finish, and the plan never lowers one; the segment runner executes it). */
+extern const struct tfc_op tfc_op_while, tfc_op_cond;
+/* The markers that open and close each region (never run; see graph/control_flow.c), and
+ * their attributes. */
+enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
+extern const struct tfc_op tfc_op_region_enter, tfc_op_region_leave;
+
+/* Whether region outer is inner or encloses it (0: the top level encloses every region). */
+int tfc_region_within(const tfc_graph *g, int inner, int outer);
+/* t (of a region enclosing region r, the current one) as seen inside r: its capture
+ * placeholder, named name (NULL: "capture_<k>") when created. NULL with an error on g. */
+tfc_tensor *tfc_cflow_capture(tfc_graph *g, tfc_tensor *t, int r, const char *name);
+
+/* Rebuilding a stored graph record by record, in node order (graph/control_flow_store.c): a region's
+ * enter marker creates or resumes its builder and enters the region; the region's records
+ * follow (capture placeholders name the tensor they capture; the loop-variable placeholders
+ * that entering made take the stored shapes, their invariants); its leave marker leaves it with
+ * its outputs; the node's own record finishes it. Names are the stored, absolute ones. Errors
+ * are recorded on g and returned. */
+tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct tfc_kattr *attrs,
+                                  int n_in, tfc_tensor *const *in);
+tfc_status tfc_cflow_import_leave(tfc_graph *g, int n_in, tfc_tensor *const *in);
+tfc_status tfc_cflow_import_finish(tfc_graph *g, const char *name);
+tfc_status tfc_cflow_import_capture(tfc_graph *g, const char *name, tfc_tensor *outer);
+/* Once every record is imported: nonzero (an error on g naming it) when a cond or while node
+ * was left unfinished, its records cut short. */
+int tfc_cflow_import_unfinished(tfc_graph *g);
+/* 1 when name is a loop-variable placeholder of the region being rebuilt (its shape is set to
+ * shape), else 0. */
+int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shape);
+/* Whether region node n is a capture placeholder; *outer is then the tensor it captures. */
+int tfc_cflow_captured(const struct tfc_node *n, const tfc_tensor **outer);
+
+/* Whether n is a cond or while node. */
+static inline int tfc_is_cflow(const struct tfc_node *n)
+{
+    return n->cflow != NULL;
+}
+
+/* The predicate's truth from its one element (bool, or an integer != 0). */
+int tfc_cf_pred_value(enum tfc_dtype dtype, const void *data);
+
+#endif
