@@ -109,7 +109,7 @@ tfc_status onnx_input_ints(struct onnx_import *im, int i, const char *what, int6
                                "values, at most %d are allowed", nd->name, nd->op_type, i, what,
                                (long long)cnt, max);
     for (int64_t k = 0; k < cnt; k++) vals[k] = (int64_t)tfc_value_get(v, k);
-    if (dt == TFC_INT64) memcpy(vals, tfc_value_cdata(v), (size_t)cnt * sizeof *vals);
+    if (dt == TFC_INT64 && cnt > 0) memcpy(vals, tfc_value_cdata(v), (size_t)cnt * sizeof *vals);
     *n = (int)cnt;
     return TFC_OK;
 }

@@ -166,14 +166,17 @@ static void task_done(void *arg)
 {
     struct task_cb *cb = arg;
     struct tfc_run *run = cb->run;
-    struct starpu_profiling_task_info *info = cb->task->profiling_info;
+    /* StarPU releases the task's dependents before its callback, and a control-flow run
+     * reuses a finished iteration's task_cb slots for a later iteration's tasks: the task is
+     * StarPU's current one, not one kept in cb (which may already be a newer, freed task). */
+    struct starpu_task *t = starpu_task_get_current();
+    struct starpu_profiling_task_info *info = t ? t->profiling_info : NULL;
     if (run->records && info) {
         tfc_task_record *r = &run->records[cb->step];
         r->worker = info->workerid;
         starpu_worker_get_name(info->workerid, r->worker_name, sizeof r->worker_name);
         r->start_us = starpu_timing_timespec_to_us(&info->start_time);
         r->end_us = starpu_timing_timespec_to_us(&info->end_time);
-        struct starpu_task *t = cb->task;
         double pred = t->predicted; /* dm* schedulers fill it; others leave NaN */
         if (!(pred > 0) && t->cl && t->cl->model) {
             struct starpu_perfmodel_arch *arch =
@@ -321,7 +324,7 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
         task->workerids_len = st->workerids_len;
     }
     task->priority = st->priority;
-    run->cbs[i] = (struct task_cb){run, task, i};
+    run->cbs[i] = (struct task_cb){run, i};
     return task;
 }
 

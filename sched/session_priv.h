@@ -82,7 +82,6 @@ struct tfc_session {
 
 struct task_cb {            /* one per submitted task of a run */
     struct tfc_run *run;
-    struct starpu_task *task;
     int step;
 };
 
