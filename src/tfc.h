@@ -146,6 +146,19 @@ typedef struct tfc_ctx tfc_ctx;
 TFC_API tfc_status tfc_ctx_create(tfc_ctx **out);
 TFC_API void tfc_ctx_destroy(tfc_ctx *ctx);
 
+/* Distribution over MPI ranks (issue 15; sched/dist*.c). TFC_DIST_MPI starts StarPU through
+ * StarPU-MPI (starpu_mpi_init_conf; MPI_Init_thread first unless the application initialized
+ * MPI, then MPI_Finalize at exit): launch the program with mpirun, one process per rank.
+ * StarPU must not run already without MPI (TFC_ERR_INVALID_ARGUMENT); a library built without
+ * MPI (configure --enable-mpi) returns TFC_ERR_INVALID_ARGUMENT saying so. tfc_dist_rank and
+ * tfc_dist_size give this process's rank and the number of ranks (0 and 1 for a context
+ * without distribution, or NULL). tfc_dist_available says whether this build has MPI. */
+typedef enum tfc_dist_mode { TFC_DIST_NONE = 0, TFC_DIST_MPI = 1 } tfc_dist_mode;
+TFC_API tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out);
+TFC_API int tfc_dist_rank(const tfc_ctx *ctx);
+TFC_API int tfc_dist_size(const tfc_ctx *ctx);
+TFC_API int tfc_dist_available(void);
+
 /* What StarPU runs with, read back from StarPU itself. */
 typedef struct tfc_ctx_info {
     int n_cpu_workers;
@@ -970,6 +983,15 @@ enum {
 TFC_API tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t batch,
                                       uint64_t seed, unsigned flags, tfc_batcher **out);
 /* Joins the loader thread and frees the buffers (the batch values handed out die with them). */
+/* The same for one rank of n_ranks in data-parallel training (issue 15): batch is the global
+ * batch and the row order the same on every rank, a pure function of (seed, epoch); rank r gets
+ * rows [g r / n_ranks, g (r + 1) / n_ranks) of each global batch of g rows, so the ranks'
+ * slices in rank order are the batch one process gets. A rank left no row of a batch (the
+ * global batch smaller than n_ranks, or a short last batch: use DROP_LAST) and a rank outside
+ * [0, n_ranks) are TFC_ERR_INVALID_ARGUMENT. tfc_batcher_create is rank 0 of 1. */
+TFC_API tfc_status tfc_batcher_create_shard(int n_sources, tfc_value *const *sources,
+                                            int64_t batch, uint64_t seed, unsigned flags,
+                                            int rank, int n_ranks, tfc_batcher **out);
 TFC_API void tfc_batcher_destroy(tfc_batcher *b);
 /* Hands out the batch at the current position and advances it, waiting for the loader when the
  * batch is not ready yet. batch_values[i] (n_sources entries) receives the rows of source i,
