@@ -34,3 +34,31 @@ void tfc_dist_stop(void)
 #endif
 }
 
+
+#ifndef TFC_HAVE_MPI
+static tfc_status no_mpi(char *msg)
+{
+    return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "distribution: this libtfc-starpu was built "
+                    "without StarPU-MPI (configure --enable-mpi)");
+}
+#endif
+
+tfc_status tfc_dist_gather(const void *mine, size_t bytes, int owner, void *all, char *msg)
+{
+#ifdef TFC_HAVE_MPI
+    return tfc_dist_mpi_gather(mine, bytes, owner, all, msg);
+#else
+    (void)mine, (void)bytes, (void)owner, (void)all;
+    return no_mpi(msg);
+#endif
+}
+
+tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg)
+{
+#ifdef TFC_HAVE_MPI
+    return tfc_dist_mpi_broadcast(buf, bytes, owner, msg);
+#else
+    (void)buf, (void)bytes, (void)owner;
+    return no_mpi(msg);
+#endif
+}

@@ -15,9 +15,17 @@ tfc_status tfc_dist_start(int *rank, int *size, char *msg);
 /* Stops StarPU through starpu_mpi_shutdown (waits for pending communications first). */
 void tfc_dist_stop(void);
 
+/* Every rank calls these, in the same order (StarPU-MPI matches messages by tag and order).
+ * gather: rank `owner` gets every rank's `bytes` bytes in rank order into all (size x bytes;
+ * ignored elsewhere). broadcast: every rank gets the owner's buf. Without MPI: an error. */
+tfc_status tfc_dist_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);
+tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg);
+
 #ifdef TFC_HAVE_MPI
 tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg);
 void tfc_dist_mpi_stop(void);
+tfc_status tfc_dist_mpi_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);
+tfc_status tfc_dist_mpi_broadcast(void *buf, size_t bytes, int owner, char *msg);
 #endif
 
 #endif

@@ -1199,6 +1199,36 @@ typedef struct tfc_metric_info {
  * there are none). TFC_ERR_STORE on a read error. */
 TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info **out);
 
+/* ---- Distributed training (issue 15) ---------------------------------------------------- */
+
+/* Synchronous data-parallel training (sched/dist_train.c), parameter-server style. Built on g
+ * before its sessions: the gradients of loss for vars (float32) and, per variable, an update
+ * by opt from a summed gradient and an assign from the owner's value. Each variable has an
+ * owner rank: the largest variables first to the rank with the fewest bytes (traffic balanced
+ * across ranks), or all on rank 0 with TFC_DIST_OWNERS_RANK0. A step on each rank computes the
+ * gradients of its slice (tfc_batcher_create_shard), the owners gather them through StarPU-MPI,
+ * sum them in rank order weighted by each slice's share of the global batch's rows, apply the
+ * optimizer and send the new values to the other ranks. Every rank calls tfc_dist_train_step
+ * with the same sequence of steps. tfc_dist_train_step_local is the one-process reference: it
+ * computes the n_ranks slices in turn (slices: n_ranks groups of n_feeds values, in rank
+ * order) and sums and applies the same way, so both give the same bits. Errors name the
+ * variable or the run; messages on tfc_dist_train_errmsg (creation: tfc_errmsg). */
+typedef struct tfc_dist_train tfc_dist_train;
+enum { TFC_DIST_OWNERS_RANK0 = 1u << 0 };
+TFC_API tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
+                                         tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                         int n_ranks, unsigned flags, tfc_dist_train **out);
+TFC_API void tfc_dist_train_destroy(tfc_dist_train *t);
+/* The owner rank of vars[i] (-1 outside the list). */
+TFC_API int tfc_dist_train_owner(const tfc_dist_train *t, int i);
+TFC_API tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s,
+                                       int n_feeds, tfc_tensor *const *feeds,
+                                       tfc_value *const *slice, int64_t global_rows);
+TFC_API tfc_status tfc_dist_train_step_local(tfc_dist_train *t, tfc_session *s, int n_feeds,
+                                             tfc_tensor *const *feeds,
+                                             tfc_value *const *slices, int64_t global_rows);
+TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
+
 #ifdef __cplusplus
 }
 #endif
