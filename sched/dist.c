@@ -62,3 +62,12 @@ tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg)
     return no_mpi(msg);
 #endif
 }
+
+void tfc_dist_step_is(long long step)
+{
+#ifdef TFC_HAVE_MPI
+    tfc_dist_set_step(step);
+#else
+    (void)step;
+#endif
+}

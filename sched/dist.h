@@ -21,7 +21,11 @@ void tfc_dist_stop(void);
 tfc_status tfc_dist_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);
 tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg);
 
+/* The training step the watchdog's message names (TFC_DIST_TIMEOUT). */
+void tfc_dist_step_is(long long step);
+
 #ifdef TFC_HAVE_MPI
+void tfc_dist_set_step(long long step);
 tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg);
 void tfc_dist_mpi_stop(void);
 tfc_status tfc_dist_mpi_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);

@@ -5,10 +5,102 @@
 #include "config.h"
 #endif
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <starpu_mpi.h>
 #include "dist.h"
+#include "../src/env.h"
+
+/* ---- The watchdog (TFC_DIST_TIMEOUT) ------------------------------------------------------
+ * A rank that stops (SIGSTOP, a deadlock, a lost message) leaves every other rank waiting in
+ * StarPU-MPI forever; mpirun ends the job only when a process exits. So while a rank waits on
+ * another, a thread checks a deadline; past it, the rank says whom it waited for and at which
+ * step, and exits non-zero: mpirun then ends every rank. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running, stop, me;
+    long long timeout_s, step;
+    double deadline; /* 0: not waiting */
+    int peer;        /* the rank waited for */
+    const char *what;
+} dog = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&dog.mu);
+    while (!dog.stop) {
+        if (dog.deadline > 0 && mono_s() > dog.deadline) {
+            fprintf(stderr, "tfc: rank %d: step %lld: waited %lld s (TFC_DIST_TIMEOUT) for rank "
+                    "%d (%s); ending the job\n", dog.me, dog.step, dog.timeout_s, dog.peer,
+                    dog.what);
+            fflush(stderr);
+            _exit(1); /* not exit(): MPI_Finalize at exit would wait for the hung rank too */
+        }
+        pthread_mutex_unlock(&dog.mu);
+        usleep(50000);
+        pthread_mutex_lock(&dog.mu);
+    }
+    pthread_mutex_unlock(&dog.mu);
+    return NULL;
+}
+
+static void watch(int peer, const char *what)
+{
+    pthread_mutex_lock(&dog.mu);
+    dog.peer = peer;
+    dog.what = what;
+    dog.deadline = dog.running ? mono_s() + (double)dog.timeout_s : 0;
+    pthread_mutex_unlock(&dog.mu);
+}
+
+static void unwatch(void)
+{
+    pthread_mutex_lock(&dog.mu);
+    dog.deadline = 0;
+    pthread_mutex_unlock(&dog.mu);
+}
+
+void tfc_dist_set_step(long long step)
+{
+    pthread_mutex_lock(&dog.mu);
+    dog.step = step;
+    pthread_mutex_unlock(&dog.mu);
+}
+
+static tfc_status start_watchdog(int me, char *msg)
+{
+    long long t = 0;
+    tfc_status st = tfc_env_int("TFC_DIST_TIMEOUT", 0, &t, msg);
+    if (st || t == 0) return st;
+    dog.me = me, dog.timeout_s = t, dog.stop = 0, dog.deadline = 0;
+    if (pthread_create(&dog.thread, NULL, watchdog_main, NULL))
+        return tfc_fail(msg, TFC_ERR_RUNTIME, "TFC_DIST_TIMEOUT: cannot start the watchdog thread");
+    dog.running = 1;
+    return TFC_OK;
+}
+
+static void stop_watchdog(void)
+{
+    if (!dog.running) return;
+    pthread_mutex_lock(&dog.mu);
+    dog.stop = 1;
+    pthread_mutex_unlock(&dog.mu);
+    pthread_join(dog.thread, NULL);
+    dog.running = 0;
+}
 
 static void finalize_mpi(void)
 {
@@ -51,11 +143,14 @@ tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg)
         return tfc_fail(msg, TFC_ERR_RUNTIME, "starpu_mpi_init_conf failed: %s", strerror(-ret));
     starpu_mpi_comm_rank(MPI_COMM_WORLD, rank);
     starpu_mpi_comm_size(MPI_COMM_WORLD, size);
-    return TFC_OK;
+    st = start_watchdog(*rank, msg);
+    if (st) starpu_mpi_shutdown();
+    return st;
 }
 
 void tfc_dist_mpi_stop(void)
 {
+    stop_watchdog();
     starpu_mpi_shutdown();
 }
 
@@ -94,11 +189,22 @@ static void dist_fetch(starpu_data_handle_t h, int to, void *dst, size_t bytes)
 {
     int me = 0;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
+    if (me == to) watch(starpu_mpi_data_get_rank(h), "its data");
     starpu_mpi_get_data_on_node(MPI_COMM_WORLD, h, to);
-    if (me != to || !dst) return;
-    starpu_data_acquire(h, STARPU_R);
-    memcpy(dst, (void *)starpu_vector_get_local_ptr(h), bytes);
-    starpu_data_release(h);
+    if (me == to && dst) {
+        starpu_data_acquire(h, STARPU_R);
+        memcpy(dst, (void *)starpu_vector_get_local_ptr(h), bytes);
+        starpu_data_release(h);
+    }
+    unwatch();
+}
+
+/* Unregisters h, which waits for a send to rank `to` to complete (under the watchdog). */
+static void dist_unregister(starpu_data_handle_t h, int to)
+{
+    watch(to, "it to take a message");
+    starpu_data_unregister(h);
+    unwatch();
 }
 
 static tfc_status too_big(size_t bytes, char *msg)
@@ -122,7 +228,7 @@ tfc_status tfc_dist_mpi_gather(const void *mine, size_t bytes, int owner, void *
         if (r == owner && me == owner) memcpy(dst, mine, bytes);
         else dist_fetch(h[r], owner, dst, bytes);
     }
-    for (int r = 0; r < n; r++) starpu_data_unregister(h[r]);
+    for (int r = 0; r < n; r++) dist_unregister(h[r], owner);
     return TFC_OK;
 }
 
@@ -136,6 +242,6 @@ tfc_status tfc_dist_mpi_broadcast(void *buf, size_t bytes, int owner, char *msg)
     dist_register(&h, me == owner ? buf : NULL, bytes, owner, take_tags(1));
     for (int r = 0; r < n; r++)
         if (r != owner) dist_fetch(h, r, buf, bytes);
-    starpu_data_unregister(h);
+    dist_unregister(h, me == owner ? (owner + 1) % n : owner);
     return TFC_OK;
 }

@@ -20,6 +20,7 @@ struct tfc_dist_train {
     tfc_tensor **value_in, **assign; /* placeholder of the owner's value, its assign */
     int *owner;
     size_t *bytes;
+    long long steps;             /* steps begun (named by the TFC_DIST_TIMEOUT watchdog) */
     char msg[TFC_MSG_LEN];
 };
 
@@ -269,6 +270,7 @@ tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s, 
     tfc_status st = check_step(t, s, n_feeds, global_rows, tfc_dist_size(ctx));
     if (st) return st;
     int me = tfc_dist_rank(ctx);
+    tfc_dist_step_is(t->steps++);
     tfc_value *grads[t->n_vars], *vals[t->n_vars];
     memset(grads, 0, sizeof grads);
     memset(vals, 0, sizeof vals);

@@ -53,6 +53,9 @@ static const struct knob knobs[] = {
     {"TFC_CONV_BACKEND", KNOB_CHOICE, 0, 0,
      "CPU convolution kernels: auto (oneDNN when built with it), dnnl or im2col",
      "auto|dnnl|im2col"},
+    {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
+     "seconds a distributed rank may wait for another before it ends the job naming that rank "
+     "and the step; 0 or off: wait forever", "off", 0},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

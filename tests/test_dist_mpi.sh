@@ -4,7 +4,8 @@
 # worker each) and every rank's variables must be the bits of the one-process reference that
 # computes the N slices in turn and sums them in rank order; with the variables sharded by
 # size and all on rank 0. Then a rank killed with SIGKILL must end the job with a non-zero
-# status within seconds. Exits 77 (skipped) without mpirun or with a library built without MPI.
+# status within seconds, and a rank stopped with SIGSTOP must end it within TFC_DIST_TIMEOUT
+# (2 s here) plus a little, with a message naming the stopped rank and the step. Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mlp
@@ -68,5 +69,28 @@ else
     wait $job; rc=$?; job=
     if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 was killed"; fail=1
     else echo "ok: killed rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
+fi
+
+# a hung rank (SIGSTOP): the others wait for it at most TFC_DIST_TIMEOUT seconds
+TFC_DIST_TIMEOUT=2 $mpi 2 "$prog" mpi - size 1000000 "$work/hang" > "$work/hang.log" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$work/hang.1.pid" ] && break; sleep 0.1; done
+[ -s "$work/hang.1.pid" ] || { echo "FAIL: rank 1 did not start"; cat "$work/hang.log"; exit 1; }
+sleep 1
+start=$(date +%s)
+kill -STOP "$(cat "$work/hang.1.pid")"
+for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+    echo "FAIL: the job still runs 20 s after rank 1 was stopped (TFC_DIST_TIMEOUT=2)"; fail=1
+    kill -KILL "$(cat "$work/hang.1.pid")"
+else
+    wait $job; rc=$?; job=
+    if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 hung"; fail=1
+    elif ! grep -Eq "rank 0: step [0-9]+: waited 2 s \(TFC_DIST_TIMEOUT\) for rank 1" "$work/hang.log"; then
+        echo "FAIL: no message naming the hung rank and the step:"; cat "$work/hang.log"; fail=1
+    else
+        echo "ok: stopped rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s:"
+        grep "TFC_DIST_TIMEOUT" "$work/hang.log"
+    fi
 fi
 exit $fail
