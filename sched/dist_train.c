@@ -7,7 +7,7 @@
  *
  * The graph gets, per variable i, a gradient placeholder feeding its own optimizer update
  * ("dist/grad_i", so an owner updates only its variables) and an assign from "dist/value_i"
- * (how the others take the owner's value). */
+ * (how the others take the owner's value); a second trainer on the graph uses "dist_1/". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +58,16 @@ static tfc_status graph_failed(tfc_graph *g)
     return tfc_fail_global(tfc_graph_status(g), "dist_train_create: %s", tfc_graph_errmsg(g));
 }
 
-/* The per-variable placeholders, updates and assigns. */
+/* The per-variable placeholders, updates and assigns, under "dist/" (the first trainer of g),
+ * "dist_1/", ... (names are the same on every rank: the graphs are). */
 static tfc_status build_updates(tfc_dist_train *t, tfc_graph *g, const tfc_optimizer *opt)
 {
+    char prefix[32] = "dist", probe[64];
+    for (int k = 1;; k++) {
+        snprintf(probe, sizeof probe, "%s/grad_0", prefix);
+        if (!tfc_graph_find(g, probe)) break;
+        snprintf(prefix, sizeof prefix, "dist_%d", k);
+    }
     for (int i = 0; i < t->n_vars; i++) {
         tfc_tensor *v = t->vars[i];
         if (tfc_tensor_dtype(v) != TFC_FLOAT32)
@@ -68,9 +75,9 @@ static tfc_status build_updates(tfc_dist_train *t, tfc_graph *g, const tfc_optim
                                    "float32 (the ranks' gradients are summed in float32)",
                                    tfc_tensor_name(v));
         char name[96];
-        snprintf(name, sizeof name, "dist/grad_%d", i);
+        snprintf(name, sizeof name, "%s/grad_%d", prefix, i);
         t->grad_in[i] = tfc_placeholder(g, name, TFC_FLOAT32, tfc_tensor_shape(v));
-        snprintf(name, sizeof name, "dist/value_%d", i);
+        snprintf(name, sizeof name, "%s/value_%d", prefix, i);
         t->value_in[i] = tfc_placeholder(g, name, TFC_FLOAT32, tfc_tensor_shape(v));
         if (!t->grad_in[i] || !t->value_in[i]) return graph_failed(g);
         t->apply[i] = tfc_apply_gradients(g, 1, &t->grad_in[i], &t->vars[i], opt, NULL);
@@ -124,10 +131,6 @@ tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
         st = tfc_gradients(g, 1, &loss, NULL, n_vars, t->vars, t->grads);
         if (st) st = graph_failed(g);
     }
-    for (int i = 0; !st && i < n_vars; i++)
-        if (!t->grads[i])
-            st = tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_create: the loss does "
-                                 "not depend on variable '%s'", tfc_tensor_name(vars[i]));
     if (!st) st = build_updates(t, g, opt);
     if (st) {
         tfc_dist_train_destroy(t);
@@ -269,6 +272,8 @@ tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s, 
     if (!t) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_step: trainer is NULL");
     tfc_status st = check_step(t, s, n_feeds, global_rows, tfc_dist_size(ctx));
     if (st) return st;
+    if (t->n_ranks == 1) /* nothing to move (and a context without MPI has no StarPU-MPI) */
+        return tfc_dist_train_step_local(t, s, n_feeds, feeds, slice, global_rows);
     int me = tfc_dist_rank(ctx);
     tfc_dist_step_is(t->steps++);
     tfc_value *grads[t->n_vars], *vals[t->n_vars];

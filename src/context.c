@@ -37,6 +37,11 @@ tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out)
     if (mode != TFC_DIST_NONE && mode != TFC_DIST_MPI)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: distribution mode %d "
                                "(TFC_DIST_NONE 0 or TFC_DIST_MPI 1)", (int)mode);
+    if (mode == TFC_DIST_MPI && !tfc_dist_available())
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: distribution TFC_DIST_MPI:"
+                               " this libtfc-starpu was built without StarPU-MPI (configure "
+                               "--enable-mpi=yes needs libstarpumpi-1.3 and Open MPI: "
+                               "openmpi-bin, libopenmpi-dev)");
     tfc_status st = tfc_env_check(msg); /* our TFC_ variables: bad values fail here */
     if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
     tfc_ctx *ctx = calloc(1, sizeof *ctx);
