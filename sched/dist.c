@@ -3,6 +3,7 @@
 #ifdef HAVE_CONFIG_H /* configure's; scripts/fuzz.sh builds without it: then no MPI */
 #include "config.h"
 #endif
+#include <string.h>
 #include "dist.h"
 
 int tfc_dist_available(void)
@@ -43,22 +44,23 @@ static tfc_status no_mpi(char *msg)
 }
 #endif
 
-tfc_status tfc_dist_gather(const void *mine, size_t bytes, int owner, void *all, char *msg)
+tfc_status tfc_dist_sum(const float *mine, size_t n, int owner, int64_t global_rows, float *out,
+                        char *msg)
 {
 #ifdef TFC_HAVE_MPI
-    return tfc_dist_mpi_gather(mine, bytes, owner, all, msg);
+    return tfc_dist_mpi_sum(mine, n, owner, global_rows, out, msg);
 #else
-    (void)mine, (void)bytes, (void)owner, (void)all;
+    (void)mine, (void)n, (void)owner, (void)global_rows, (void)out;
     return no_mpi(msg);
 #endif
 }
 
-tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg)
+tfc_status tfc_dist_broadcast(float *buf, size_t n, int owner, char *msg)
 {
 #ifdef TFC_HAVE_MPI
-    return tfc_dist_mpi_broadcast(buf, bytes, owner, msg);
+    return tfc_dist_mpi_broadcast(buf, n, owner, msg);
 #else
-    (void)buf, (void)bytes, (void)owner;
+    (void)buf, (void)n, (void)owner;
     return no_mpi(msg);
 #endif
 }
@@ -70,4 +72,15 @@ void tfc_dist_step_is(long long step)
 #else
     (void)step;
 #endif
+}
+
+void tfc_dist_weighted_sum(const float *const *parts, int n_parts, int64_t global_rows, size_t n,
+                           float *out)
+{
+    memset(out, 0, n * sizeof *out);
+    for (int r = 0; r < n_parts; r++) {
+        int64_t rows = global_rows * (r + 1) / n_parts - global_rows * r / n_parts;
+        float w = (float)((double)rows / (double)global_rows);
+        for (size_t j = 0; j < n; j++) out[j] += w * parts[r][j];
+    }
 }

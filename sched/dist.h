@@ -15,11 +15,19 @@ tfc_status tfc_dist_start(int *rank, int *size, char *msg);
 /* Stops StarPU through starpu_mpi_shutdown (waits for pending communications first). */
 void tfc_dist_stop(void);
 
-/* Every rank calls these, in the same order (StarPU-MPI matches messages by tag and order).
- * gather: rank `owner` gets every rank's `bytes` bytes in rank order into all (size x bytes;
- * ignored elsewhere). broadcast: every rank gets the owner's buf. Without MPI: an error. */
-tfc_status tfc_dist_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);
-tfc_status tfc_dist_broadcast(void *buf, size_t bytes, int owner, char *msg);
+/* Every rank calls these, in the same order (the handles' tags come from a counter).
+ * sum: rank `owner` gets in out (n floats; ignored elsewhere) the ranks' `mine`, weighted and
+ * added in rank order as tfc_dist_weighted_sum does, by a task submitted through
+ * starpu_mpi_task_insert on the owner. broadcast: every rank gets the owner's buf. Without
+ * MPI: an error. */
+tfc_status tfc_dist_sum(const float *mine, size_t n, int owner, int64_t global_rows, float *out,
+                        char *msg);
+tfc_status tfc_dist_broadcast(float *buf, size_t n, int owner, char *msg);
+/* out = sum over r in order of w_r parts[r], w_r the share of slice r (tfc_batcher_create_shard)
+ * in a global batch of global_rows rows, in float32: the one sum of the distributed step and
+ * its one-process reference. */
+void tfc_dist_weighted_sum(const float *const *parts, int n_parts, int64_t global_rows, size_t n,
+                           float *out);
 
 /* The training step the watchdog's message names (TFC_DIST_TIMEOUT). */
 void tfc_dist_step_is(long long step);
@@ -28,8 +36,9 @@ void tfc_dist_step_is(long long step);
 void tfc_dist_set_step(long long step);
 tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg);
 void tfc_dist_mpi_stop(void);
-tfc_status tfc_dist_mpi_gather(const void *mine, size_t bytes, int owner, void *all, char *msg);
-tfc_status tfc_dist_mpi_broadcast(void *buf, size_t bytes, int owner, char *msg);
+tfc_status tfc_dist_mpi_sum(const float *mine, size_t n, int owner, int64_t global_rows,
+                            float *out, char *msg);
+tfc_status tfc_dist_mpi_broadcast(float *buf, size_t n, int owner, char *msg);
 #endif
 
 #endif

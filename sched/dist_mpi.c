@@ -168,28 +168,30 @@ static starpu_mpi_tag_t take_tags(int n)
     return t;
 }
 
-/* The one place handles meet StarPU-MPI (ARCHITECTURE decision 10): a buffer of `bytes` bytes
- * owned by rank `owner` under `tag`; a rank that does not own it registers no memory (home -1)
- * and receives a copy when StarPU-MPI brings one. */
-static void dist_register(starpu_data_handle_t *h, void *ptr, size_t bytes, int owner,
+/* The one place handles meet StarPU-MPI (ARCHITECTURE decision 10): n floats owned by rank
+ * `owner` under `tag`; a rank that does not own them registers no memory (home -1) and
+ * receives a copy when StarPU-MPI brings one. */
+static void dist_register(starpu_data_handle_t *h, void *ptr, size_t n, int owner,
                           starpu_mpi_tag_t tag)
 {
     int me = 0;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
     if (me == owner)
-        starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)ptr, (uint32_t)bytes, 1);
+        starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)ptr, (uint32_t)n, sizeof(float));
     else
-        starpu_vector_data_register(h, -1, 0, (uint32_t)bytes, 1);
+        starpu_vector_data_register(h, -1, 0, (uint32_t)n, sizeof(float));
     starpu_mpi_data_register(*h, tag, owner);
 }
 
-/* Brings h to rank `to` (every rank calls it; a no-op on the others) and, there, copies it
- * into dst. The copy StarPU-MPI keeps in its cache goes at unregistration. */
+/* Brings h to rank `to` (every rank calls it; a no-op on the others; blocking on both ends)
+ * and, there, copies it into dst. The copy StarPU-MPI keeps in its cache goes at unregistration. */
 static void dist_fetch(starpu_data_handle_t h, int to, void *dst, size_t bytes)
 {
     int me = 0;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
-    if (me == to) watch(starpu_mpi_data_get_rank(h), "its data");
+    int from = starpu_mpi_data_get_rank(h); /* both ends block: a receive, a send */
+    if (me == to) watch(from, "its data");
+    else if (me == from) watch(to, "it to take a message");
     starpu_mpi_get_data_on_node(MPI_COMM_WORLD, h, to);
     if (me == to && dst) {
         starpu_data_acquire(h, STARPU_R);
@@ -213,35 +215,80 @@ static tfc_status too_big(size_t bytes, char *msg)
                     "over the 2 GiB a StarPU-MPI message may carry (split the variable)", bytes);
 }
 
-tfc_status tfc_dist_mpi_gather(const void *mine, size_t bytes, int owner, void *all, char *msg)
+/* The owner's summation task: buffer 0 (W) gets the weighted sum of buffers 1..N (R), the
+ * ranks' gradients in rank order; the global batch's row count comes as a value. */
+static void sum_cpu(void *buffers[], void *cl_arg)
 {
-    if (bytes >= (1u << 31)) return too_big(bytes, msg);
-    int me = 0, n = 1;
+    int64_t global_rows = 0;
+    starpu_codelet_unpack_args(cl_arg, &global_rows);
+    int n_parts = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 1;
+    const float *parts[n_parts];
+    for (int r = 0; r < n_parts; r++)
+        parts[r] = (const float *)STARPU_VECTOR_GET_PTR(buffers[1 + r]);
+    tfc_dist_weighted_sum(parts, n_parts, global_rows, STARPU_VECTOR_GET_NX(buffers[0]),
+                          (float *)STARPU_VECTOR_GET_PTR(buffers[0]));
+}
+
+static struct starpu_codelet sum_cl = {
+    .cpu_funcs = {sum_cpu},
+    .cpu_funcs_name = {"sum_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .name = "tfc_dist_sum",
+};
+
+/* The one place distributed tasks are submitted (ARCHITECTURE decision 10): every rank makes
+ * the same call; the owner of the written handle runs the task and StarPU-MPI moves the
+ * handles it reads there. */
+static int dist_submit(starpu_data_handle_t out, starpu_data_handle_t *in, int n_in,
+                       int64_t global_rows)
+{
+    struct starpu_data_descr descr[n_in];
+    for (int r = 0; r < n_in; r++) descr[r] = (struct starpu_data_descr){in[r], STARPU_R};
+    return starpu_mpi_task_insert(MPI_COMM_WORLD, &sum_cl, STARPU_W, out,
+                                  STARPU_DATA_MODE_ARRAY, descr, n_in,
+                                  STARPU_VALUE, &global_rows, sizeof global_rows, 0);
+}
+
+tfc_status tfc_dist_mpi_sum(const float *mine, size_t n, int owner, int64_t global_rows,
+                            float *out, char *msg)
+{
+    if (n * sizeof(float) >= (1u << 31)) return too_big(n * sizeof(float), msg);
+    int me = 0, ranks = 1;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
-    starpu_mpi_comm_size(MPI_COMM_WORLD, &n);
-    starpu_data_handle_t h[n];
-    starpu_mpi_tag_t tag = take_tags(n);
-    for (int r = 0; r < n; r++)
-        dist_register(&h[r], r == me ? (void *)mine : NULL, bytes, r, tag + r);
-    for (int r = 0; r < n; r++) {
-        char *dst = me == owner ? (char *)all + (size_t)r * bytes : NULL;
-        if (r == owner && me == owner) memcpy(dst, mine, bytes);
-        else dist_fetch(h[r], owner, dst, bytes);
-    }
-    for (int r = 0; r < n; r++) dist_unregister(h[r], owner);
+    starpu_mpi_comm_size(MPI_COMM_WORLD, &ranks);
+    starpu_data_handle_t g[ranks], sum;
+    starpu_mpi_tag_t tag = take_tags(ranks + 1);
+    for (int r = 0; r < ranks; r++)
+        dist_register(&g[r], r == me ? (void *)mine : NULL, n, r, tag + r);
+    dist_register(&sum, me == owner ? out : NULL, n, owner, tag + ranks);
+    int ret = dist_submit(sum, g, ranks, global_rows);
+    if (ret == 0 && me == owner) /* wait rank by rank, so a missing one can be named */
+        for (int r = 0; r < ranks; r++) {
+            watch(r, "its gradient");
+            starpu_data_acquire(g[r], STARPU_R);
+            starpu_data_release(g[r]);
+            unwatch();
+        }
+    for (int r = 0; r < ranks; r++) /* the owner waits for r's data, r for the owner to take it */
+        dist_unregister(g[r], me == owner ? r : owner);
+    dist_unregister(sum, owner);
+    if (ret)
+        return tfc_fail(msg, TFC_ERR_RUNTIME, "distribution: starpu_mpi_task_insert of the "
+                        "gradient sum failed: %s", strerror(-ret));
     return TFC_OK;
 }
 
-tfc_status tfc_dist_mpi_broadcast(void *buf, size_t bytes, int owner, char *msg)
+tfc_status tfc_dist_mpi_broadcast(float *buf, size_t n, int owner, char *msg)
 {
+    size_t bytes = n * sizeof(float);
     if (bytes >= (1u << 31)) return too_big(bytes, msg);
-    int me = 0, n = 1;
+    int me = 0, ranks = 1;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
-    starpu_mpi_comm_size(MPI_COMM_WORLD, &n);
+    starpu_mpi_comm_size(MPI_COMM_WORLD, &ranks);
     starpu_data_handle_t h;
-    dist_register(&h, me == owner ? buf : NULL, bytes, owner, take_tags(1));
-    for (int r = 0; r < n; r++)
+    dist_register(&h, me == owner ? buf : NULL, n, owner, take_tags(1));
+    for (int r = 0; r < ranks; r++)
         if (r != owner) dist_fetch(h, r, buf, bytes);
-    dist_unregister(h, me == owner ? (owner + 1) % n : owner);
+    dist_unregister(h, me == owner ? (owner + 1) % ranks : owner);
     return TFC_OK;
 }

@@ -1,7 +1,8 @@
 /* dist_train.c: synchronous data-parallel training over ranks, parameter-server style (issue
  * 15). Every rank holds the same graph; each computes the gradients of its slice of the global
- * batch; each variable has an owner rank that gathers the ranks' gradients (through StarPU-MPI,
- * sched/dist_mpi.c), sums them in rank order weighted by the slices' rows, applies the
+ * batch; each variable has an owner rank on which a task submitted through
+ * starpu_mpi_task_insert (sched/dist_mpi.c) sums the ranks' gradients in rank order weighted by
+ * the slices' rows (StarPU-MPI moves them there); the owner applies the
  * optimizer and sends the new value back to the others. The one-process reference runs the
  * same slices in turn and the same sum, so both give the same bits.
  *
@@ -165,19 +166,14 @@ static tfc_status slice_gradients(tfc_dist_train *t, tfc_session *s, int n_feeds
     return st ? tfc_fail(t->msg, st, "dist_train gradients: %s", tfc_session_errmsg(s)) : TFC_OK;
 }
 
-/* The global batch's gradient from the slices' (all: n_ranks rows of the variable's elements,
- * in rank order): each slice's mean-loss gradient weighted by its share of the rows, added in
- * rank order, the same float operations in the distributed step and the reference. */
+/* The global batch's gradient from the slices' (all: n_ranks rows of n elements, in rank
+ * order), with the distributed step's sum. */
 static void sum_slices(const tfc_dist_train *t, const float *all, size_t n, int64_t global_rows,
                        float *out)
 {
-    memset(out, 0, n * sizeof *out);
-    for (int r = 0; r < t->n_ranks; r++) {
-        int64_t rows = global_rows * (r + 1) / t->n_ranks - global_rows * r / t->n_ranks;
-        float w = (float)((double)rows / (double)global_rows);
-        const float *g = all + (size_t)r * n;
-        for (size_t j = 0; j < n; j++) out[j] += w * g[j];
-    }
+    const float *parts[t->n_ranks];
+    for (int r = 0; r < t->n_ranks; r++) parts[r] = all + (size_t)r * n;
+    tfc_dist_weighted_sum(parts, t->n_ranks, global_rows, n, out);
 }
 
 /* A float32 value shaped like variable i, for its summed gradient or its value. */
@@ -224,25 +220,19 @@ static tfc_status check_step(tfc_dist_train *t, tfc_session *s, int n_feeds,
     return TFC_OK;
 }
 
-/* Owners: the summed gradients of their variables (sums[i]; NULL for the others' variables). */
+/* Owners: the summed gradients of their variables (sums[i]; NULL for the others' variables),
+ * added by a task on the owner (sched/dist_mpi.c). */
 static tfc_status gather_and_sum(tfc_dist_train *t, int me, tfc_value **grads,
                                  int64_t global_rows, tfc_value **sums)
 {
     for (int i = 0; i < t->n_vars; i++) {
-        float *all = NULL;
         if (t->owner[i] == me) {
             tfc_status st = var_value(t, i, &sums[i]);
-            all = st ? NULL : malloc((size_t)t->n_ranks * t->bytes[i]);
-            if (!all) return st ? st : tfc_fail(t->msg, TFC_ERR_OUT_OF_MEMORY, "dist_train: no "
-                                                "memory for the gradients of '%s'",
-                                                tfc_tensor_name(t->vars[i]));
+            if (st) return st;
         }
-        tfc_status st = tfc_dist_gather(tfc_value_data(grads[i]), t->bytes[i], t->owner[i], all,
-                                        t->msg);
-        if (!st && all)
-            sum_slices(t, all, t->bytes[i] / sizeof(float), global_rows,
-                       tfc_value_data(sums[i]));
-        free(all);
+        tfc_status st = tfc_dist_sum(tfc_value_data(grads[i]), t->bytes[i] / sizeof(float),
+                                     t->owner[i], global_rows,
+                                     sums[i] ? tfc_value_data(sums[i]) : NULL, t->msg);
         if (st) return st;
     }
     return TFC_OK;
@@ -257,8 +247,8 @@ static tfc_status broadcast_values(tfc_dist_train *t, tfc_session *s, int me, tf
                                           : var_value(t, i, &vals[i]);
         if (st && t->owner[i] == me) return session_failed(t, s, "read");
         if (st) return st;
-        st = tfc_dist_broadcast(tfc_value_data(mine ? mine : vals[i]), t->bytes[i],
-                                t->owner[i], t->msg);
+        st = tfc_dist_broadcast(tfc_value_data(mine ? mine : vals[i]),
+                                t->bytes[i] / sizeof(float), t->owner[i], t->msg);
         tfc_value_destroy(mine);
         if (st) return st;
     }
