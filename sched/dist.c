@@ -3,7 +3,6 @@
 #ifdef HAVE_CONFIG_H /* configure's; scripts/fuzz.sh builds without it: then no MPI */
 #include "config.h"
 #endif
-#include <string.h>
 #include "dist.h"
 
 int tfc_dist_available(void)
@@ -72,15 +71,4 @@ void tfc_dist_step_is(long long step)
 #else
     (void)step;
 #endif
-}
-
-void tfc_dist_weighted_sum(const float *const *parts, int n_parts, int64_t global_rows, size_t n,
-                           float *out)
-{
-    memset(out, 0, n * sizeof *out);
-    for (int r = 0; r < n_parts; r++) {
-        int64_t rows = global_rows * (r + 1) / n_parts - global_rows * r / n_parts;
-        float w = (float)((double)rows / (double)global_rows);
-        for (size_t j = 0; j < n; j++) out[j] += w * parts[r][j];
-    }
 }
