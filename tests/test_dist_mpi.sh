@@ -19,6 +19,11 @@ cleanup() {
 }
 trap cleanup EXIT
 export STARPU_NCPU=1 STARPU_NOPENCL=0
+# The sanitizer run (scripts/test.sh): Open MPI leaks about 3000 objects per rank at exit, most
+# from MCA components it has unloaded by then (stacks in "<unknown module>", so no suppression
+# can name them); the ranks keep AddressSanitizer's checks without leak detection. (Checked by
+# hand on 2 ranks: no leak stack passed through the library or dist_mlp.)
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 mpi="mpirun --oversubscribe -np"
 [ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np"
 fail=0
