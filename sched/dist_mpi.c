@@ -102,11 +102,17 @@ static void stop_watchdog(void)
     dog.running = 0;
 }
 
+/* StarPU-MPI runs (a distributed context is alive). */
+static int live;
+
+/* At exit. A process that exits with its distributed context alive (a step failed and the
+ * program returned) must not finalize: MPI_Finalize waits for the other ranks, which wait for
+ * this one's messages, and the job hangs. Left unfinalized, mpirun ends the job. */
 static void finalize_mpi(void)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (!finalized && !live) MPI_Finalize();
 }
 
 /* MPI with the thread level StarPU-MPI needs (its progress thread alone calls MPI). */
@@ -145,6 +151,7 @@ tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg)
     starpu_mpi_comm_size(MPI_COMM_WORLD, size);
     st = start_watchdog(*rank, msg);
     if (st) starpu_mpi_shutdown();
+    live = !st;
     return st;
 }
 
@@ -152,6 +159,7 @@ void tfc_dist_mpi_stop(void)
 {
     stop_watchdog();
     starpu_mpi_shutdown();
+    live = 0;
 }
 
 /* ---- Moving host buffers between ranks through StarPU-MPI -------------------------------- */

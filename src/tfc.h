@@ -152,7 +152,10 @@ TFC_API void tfc_ctx_destroy(tfc_ctx *ctx);
  * StarPU must not run already without MPI (TFC_ERR_INVALID_ARGUMENT); a library built without
  * MPI (configure --enable-mpi) returns TFC_ERR_INVALID_ARGUMENT saying so. tfc_dist_rank and
  * tfc_dist_size give this process's rank and the number of ranks (0 and 1 for a context
- * without distribution, or NULL). tfc_dist_available says whether this build has MPI. */
+ * without distribution, or NULL). tfc_dist_available says whether this build has MPI.
+ * A rank that fails may simply return from main: a process that exits with its distributed
+ * context alive skips MPI_Finalize (which would wait for the others, waiting for it), so
+ * mpirun ends the job; a hung rank is caught by TFC_DIST_TIMEOUT (README). */
 typedef enum tfc_dist_mode { TFC_DIST_NONE = 0, TFC_DIST_MPI = 1 } tfc_dist_mode;
 TFC_API tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out);
 TFC_API int tfc_dist_rank(const tfc_ctx *ctx);

@@ -112,7 +112,14 @@ int main(int argc, char **argv)
                                        TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST, r, ranks, &b[r]), "batcher");
     tfc_tensor *feeds[2] = {x, y};
     double t0 = now_s();
+    /* DIST_MLP_FAIL_RANK=r: rank r returns 1 before step 2, as a rank whose step failed does,
+     * leaving the others waiting (tests/test_dist_mpi.sh: the job must end all the same) */
+    const char *fail_rank = getenv("DIST_MLP_FAIL_RANK");
     for (int k = 0; k < steps; k++) {
+        if (mpi && fail_rank && atoi(fail_rank) == rank && k == 2) {
+            fprintf(stderr, "dist_mlp: rank %d gives up at step %d (DIST_MLP_FAIL_RANK)\n", rank, k);
+            return 1;
+        }
         tfc_value *slices[8 * 2];
         for (int r = first; r <= last; r++)
             CHECK(tfc_batcher_next(b[r], &slices[2 * (r - first)], NULL), "batch");

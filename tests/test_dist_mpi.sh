@@ -3,8 +3,8 @@
 # trains a small MLP for a few steps on N = 1, 2, 3 ranks (oversubscribed, one StarPU CPU
 # worker each) and every rank's variables must be the bits of the one-process reference that
 # computes the N slices in turn and sums them in rank order; with the variables sharded by
-# size and all on rank 0. Then a rank killed with SIGKILL must end the job with a non-zero
-# status within seconds, and a rank stopped with SIGSTOP must end it within TFC_DIST_TIMEOUT
+# size and all on rank 0. Then a rank killed with SIGKILL, and a rank returning from main
+# after a failed step, must end the job with a non-zero status within seconds, and a rank stopped with SIGSTOP must end it within TFC_DIST_TIMEOUT
 # (2 s here) plus a little, with a message naming the stopped rank and the step. Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
@@ -75,6 +75,15 @@ else
     if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 was killed"; fail=1
     else echo "ok: killed rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
 fi
+
+# a rank whose step fails returns from main with its distributed context alive: it must not
+# wait in MPI_Finalize for the others (which wait for it), so the job ends at once
+start=$(date +%s)
+DIST_MLP_FAIL_RANK=1 timeout 30 $mpi 2 "$prog" mpi - size 1000000 "$work/fail" > "$work/fail.log" 2>&1
+rc=$?
+if [ $rc -eq 124 ]; then echo "FAIL: the job still ran 30 s after rank 1 gave up"; fail=1
+elif [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 gave up"; fail=1
+else echo "ok: rank 1 gave up: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
 
 # a hung rank (SIGSTOP): the others wait for it at most TFC_DIST_TIMEOUT seconds
 TFC_DIST_TIMEOUT=2 $mpi 2 "$prog" mpi - size 1000000 "$work/hang" > "$work/hang.log" 2>&1 &
