@@ -1214,8 +1214,10 @@ TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info
  * optimizer and send the new values to the other ranks. Every rank calls tfc_dist_train_step
  * with the same sequence of steps. tfc_dist_train_step_local is the one-process reference: it
  * computes the n_ranks slices in turn (slices: n_ranks groups of n_feeds values, in rank
- * order) and sums and applies the same way, so both give the same bits. Errors name the
- * variable or the run; messages on tfc_dist_train_errmsg (creation: tfc_errmsg). */
+ * order) and sums and applies the same way, so both give the same bits. global_rows is the
+ * row count of this step's global batch (the ranks' slices together; a short last batch of an
+ * epoch has fewer): it weights each slice. Errors name the variable or the run; messages on
+ * tfc_dist_train_errmsg (creation: tfc_errmsg). */
 typedef struct tfc_dist_train tfc_dist_train;
 enum { TFC_DIST_OWNERS_RANK0 = 1u << 0 };
 TFC_API tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
