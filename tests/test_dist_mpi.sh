@@ -53,6 +53,27 @@ for n in 1 2 3; do
         done
     done
 done
+# bytes on the wire (StarPU-MPI's STARPU_COMM_STATS, printed per rank at shutdown) against the
+# analytic minimum of the scheme: each variable's gradient goes once from every other rank to
+# its owner and its new value once back, 2 (N - 1) |W| per step in all, |W| = 163 floats (652
+# bytes); with the variables sharded by size (hidden/kernel 384 B to rank 0, out/kernel 192 B to
+# rank 1, hidden/bias 64 B and out/bias 12 B to rank 2) rank r sends the others' gradients and
+# N - 1 copies of its own variables: 268 + 768 = 1036, 460 + 384 = 844, 576 + 152 = 728 bytes
+for spec in "2 size 652 652" "3 size 1036 844 728" "3 rank0 1304 652 652"; do
+    set -- $spec
+    n=$1 owners=$2
+    shift 2
+    STARPU_COMM_STATS=1 timeout 120 $mpi $n "$prog" mpi - $owners 10 "$work/bytes" > "$work/bytes.log" 2>&1 ||
+        { echo "FAIL: $n ranks with STARPU_COMM_STATS"; cat "$work/bytes.log"; fail=1; continue; }
+    for r in $(seq 0 $((n - 1))); do
+        got=$(sed -n "s/^\[starpu_comm_stats\]\[$r\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p" "$work/bytes.log")
+        want=$(( $1 * 10 ))
+        shift
+        if [ "$got" = "$want" ]; then echo "ok: $n ranks, owners $owners: rank $r sent $got bytes in 10 steps"
+        else echo "FAIL: $n ranks, owners $owners: rank $r sent '$got' bytes in 10 steps, the minimum is $want"; fail=1; fi
+    done
+done
+
 # the reference of 2 ranks is not the one of 1 (the weighted sum of slices rounds otherwise):
 # the comparisons above tell the rank counts apart
 cmp -s "$work/ref1" "$work/ref2" && { echo "FAIL: the references of 1 and 2 ranks are equal"; fail=1; }
