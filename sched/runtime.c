@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <starpu.h>
+#include "dist.h"
 #include "sched.h"
 #include "session_priv.h"
 #include "../codelets/kernel.h"
@@ -23,7 +24,8 @@ static struct {
     int n_ctx;                    /* contexts holding StarPU */
     int started;                  /* the first of them started it (else the application did) */
     struct tfc_starpu_home *home; /* private home made for this StarPU, or NULL */
-} life = {PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL};
+    int dist_rank, dist_size;     /* started through StarPU-MPI: this rank and the count; else 0 */
+} life = {PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, 0, 0};
 
 void tfc_runtime_facts(struct tfc_starpu_facts *f)
 {
@@ -39,11 +41,18 @@ void tfc_runtime_facts(struct tfc_starpu_facts *f)
     f->opencl_devices = tfc_opencl_device_count;
 }
 
-tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *msg)
+/* Starts StarPU, or through StarPU-MPI when dist is given (then *dist gets rank and size). */
+static tfc_status runtime_start(int *joined, int dist[2], tfc_runtime_prepare_fn prepare,
+                                char *msg)
 {
     struct tfc_starpu_home *home = NULL;
     pthread_mutex_lock(&life.lock); /* one start at a time: STARPU_HOME is set for it */
     *joined = starpu_is_initialized();
+    if (dist && *joined && !life.dist_size) {
+        pthread_mutex_unlock(&life.lock);
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "distribution TFC_DIST_MPI: StarPU runs "
+                        "already without MPI (a distributed context must be the one starting it)");
+    }
     if (!*joined && prepare) {
         tfc_status st = prepare(&home, msg);
         if (st) {
@@ -51,14 +60,27 @@ tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *
             return st;
         }
     }
-    int ret = starpu_init(NULL);
-    if (ret) {
-        pthread_mutex_unlock(&life.lock);
-        tfc_starpu_home_release(home); /* StarPU did not start: nothing uses it */
-        if (ret == -ENODEV)
-            return tfc_fail(msg, TFC_ERR_NO_DEVICE, "StarPU found no worker (check STARPU_NCPU, "
-                            "STARPU_NCUDA, STARPU_NOPENCL)");
-        return tfc_fail(msg, TFC_ERR_RUNTIME, "starpu_init failed: %s", strerror(-ret));
+    if (dist && !*joined) {
+        tfc_status st = tfc_dist_start(&dist[0], &dist[1], msg);
+        if (st) {
+            pthread_mutex_unlock(&life.lock);
+            tfc_starpu_home_release(home);
+            return st;
+        }
+        life.dist_rank = dist[0];
+        life.dist_size = dist[1];
+        *joined = 0;
+    } else {
+        int ret = starpu_init(NULL); /* (reference-counted when StarPU runs) */
+        if (ret) {
+            pthread_mutex_unlock(&life.lock);
+            tfc_starpu_home_release(home); /* StarPU did not start: nothing uses it */
+            if (ret == -ENODEV)
+                return tfc_fail(msg, TFC_ERR_NO_DEVICE, "StarPU found no worker (check "
+                                "STARPU_NCPU, STARPU_NCUDA, STARPU_NOPENCL)");
+            return tfc_fail(msg, TFC_ERR_RUNTIME, "starpu_init failed: %s", strerror(-ret));
+        }
+        if (dist) dist[0] = life.dist_rank, dist[1] = life.dist_size;
     }
     if (life.n_ctx++ == 0) {
         life.started = !*joined;
@@ -71,6 +93,20 @@ tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *
     }
     pthread_mutex_unlock(&life.lock);
     return TFC_OK;
+}
+
+tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *msg)
+{
+    return runtime_start(joined, NULL, prepare, msg);
+}
+
+tfc_status tfc_runtime_start_dist(int *rank, int *size, tfc_runtime_prepare_fn prepare, char *msg)
+{
+    int joined = 0, dist[2] = {0, 1};
+    tfc_status st = runtime_start(&joined, dist, prepare, msg);
+    *rank = dist[0];
+    *size = dist[1];
+    return st;
 }
 
 /* StarPU 1.3.10 internals, looked up weakly: absent from another StarPU, the drain below is
@@ -123,7 +159,12 @@ void tfc_runtime_stop(void)
         home = life.home;
         life.home = NULL;
     }
-    starpu_shutdown(); /* drops our reference; the application's keeps StarPU up */
+    if (life.n_ctx == 0 && life.dist_size) {
+        tfc_dist_stop(); /* StarPU-MPI's shutdown, which ends with starpu_shutdown */
+        life.dist_rank = life.dist_size = 0;
+    } else {
+        starpu_shutdown(); /* drops our reference; the application's keeps StarPU up */
+    }
     if (!starpu_is_initialized())
         tfc_starpu_home_release(home);
     else

@@ -16,6 +16,9 @@ typedef tfc_status (*tfc_runtime_prepare_fn)(struct tfc_starpu_home **home, char
  * application's runtime stays up when we stop). When it is the one starting StarPU, calls
  * prepare first (a failure is returned as is) and keeps the home it made until StarPU stops. */
 tfc_status tfc_runtime_start(int *joined, tfc_runtime_prepare_fn prepare, char *msg);
+/* The same through StarPU-MPI (sched/dist.h): starts it, or joins one a distributed context
+ * started; a StarPU running without MPI is an error. Gives this rank and the number of ranks. */
+tfc_status tfc_runtime_start_dist(int *rank, int *size, tfc_runtime_prepare_fn prepare, char *msg);
 /* Drops one context's hold; the last one also drops what was built for this StarPU. */
 void tfc_runtime_stop(void);
 void tfc_runtime_info(tfc_ctx_info *info);

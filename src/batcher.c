@@ -74,11 +74,13 @@ struct tfc_batcher {
     size_t *row_bytes;         /* per source */
     int64_t n;                 /* rows per epoch */
     int64_t batch;             /* rows per full batch */
-    int64_t max_rows;          /* min(batch, n): rows a buffer holds */
+    int64_t max_rows;          /* rows of a full batch: min(batch, n), or a shard's slice */
     int64_t steps;             /* batches per epoch */
     int64_t last_rows;         /* rows of the last batch of an epoch */
     uint64_t seed;
     int shuffle;
+    int rank, n_ranks;         /* this shard's slice of every global batch (0, 1: all of it) */
+    int64_t global_last;       /* rows of the last global batch of an epoch */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -100,8 +102,12 @@ struct tfc_batcher {
 static void fill(tfc_batcher *b, struct slot *s, int64_t index)
 {
     int64_t epoch = index / b->steps, step = index % b->steps;
-    int64_t rows = step == b->steps - 1 ? b->last_rows : b->batch;
-    int64_t first = step * b->batch;
+    int64_t global_rows = step == b->steps - 1 ? b->global_last : b->batch;
+    /* rank r takes rows [g r / R, g (r + 1) / R) of the global batch: the ranks' slices, in
+     * rank order, are the batch one process would take */
+    int64_t lo = global_rows * b->rank / b->n_ranks, hi = global_rows * (b->rank + 1) / b->n_ranks;
+    int64_t rows = hi - lo;
+    int64_t first = step * b->batch + lo;
     if (b->shuffle && epoch != b->perm_epoch) {
         permutation(b->seed, epoch, 1, b->n, b->perm);
         b->perm_epoch = epoch;
@@ -247,7 +253,9 @@ static tfc_status alloc_buffers(tfc_batcher *b, tfc_value *const *sources)
         b->row_bytes[k] = tfc_value_nbytes(sources[k]) / (size_t)b->n;
         for (int i = 0; i < 2; i++) {
             struct slot *s = &b->slots[i];
-            size_t bytes = (size_t)b->max_rows * b->row_bytes[k];
+            /* a shard's slice of the last batch may be a row longer than of a full one */
+            int64_t rows = b->last_rows > b->max_rows ? b->last_rows : b->max_rows;
+            size_t bytes = (size_t)rows * b->row_bytes[k];
             s->bufs[k] = malloc(bytes ? bytes : 1);
             if (!s->bufs[k]) return no_memory(b);
             tfc_status st = wrap_rows(sources[k], b->max_rows, s->bufs[k], &s->full[k]);
@@ -274,6 +282,33 @@ static tfc_status start_loader(tfc_batcher *b)
 tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t batch,
                               uint64_t seed, unsigned flags, tfc_batcher **out)
 {
+    return tfc_batcher_create_shard(n_sources, sources, batch, seed, flags, 0, 1, out);
+}
+
+/* The shard's slice of a global batch of g rows (see fill). */
+static int64_t slice_rows(int64_t g, int rank, int n_ranks)
+{
+    return g * (rank + 1) / n_ranks - g * rank / n_ranks;
+}
+
+static tfc_status check_shard(int64_t batch, int64_t last, int rank, int n_ranks)
+{
+    if (n_ranks < 1 || rank < 0 || rank >= n_ranks)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: shard rank %d of %d ranks "
+                               "(rank in [0, ranks), ranks at least 1)", rank, n_ranks);
+    if (slice_rows(batch, rank, n_ranks) < 1 || slice_rows(last, rank, n_ranks) < 1)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: a batch of %lld rows leaves "
+                               "rank %d of %d ranks no row (a global batch needs at least one row "
+                               "per rank; DROP_LAST drops a short last batch)",
+                               (long long)(slice_rows(batch, rank, n_ranks) < 1 ? batch : last),
+                               rank, n_ranks);
+    return TFC_OK;
+}
+
+tfc_status tfc_batcher_create_shard(int n_sources, tfc_value *const *sources, int64_t batch,
+                                    uint64_t seed, unsigned flags, int rank, int n_ranks,
+                                    tfc_batcher **out)
+{
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: out is NULL");
     *out = NULL;
     if (n_sources < 1 || !sources)
@@ -293,15 +328,21 @@ tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t 
     if (steps == 0)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "batcher: drop_last with batch size %lld"
                                " and %lld rows leaves no batch", (long long)batch, (long long)n);
+    int64_t full = batch < n ? batch : n, last = drop_last ? batch : n - (steps - 1) * batch;
+    st = check_shard(full, last, rank, n_ranks);
+    if (st) return st;
 
     tfc_batcher *b = calloc(1, sizeof *b);
     if (!b) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "batcher: no memory");
     b->n_sources = n_sources;
     b->n = n;
     b->batch = batch;
-    b->max_rows = batch < n ? batch : n;
+    b->rank = rank;
+    b->n_ranks = n_ranks;
+    b->global_last = last;
+    b->max_rows = slice_rows(full, rank, n_ranks);
     b->steps = steps;
-    b->last_rows = drop_last ? batch : n - (steps - 1) * batch;
+    b->last_rows = slice_rows(last, rank, n_ranks);
     b->seed = seed;
     b->shuffle = (flags & TFC_BATCHER_SHUFFLE) != 0;
     b->held = -1;

@@ -10,7 +10,8 @@
 #include "../sched/sched.h"
 
 struct tfc_ctx {
-    int joined; /* StarPU was running before us */
+    int joined;          /* StarPU was running before us */
+    int dist_rank, dist_size; /* TFC_DIST_MPI: this rank and the number of ranks; else 0, 1 */
 };
 
 /* What StarPU reads at starpu_init, when this context is the one starting it (a StarPU that
@@ -25,14 +26,31 @@ static tfc_status prepare_starpu(struct tfc_starpu_home **home, char *msg)
 
 tfc_status tfc_ctx_create(tfc_ctx **out)
 {
+    return tfc_ctx_create_dist(TFC_DIST_NONE, out);
+}
+
+tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out)
+{
     char msg[TFC_MSG_LEN];
     if (!out) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: out is NULL");
     *out = NULL;
+    if (mode != TFC_DIST_NONE && mode != TFC_DIST_MPI)
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: distribution mode %d "
+                               "(TFC_DIST_NONE 0 or TFC_DIST_MPI 1)", (int)mode);
+    if (mode == TFC_DIST_MPI && !tfc_dist_available())
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "ctx_create: distribution TFC_DIST_MPI:"
+                               " this libtfc-starpu was built without StarPU-MPI (configure "
+                               "--enable-mpi=yes needs libstarpumpi-1.3 and Open MPI: "
+                               "openmpi-bin, libopenmpi-dev)");
     tfc_status st = tfc_env_check(msg); /* our TFC_ variables: bad values fail here */
     if (st) return tfc_fail_global(st, "ctx_create: %s", msg);
     tfc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "ctx_create: no memory");
-    st = tfc_runtime_start(&ctx->joined, prepare_starpu, msg);
+    ctx->dist_size = 1;
+    if (mode == TFC_DIST_MPI)
+        st = tfc_runtime_start_dist(&ctx->dist_rank, &ctx->dist_size, prepare_starpu, msg);
+    else
+        st = tfc_runtime_start(&ctx->joined, prepare_starpu, msg);
     if (st) {
         free(ctx);
         return tfc_fail_global(st, "ctx_create: %s", msg);
@@ -40,6 +58,16 @@ tfc_status tfc_ctx_create(tfc_ctx **out)
     openblas_set_num_threads(1);
     *out = ctx;
     return TFC_OK;
+}
+
+int tfc_dist_rank(const tfc_ctx *ctx)
+{
+    return ctx ? ctx->dist_rank : 0;
+}
+
+int tfc_dist_size(const tfc_ctx *ctx)
+{
+    return ctx ? ctx->dist_size : 1;
 }
 
 void tfc_ctx_destroy(tfc_ctx *ctx)

@@ -54,6 +54,9 @@ static const struct knob knobs[] = {
      "convolution kernels: auto (oneDNN on CPUs when built with it, cuDNN on CUDA), "
      "dnnl or im2col (own kernels only)",
      "auto|dnnl|im2col"},
+    {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
+     "seconds a distributed rank may wait for another before it ends the job naming that rank "
+     "and the step; 0 or off: wait forever", "off", 0},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

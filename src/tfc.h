@@ -146,6 +146,22 @@ typedef struct tfc_ctx tfc_ctx;
 TFC_API tfc_status tfc_ctx_create(tfc_ctx **out);
 TFC_API void tfc_ctx_destroy(tfc_ctx *ctx);
 
+/* Distribution over MPI ranks (issue 15; sched/dist*.c). TFC_DIST_MPI starts StarPU through
+ * StarPU-MPI (starpu_mpi_init_conf; MPI_Init_thread first unless the application initialized
+ * MPI, then MPI_Finalize at exit): launch the program with mpirun, one process per rank.
+ * StarPU must not run already without MPI (TFC_ERR_INVALID_ARGUMENT); a library built without
+ * MPI (configure --enable-mpi) returns TFC_ERR_INVALID_ARGUMENT saying so. tfc_dist_rank and
+ * tfc_dist_size give this process's rank and the number of ranks (0 and 1 for a context
+ * without distribution, or NULL). tfc_dist_available says whether this build has MPI.
+ * A rank that fails may simply return from main: a process that exits with its distributed
+ * context alive skips MPI_Finalize (which would wait for the others, waiting for it), so
+ * mpirun ends the job; a hung rank is caught by TFC_DIST_TIMEOUT (README). */
+typedef enum tfc_dist_mode { TFC_DIST_NONE = 0, TFC_DIST_MPI = 1 } tfc_dist_mode;
+TFC_API tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out);
+TFC_API int tfc_dist_rank(const tfc_ctx *ctx);
+TFC_API int tfc_dist_size(const tfc_ctx *ctx);
+TFC_API int tfc_dist_available(void);
+
 /* What StarPU runs with, read back from StarPU itself. */
 typedef struct tfc_ctx_info {
     int n_cpu_workers;
@@ -1035,6 +1051,15 @@ enum {
 TFC_API tfc_status tfc_batcher_create(int n_sources, tfc_value *const *sources, int64_t batch,
                                       uint64_t seed, unsigned flags, tfc_batcher **out);
 /* Joins the loader thread and frees the buffers (the batch values handed out die with them). */
+/* The same for one rank of n_ranks in data-parallel training (issue 15): batch is the global
+ * batch and the row order the same on every rank, a pure function of (seed, epoch); rank r gets
+ * rows [g r / n_ranks, g (r + 1) / n_ranks) of each global batch of g rows, so the ranks'
+ * slices in rank order are the batch one process gets. A rank left no row of a batch (the
+ * global batch smaller than n_ranks, or a short last batch: use DROP_LAST) and a rank outside
+ * [0, n_ranks) are TFC_ERR_INVALID_ARGUMENT. tfc_batcher_create is rank 0 of 1. */
+TFC_API tfc_status tfc_batcher_create_shard(int n_sources, tfc_value *const *sources,
+                                            int64_t batch, uint64_t seed, unsigned flags,
+                                            int rank, int n_ranks, tfc_batcher **out);
 TFC_API void tfc_batcher_destroy(tfc_batcher *b);
 /* Hands out the batch at the current position and advances it, waiting for the loader when the
  * batch is not ready yet. batch_values[i] (n_sources entries) receives the rows of source i,
@@ -1287,6 +1312,37 @@ TFC_API tfc_status tfc_onnx_import(tfc_graph *g, const char *path, const tfc_onn
 /* Writes each variable of an import with trainable its initializer's value (a session of g). */
 TFC_API tfc_status tfc_onnx_init_variables(tfc_session *s, const tfc_onnx_model *m);
 TFC_API void tfc_onnx_model_free(tfc_onnx_model *m);
+/* ---- Distributed training (issue 15) ---------------------------------------------------- */
+
+/* Synchronous data-parallel training (sched/dist_train.c), parameter-server style. Built on g
+ * before its sessions: the gradients of loss for vars (float32) and, per variable, an update
+ * by opt from a summed gradient and an assign from the owner's value. Each variable has an
+ * owner rank: the largest variables first to the rank with the fewest bytes (traffic balanced
+ * across ranks), or all on rank 0 with TFC_DIST_OWNERS_RANK0. A step on each rank computes the
+ * gradients of its slice (tfc_batcher_create_shard), the owners gather them through StarPU-MPI,
+ * sum them in rank order weighted by each slice's share of the global batch's rows, apply the
+ * optimizer and send the new values to the other ranks. Every rank calls tfc_dist_train_step
+ * with the same sequence of steps. tfc_dist_train_step_local is the one-process reference: it
+ * computes the n_ranks slices in turn (slices: n_ranks groups of n_feeds values, in rank
+ * order) and sums and applies the same way, so both give the same bits. global_rows is the
+ * row count of this step's global batch (the ranks' slices together; a short last batch of an
+ * epoch has fewer): it weights each slice. Errors name the variable or the run; messages on
+ * tfc_dist_train_errmsg (creation: tfc_errmsg). */
+typedef struct tfc_dist_train tfc_dist_train;
+enum { TFC_DIST_OWNERS_RANK0 = 1u << 0 };
+TFC_API tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
+                                         tfc_tensor *const *vars, const tfc_optimizer *opt,
+                                         int n_ranks, unsigned flags, tfc_dist_train **out);
+TFC_API void tfc_dist_train_destroy(tfc_dist_train *t);
+/* The owner rank of vars[i] (-1 outside the list). */
+TFC_API int tfc_dist_train_owner(const tfc_dist_train *t, int i);
+TFC_API tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s,
+                                       int n_feeds, tfc_tensor *const *feeds,
+                                       tfc_value *const *slice, int64_t global_rows);
+TFC_API tfc_status tfc_dist_train_step_local(tfc_dist_train *t, tfc_session *s, int n_feeds,
+                                             tfc_tensor *const *feeds,
+                                             tfc_value *const *slices, int64_t global_rows);
+TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,143 @@
+/* dist_mlp: a small MLP trained data-parallel (issue 15), for tests/test_dist_mpi.sh.
+ *   dist_mlp local R OWNERS STEPS OUT   one process, the reference of R ranks
+ *   dist_mlp mpi   - OWNERS STEPS OUT   under mpirun: every rank writes OUT.<rank>
+ * OWNERS is size (variables sharded by size) or rank0. OUT gets the raw float32 bytes of every
+ * variable after STEPS synchronous steps of Adam over global batches of 24 rows. Exits 1 on an
+ * error, or when training left the variables as they started. Prints the mean step time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <tfc-starpu/tfc.h>
+
+enum { ROWS = 96, IN = 6, CLASSES = 3, BATCH = 24, NV = 4 };
+
+#define CHECK(call, what)                                                          \
+    do {                                                                           \
+        if (call) {                                                                \
+            fprintf(stderr, "dist_mlp: %s: %s\n", what, tfc_errmsg());             \
+            return 1;                                                              \
+        }                                                                          \
+    } while (0)
+
+/* Deterministic data: x from an LCG, label = argmax of a fixed linear map. */
+static void make_data(tfc_value **x, tfc_value **y)
+{
+    tfc_value_create(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){ROWS, IN}), x);
+    tfc_value_create(TFC_INT32, tfc_shape_of(1, (int64_t[]){ROWS}), y);
+    float *xp = tfc_value_data(*x);
+    int32_t *yp = tfc_value_data(*y);
+    uint32_t s = 12345;
+    for (int i = 0; i < ROWS; i++) {
+        float score[CLASSES] = {0};
+        for (int j = 0; j < IN; j++) {
+            s = s * 1664525u + 1013904223u;
+            xp[i * IN + j] = (float)(s >> 8) / 16777216.0f * 2 - 1;
+            for (int c = 0; c < CLASSES; c++) score[c] += xp[i * IN + j] * (float)((j + 2 * c) % 5 - 2);
+        }
+        yp[i] = 0;
+        for (int c = 1; c < CLASSES; c++) if (score[c] > score[yp[i]]) yp[i] = c;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes the variables' bytes; *moved tells whether they differ from `before` (NULL: skip). */
+static int dump(tfc_session *s, tfc_tensor **vars, const char *path, char *before, size_t *len, int *moved)
+{
+    FILE *f = path ? fopen(path, "wb") : NULL;
+    if (path && !f) { perror(path); return 1; }
+    size_t pos = 0;
+    *moved = 0;
+    for (int i = 0; i < NV; i++) {
+        tfc_value *v;
+        if (tfc_session_read_variable(s, vars[i], &v)) return 1;
+        size_t n = tfc_value_nbytes(v);
+        if (f) fwrite(tfc_value_data(v), 1, n, f);
+        if (before && !path) memcpy(before + pos, tfc_value_data(v), n);
+        if (before && path) *moved |= memcmp(before + pos, tfc_value_data(v), n) != 0;
+        pos += n;
+        tfc_value_destroy(v);
+    }
+    *len = pos;
+    return f ? fclose(f) != 0 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 6) { fprintf(stderr, "usage: dist_mlp local|mpi R size|rank0 STEPS OUT\n"); return 2; }
+    int mpi = strcmp(argv[1], "mpi") == 0, steps = atoi(argv[4]);
+    tfc_ctx *ctx;
+    CHECK(tfc_ctx_create_dist(mpi ? TFC_DIST_MPI : TFC_DIST_NONE, &ctx), "context");
+    int rank = tfc_dist_rank(ctx), ranks = mpi ? tfc_dist_size(ctx) : atoi(argv[2]);
+    if (mpi) { /* for tests/test_dist_mpi.sh, which kills or stops one rank */
+        char pidpath[512];
+        snprintf(pidpath, sizeof pidpath, "%s.%d.pid", argv[5], rank);
+        FILE *pf = fopen(pidpath, "w");
+        if (pf) fprintf(pf, "%ld\n", (long)getpid()), fclose(pf);
+    }
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, IN}));
+    tfc_tensor *y = tfc_placeholder(g, "y", TFC_INT32, tfc_shape_of(1, (int64_t[]){-1}));
+    tfc_tensor *h = tfc_dense(g, x, 16, TFC_ACT_RELU, "hidden");
+    tfc_tensor *logits = tfc_dense(g, h, CLASSES, TFC_ACT_NONE, "out");
+    tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, y), 0, NULL, 0);
+    tfc_tensor *vars[NV];
+    if (tfc_trainable_variables(g, vars, NV) != NV) { fprintf(stderr, "dist_mlp: %s\n", tfc_graph_errmsg(g)); return 1; }
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.01);
+    tfc_dist_train *t;
+    CHECK(tfc_dist_train_create(g, loss, NV, vars, &opt, ranks,
+                                strcmp(argv[3], "rank0") ? 0 : TFC_DIST_OWNERS_RANK0, &t), "trainer");
+    tfc_session *s;
+    CHECK(tfc_session_create(ctx, g, &s), "session");
+    CHECK(tfc_session_init_variables(s), "init");
+    char before[4096];
+    size_t len;
+    int moved;
+    if (dump(s, vars, NULL, before, &len, &moved)) return 1;
+
+    tfc_value *xs, *ys;
+    make_data(&xs, &ys);
+    tfc_batcher *b[8];
+    int first = mpi ? rank : 0, last = mpi ? rank : ranks - 1;
+    for (int r = first; r <= last; r++)
+        CHECK(tfc_batcher_create_shard(2, (tfc_value *[]){xs, ys}, BATCH, 3,
+                                       TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST, r, ranks, &b[r]), "batcher");
+    tfc_tensor *feeds[2] = {x, y};
+    double t0 = now_s();
+    /* DIST_MLP_FAIL_RANK=r: rank r returns 1 before step 2, as a rank whose step failed does,
+     * leaving the others waiting (tests/test_dist_mpi.sh: the job must end all the same) */
+    const char *fail_rank = getenv("DIST_MLP_FAIL_RANK");
+    for (int k = 0; k < steps; k++) {
+        if (mpi && fail_rank && atoi(fail_rank) == rank && k == 2) {
+            fprintf(stderr, "dist_mlp: rank %d gives up at step %d (DIST_MLP_FAIL_RANK)\n", rank, k);
+            return 1;
+        }
+        tfc_value *slices[8 * 2];
+        for (int r = first; r <= last; r++)
+            CHECK(tfc_batcher_next(b[r], &slices[2 * (r - first)], NULL), "batch");
+        tfc_status st = mpi ? tfc_dist_train_step(t, ctx, s, 2, feeds, slices, BATCH)
+                            : tfc_dist_train_step_local(t, s, 2, feeds, slices, BATCH);
+        if (st) { fprintf(stderr, "dist_mlp: step %d: %s\n", k, tfc_dist_train_errmsg(t)); return 1; }
+    }
+    double per_step = (now_s() - t0) / (steps ? steps : 1);
+    char path[512];
+    snprintf(path, sizeof path, mpi ? "%s.%d" : "%s", argv[5], rank);
+    if (dump(s, vars, path, before, &len, &moved)) return 1;
+    printf("rank %d of %d: %d steps, %.3f ms per step, variables %s\n", rank, ranks, steps,
+           1e3 * per_step, moved ? "trained" : "unchanged");
+    for (int r = first; r <= last; r++) tfc_batcher_destroy(b[r]);
+    tfc_value_destroy(xs), tfc_value_destroy(ys);
+    tfc_session_destroy(s);
+    tfc_dist_train_destroy(t);
+    tfc_graph_destroy(g);
+    tfc_ctx_destroy(ctx);
+    return moved || steps == 0 ? 0 : 1;
+}

@@ -1,0 +1,131 @@
+#!/bin/bash
+# test_dist_mpi.sh: synchronous data-parallel training under mpirun (issue 15). tests/dist_mlp
+# trains a small MLP for a few steps on N = 1, 2, 3 ranks (oversubscribed, one StarPU CPU
+# worker each) and every rank's variables must be the bits of the one-process reference that
+# computes the N slices in turn and sums them in rank order; with the variables sharded by
+# size and all on rank 0. Then a rank killed with SIGKILL, and a rank returning from main
+# after a failed step, must end the job with a non-zero status within seconds, and a rank stopped with SIGSTOP must end it within TFC_DIST_TIMEOUT
+# (2 s here) plus a little, with a message naming the stopped rank and the step. Exits 77 (skipped) without mpirun or with a library built without MPI.
+set -u
+build=$(pwd)
+prog=$build/tests/dist_mlp
+[ -x "$prog" ] || { echo "FAIL: $prog is not built (run from the build directory)"; exit 1; }
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+work=$(mktemp -d "$build/tests/dist.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
+job=
+cleanup() {
+    [ -n "$job" ] && kill "$job" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+export STARPU_NCPU=1 STARPU_NOPENCL=0
+# The sanitizer run (scripts/test.sh): Open MPI leaks about 3000 objects per rank at exit, most
+# from MCA components it has unloaded by then (stacks in "<unknown module>", so no suppression
+# can name them); the ranks keep AddressSanitizer's checks without leak detection. (Checked by
+# hand on 2 ranks: no leak stack passed through the library or dist_mlp.)
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+mpi="mpirun --oversubscribe -np"
+[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np"
+fail=0
+"$prog" local 1 size 0 "$work/probe" >/dev/null || { echo "FAIL: dist_mlp does not start"; exit 1; }
+if ! $mpi 1 "$prog" mpi - size 0 "$work/probe" > "$work/probe.log" 2>&1; then
+    if grep -q "built without StarPU-MPI" "$work/probe.log"; then
+        echo "SKIP: the library was built without MPI"; exit 77
+    fi
+    echo "FAIL: one rank under mpirun"; cat "$work/probe.log"; exit 1
+fi
+
+steps=4
+for n in 1 2 3; do
+    "$prog" local $n size $steps "$work/ref$n" > "$work/ref$n.log" 2>&1 ||
+        { echo "FAIL: reference of $n ranks"; cat "$work/ref$n.log"; fail=1; continue; }
+    for owners in size rank0; do
+        out=$work/run$n-$owners
+        if ! timeout 120 $mpi $n "$prog" mpi - $owners $steps "$out" > "$out.log" 2>&1; then
+            echo "FAIL: $n ranks, owners $owners: mpirun failed"; cat "$out.log"; fail=1; continue
+        fi
+        for r in $(seq 0 $((n - 1))); do
+            if cmp -s "$work/ref$n" "$out.$r"; then
+                echo "ok: $n ranks, owners $owners, rank $r: the reference's bits"
+            else
+                echo "FAIL: $n ranks, owners $owners, rank $r differs from the reference"; fail=1
+            fi
+        done
+    done
+done
+# bytes on the wire (StarPU-MPI's STARPU_COMM_STATS, printed per rank at shutdown) against the
+# analytic minimum of the scheme: each variable's gradient goes once from every other rank to
+# its owner and its new value once back, 2 (N - 1) |W| per step in all, |W| = 163 floats (652
+# bytes); with the variables sharded by size (hidden/kernel 384 B to rank 0, out/kernel 192 B to
+# rank 1, hidden/bias 64 B and out/bias 12 B to rank 2) rank r sends the others' gradients and
+# N - 1 copies of its own variables: 268 + 768 = 1036, 460 + 384 = 844, 576 + 152 = 728 bytes
+for spec in "2 size 652 652" "3 size 1036 844 728" "3 rank0 1304 652 652"; do
+    set -- $spec
+    n=$1 owners=$2
+    shift 2
+    STARPU_COMM_STATS=1 timeout 120 $mpi $n "$prog" mpi - $owners 10 "$work/bytes" > "$work/bytes.log" 2>&1 ||
+        { echo "FAIL: $n ranks with STARPU_COMM_STATS"; cat "$work/bytes.log"; fail=1; continue; }
+    for r in $(seq 0 $((n - 1))); do
+        got=$(sed -n "s/^\[starpu_comm_stats\]\[$r\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p" "$work/bytes.log")
+        want=$(( $1 * 10 ))
+        shift
+        if [ "$got" = "$want" ]; then echo "ok: $n ranks, owners $owners: rank $r sent $got bytes in 10 steps"
+        else echo "FAIL: $n ranks, owners $owners: rank $r sent '$got' bytes in 10 steps, the minimum is $want"; fail=1; fi
+    done
+done
+
+# the reference of 2 ranks is not the one of 1 (the weighted sum of slices rounds otherwise):
+# the comparisons above tell the rank counts apart
+cmp -s "$work/ref1" "$work/ref2" && { echo "FAIL: the references of 1 and 2 ranks are equal"; fail=1; }
+
+# a rank killed mid-training ends the whole job, non-zero, within seconds
+$mpi 2 "$prog" mpi - size 1000000 "$work/kill" > "$work/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$work/kill.1.pid" ] && break; sleep 0.1; done
+if [ ! -s "$work/kill.1.pid" ]; then
+    echo "FAIL: rank 1 did not start"; cat "$work/kill.log"; exit 1
+fi
+sleep 1
+start=$(date +%s)
+kill -KILL "$(cat "$work/kill.1.pid")"
+for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+    echo "FAIL: the job still runs 20 s after rank 1 was killed"; fail=1
+else
+    wait $job; rc=$?; job=
+    if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 was killed"; fail=1
+    else echo "ok: killed rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
+fi
+
+# a rank whose step fails returns from main with its distributed context alive: it must not
+# wait in MPI_Finalize for the others (which wait for it), so the job ends at once
+start=$(date +%s)
+DIST_MLP_FAIL_RANK=1 timeout 30 $mpi 2 "$prog" mpi - size 1000000 "$work/fail" > "$work/fail.log" 2>&1
+rc=$?
+if [ $rc -eq 124 ]; then echo "FAIL: the job still ran 30 s after rank 1 gave up"; fail=1
+elif [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 gave up"; fail=1
+else echo "ok: rank 1 gave up: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
+
+# a hung rank (SIGSTOP): the others wait for it at most TFC_DIST_TIMEOUT seconds
+TFC_DIST_TIMEOUT=2 $mpi 2 "$prog" mpi - size 1000000 "$work/hang" > "$work/hang.log" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$work/hang.1.pid" ] && break; sleep 0.1; done
+[ -s "$work/hang.1.pid" ] || { echo "FAIL: rank 1 did not start"; cat "$work/hang.log"; exit 1; }
+sleep 1
+start=$(date +%s)
+kill -STOP "$(cat "$work/hang.1.pid")"
+for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then
+    echo "FAIL: the job still runs 20 s after rank 1 was stopped (TFC_DIST_TIMEOUT=2)"; fail=1
+    kill -KILL "$(cat "$work/hang.1.pid")"
+else
+    wait $job; rc=$?; job=
+    if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 hung"; fail=1
+    elif ! grep -Eq "rank 0: step [0-9]+: waited 2 s \(TFC_DIST_TIMEOUT\) for rank 1" "$work/hang.log"; then
+        echo "FAIL: no message naming the hung rank and the step:"; cat "$work/hang.log"; fail=1
+    else
+        echo "ok: stopped rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s:"
+        grep "TFC_DIST_TIMEOUT" "$work/hang.log"
+    fi
+fi
+exit $fail
