@@ -231,7 +231,8 @@ static int read_tensors(sqlite3 *db, const char *name, tfc_signature *sig, sqlit
             }
             *lists[r] = a;
         }
-        char *t = dup_col(*q, 1, oom);
+        /* a NULL name (a damaged row) reads as "", which find_unknown then names */
+        char *t = sqlite3_column_type(*q, 1) == SQLITE_NULL ? strdup("") : dup_col(*q, 1, oom);
         if (!t) {
             *oom = 1;
             break;

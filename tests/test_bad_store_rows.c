@@ -297,6 +297,11 @@ static const struct row_case cases[] = {
     {"signature output that is empty",
      "UPDATE signature_tensors SET tensor = '' WHERE signature = 'predict' AND role = 'output' "
      "AND pos = 0", SIG_PREDICT, TFC_ERR_STORE, "output ''", NULL},
+    {"signature output that is NULL (a table rebuilt without its NOT NULL; found by fuzzing)",
+     "CREATE TABLE st_copy AS SELECT * FROM signature_tensors; DROP TABLE signature_tensors; "
+     "ALTER TABLE st_copy RENAME TO signature_tensors; "
+     "UPDATE signature_tensors SET tensor = NULL WHERE signature = 'predict' AND role = 'output' "
+     "AND pos = 0", SIG_PREDICT, TFC_ERR_STORE, "output ''", NULL},
     {"signature loss names no node", "UPDATE signatures SET loss = 'lost' WHERE name = 'train'",
      SIG_TRAIN, TFC_ERR_STORE, "loss 'lost'", "signature 'train'"},
     {"signature train_op names no node",
