@@ -6,7 +6,8 @@
 # and install it into PREFIX (default: $PWD/_deps/starpu-cuda).
 #
 # Then configure tfc-starpu with
-#   PKG_CONFIG_PATH=PREFIX/lib/pkgconfig ./configure --enable-cuda=yes
+#   PKG_CONFIG_PATH=PREFIX/lib/pkgconfig ./configure --enable-cuda=yes --enable-mpi=no
+#   (--enable-mpi=no: this StarPU has no MPI, and mixing it with Debian's starpumpi-1.3 headers fails)
 # and run programs with LD_LIBRARY_PATH=PREFIX/lib.
 #
 # - Patches StarPU for CUDA 13 (scripts/starpu-1.3.10-cuda13.patch).

@@ -101,7 +101,7 @@ if [ "${TFC_SKIP_CUDA:-0}" != 1 ]; then
     bash scripts/build-starpu-cuda.sh "$top/_deps/starpu-cuda"
     step "library with CUDA codelets (nvcc)"
     PKG_CONFIG_PATH=$top/_deps/starpu-cuda/lib/pkgconfig \
-        bash scripts/build.sh build-cuda --enable-cuda=yes
+        bash scripts/build.sh build-cuda --enable-cuda=yes --enable-mpi=no
     make -C build-cuda tests/test_ops
     export LD_LIBRARY_PATH=$top/_deps/starpu-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export STARPU_HOME=$top/build-cuda/tests/starpu-home
