@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     o = ap.parse_args()
     if o.threads < 1 or o.steps < 1 or o.warmup < 0 or o.batch < 1:
         raise SystemExit("cnn_torch.py: --threads, --steps and --batch must be >= 1, "
@@ -86,16 +87,18 @@ def main():
 
     images, labels = load_train(o.data, o.batch, "cnn_torch.py")
     n = images.shape[0]
-    x_all = torch.from_numpy(images.reshape(n, 1, 28, 28))
-    y_all = torch.from_numpy(labels.astype(np.int64))
+    dev = torch.device(o.device)  # cuda: the GPU comparison on a device machine
+    sync = torch.cuda.synchronize if o.device == "cuda" else (lambda: None)
+    x_all = torch.from_numpy(images.reshape(n, 1, 28, 28)).to(dev)
+    y_all = torch.from_numpy(labels.astype(np.int64)).to(dev)
 
-    model = network()
+    model = network().to(dev)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(o.seed)
     it = ((x_all[idx], y_all[idx])
-          for idx in batch_indices(n, o.batch, lambda k: torch.randperm(k, generator=gen)))
+          for idx in batch_indices(n, o.batch, lambda k: torch.randperm(k, generator=gen).to(dev)))
     times, losses = [], []
     for i in range(o.warmup + o.steps):
         xb, yb = next(it)
@@ -104,7 +107,8 @@ def main():
         loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
-        losses.append(loss.item())
+        losses.append(loss.item())  # .item() waits for the GPU too
+        sync()
         if i >= o.warmup:
             times.append(time.perf_counter() - t0)
 
@@ -116,7 +120,7 @@ def main():
           f"{torch.get_num_interop_threads()} interop, OpenBLAS threads "
           f"{blas.openblas_get_num_threads() if blas else -1}, mkldnn "
           f"{torch.backends.mkldnn.is_available()}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-    print(f"cnn_torch ms_per_step={med * 1e3:.3f} threads={o.threads} batch={o.batch} "
+    print(f"cnn_torch device={o.device} ms_per_step={med * 1e3:.3f} threads={o.threads} batch={o.batch} "
           f"steps={o.steps} warmup={o.warmup} p10_ms={p10 * 1e3:.3f} p90_ms={p90 * 1e3:.3f} "
           f"mean_ms={statistics.mean(times) * 1e3:.3f} "
           f"gflops={step_gflop(o.batch) / med:.1f} params={params} loss_first={losses[0]:.4f} "

@@ -88,14 +88,56 @@ static __device__ __forceinline__ double red_strided(const struct reduce_args &p
     return acc;
 }
 
-#define RED_BLOCK 256
+#define RED_BLOCK 512
+
+/* The input offset of row ro of output o (a row: the last reduced axis). */
+static __device__ __forceinline__ int64_t red_row(const struct reduce_args &p, int64_t base,
+                                                  int64_t ro)
+{
+    for (int d = p.nr - 2; d >= 0; d--) {
+        int64_t q = ro / p.rdims[d];
+        base += (ro - q * p.rdims[d]) * p.rst[d];
+        ro = q;
+    }
+    return base;
+}
+
+/* Output o's elements over rows at least a block long: the block walks the rows in order, its
+ * threads striding along each row (neighbouring addresses where the row is contiguous), with
+ * four loads in flight per thread and the adds in each thread's element order. Index
+ * arithmetic per row, not per element: a conv bias gradient (128x32x28x28 to 32) took 190 us
+ * with the per-element form on an H200. */
+static __device__ __forceinline__ double red_rows(const struct reduce_args &p, const void *x,
+                                                  int64_t base, int64_t inner, int64_t ist,
+                                                  double acc)
+{
+    int64_t outer = p.count / inner, t = threadIdx.x, b = blockDim.x;
+    for (int64_t ro = 0; ro < outer; ro++) {
+        int64_t off = red_row(p, base, ro), j = t;
+        for (; j + 3 * b < inner; j += 4 * b) {
+            double v0 = tfc_cu_ld_f64(x, p.in_dt, off + j * ist);
+            double v1 = tfc_cu_ld_f64(x, p.in_dt, off + (j + b) * ist);
+            double v2 = tfc_cu_ld_f64(x, p.in_dt, off + (j + 2 * b) * ist);
+            double v3 = tfc_cu_ld_f64(x, p.in_dt, off + (j + 3 * b) * ist);
+            acc = red_op(p.kind, red_op(p.kind, acc, v0), v1);
+            acc = red_op(p.kind, red_op(p.kind, acc, v2), v3);
+        }
+        for (; j < inner; j += b)
+            acc = red_op(p.kind, acc, tfc_cu_ld_f64(x, p.in_dt, off + j * ist));
+    }
+    return acc;
+}
 
 /* One block per output. */
 static __global__ void reduce_block_kernel(struct reduce_args p, const void *x, void *y)
 {
     __shared__ double sh[RED_BLOCK];
+    int64_t inner = p.nr ? p.rdims[p.nr - 1] : 1, ist = p.nr ? p.rst[p.nr - 1] : 0;
     for (int64_t o = blockIdx.x; o < p.n_out; o += gridDim.x) {
-        double acc = red_strided(p, x, red_base(p, o), threadIdx.x, blockDim.x, p.init);
+        int64_t base = red_base(p, o);
+        double acc = inner >= (int64_t)blockDim.x
+                         ? red_rows(p, x, base, inner, ist, p.init)
+                         : red_strided(p, x, base, threadIdx.x, blockDim.x, p.init);
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int w = RED_BLOCK / 2; w > 0; w >>= 1) {

@@ -120,7 +120,7 @@ struct plan_options {
                             * history-based models for step costs where they are loaded */
     double tile_min;       /* tiling: least flops of a matmul split into tiles; 0: off */
     int tile_size;         /* tile edge (elements); 0: chosen per node from tile_workers */
-    int tile_workers;      /* StarPU workers when the session was created */
+    int tile_workers;      /* workers tiles are shared among (tfc_tile_sharing_workers) */
     int cse, const_fold, fusion; /* plan-time passes (sched/passes.c); 0 when opt is NULL */
 };
 

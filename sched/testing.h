@@ -23,4 +23,8 @@ void tfc_testing_set_where_alternate(int on);
  * (every task at priority 0), for comparisons such as bench/priority. */
 void tfc_session_set_priorities(tfc_session *s, int on);
 
+/* The workers automatic tiling shares a step among, from StarPU's worker counts: the CUDA
+ * workers when there are any, else all (sched/session.c). */
+int tfc_tile_sharing_workers(int n_workers, int n_cuda_workers);
+
 #endif

@@ -11,9 +11,12 @@
 #   1b. the op sweep again with every matmul split into 2x2 tiles (tiling.c's partitions and
 #      the kernels' leading dimensions on the GPU), pinned to the CUDA worker;
 #   2. the other test programs with the CUDA worker present under dmda (the scheduler places);
+#   2b. the CNN training step (bench/cnn_step, cuDNN convolutions; dmda, 4 CPU + 1 CUDA worker)
+#      beside PyTorch's same network on the GPU (bench/cnn_torch.py --device cuda), interleaved;
 #   3. the flagship MLP step (bench/mlp_step) with CPU workers only and with the GPU, beside
 #      PyTorch on the same GPU and CPU (bench/mlp_torch.py --device cuda|cpu), interleaved.
-# STEPS=... picks a subset (conv ops grad tiles tests mlp convown; default all but convown).
+# STEPS=... picks a subset (conv ops grad tiles tests cnn mlp convown; default all but convown);
+# DEVICE_TESTS=... the programs of step 2.
 set -uo pipefail
 carry=${1:-.devcarry}
 out=${OUT:-/tmp/devout}
@@ -30,7 +33,7 @@ export LD_LIBRARY_PATH=/tmp/dc/lib$cudalibs
 export STARPU_HOME=/tmp/dc/starpu-home STARPU_SILENT=1 TFC_TEST_SRCDIR=$PWD/tests
 mkdir -p "$STARPU_HOME"
 bin=/tmp/dc/bin
-steps=${STEPS:-conv ops grad tiles tests mlp}
+steps=${STEPS:-conv ops grad tiles tests cnn mlp}
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 deadline=${DEADLINE:-480} # seconds: later steps are cut short or skipped, so that the logs
@@ -70,10 +73,20 @@ case " $steps " in *" tiles "*)
     run tiles_cuda 150 env TFC_TEST_WHERE=cuda TFC_TEST_SCHEDS=dmdas TFC_TILE_MIN=1 \
         TFC_TILE_SIZE=2 "$bin/test_ops" ;; esac
 case " $steps " in *" tests "*)
-    for t in test_value test_graph test_plan test_session test_sched test_report test_optim \
-             test_train test_errors test_env test_passes test_tiling; do
+    for t in ${DEVICE_TESTS:-test_value test_graph test_plan test_session test_sched test_report \
+             test_optim test_train test_errors test_env test_passes test_tiling test_control_flow \
+             test_layers}; do
         [ -x "$bin/$t" ] && run "$t" 60 env STARPU_SCHED=dmda "$bin/$t"
     done ;; esac
+case " $steps " in *" cnn "*)
+    data=$PWD/$carry/fashion-mnist
+    for r in 1 2 3; do # warm-up 30: dmda first calibrates each whole step on a CPU worker too
+        [ -x "$bin/cnn_step" ] && run "cnn_tfc_gpu.$r" 90 env STARPU_SCHED=dmda STARPU_NCPU=4 \
+            STARPU_NCUDA=1 "$bin/cnn_step" --data "$data" --steps 30 --warmup 30
+        run "cnn_torch_gpu.$r" 90 python3 bench/cnn_torch.py --device cuda --data "$data" \
+            --steps 30 --warmup 10
+    done
+    grep -h 'ms_per_step\|ms/step\|median' "$out"/cnn_*.log | tee -a "$summary" ;; esac
 case " $steps " in *" mlp "*)
     data=$PWD/$carry/fashion-mnist
     for r in 1 2 3; do

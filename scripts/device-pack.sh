@@ -23,7 +23,8 @@ progs="tests/test_ops tests/test_grad tests/test_optim tests/test_train tests/te
        tests/test_sched tests/test_report tests/test_plan tests/test_graph tests/test_value
        tests/test_errors tests/test_env bench/mlp_step bench/overhead bench/priority
        examples/mnist_mlp"
-for extra in bench/tiled_matmul tests/test_passes tests/test_tiling tests/test_conv_cudnn; do
+for extra in bench/tiled_matmul bench/cnn_step tests/test_passes tests/test_tiling tests/test_conv_cudnn \
+             tests/test_control_flow tests/test_layers; do
     [ -x "$build/$extra" ] && progs="$progs $extra"
 done
 for p in $progs; do

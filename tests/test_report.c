@@ -538,16 +538,19 @@ static void test_bus_bytes_opencl(void)
 
 /* ---- StarPU started again with other workers ---------------------------------------------- */
 
-/* A context started with STARPU_NCPU=ncpu (and no OpenCL worker when nopencl is "0"), one
- * profiled run on it: the summary covers exactly the workers StarPU has now. The number of
+/* A context started with STARPU_NCPU=ncpu (and no OpenCL or CUDA worker when nodev is "0"),
+ * one profiled run on it: the summary covers exactly the workers StarPU has now. The number of
  * workers goes in *n_workers. */
-static void profiled_context(const char *ncpu, const char *nopencl, int *n_workers)
+static void profiled_context(const char *ncpu, const char *nodev, int *n_workers)
 {
     setenv("STARPU_NCPU", ncpu, 1);
-    if (nopencl)
-        setenv("STARPU_NOPENCL", nopencl, 1);
-    else
+    if (nodev) {
+        setenv("STARPU_NOPENCL", nodev, 1);
+        setenv("STARPU_NCUDA", nodev, 1);
+    } else {
         unsetenv("STARPU_NOPENCL");
+        unsetenv("STARPU_NCUDA");
+    }
     tfc_ctx *ctx;
     CU_ASSERT_EQUAL_FATAL(tfc_ctx_create(&ctx), TFC_OK);
     *n_workers = (int)starpu_worker_get_count();
@@ -576,8 +579,10 @@ static void profiled_context(const char *ncpu, const char *nopencl, int *n_worke
 static void test_second_starpu_other_workers(void)
 {
     char *ncpu = getenv("STARPU_NCPU"), *nopencl = getenv("STARPU_NOPENCL");
+    char *ncuda = getenv("STARPU_NCUDA");
     ncpu = ncpu ? strdup(ncpu) : NULL;
     nopencl = nopencl ? strdup(nopencl) : NULL;
+    ncuda = ncuda ? strdup(ncuda) : NULL;
     int first, fewer, more;
     profiled_context("2", NULL, &first); /* 2 CPU workers, and the OpenCL one if any */
     profiled_context("1", "0", &fewer);
@@ -587,6 +592,8 @@ static void test_second_starpu_other_workers(void)
     CU_ASSERT_EQUAL(more, first);
     if (ncpu) setenv("STARPU_NCPU", ncpu, 1); else unsetenv("STARPU_NCPU");
     if (nopencl) setenv("STARPU_NOPENCL", nopencl, 1); else unsetenv("STARPU_NOPENCL");
+    if (ncuda) setenv("STARPU_NCUDA", ncuda, 1); else unsetenv("STARPU_NCUDA");
+    free(ncuda);
     free(ncpu);
     free(nopencl);
 }

@@ -109,6 +109,13 @@ static tfc_value *run_tiled(tfc_graph *g, double min_flops, int tile, int n_feed
 
 /* ---- one matmul node ---------------------------------------------------------------------- */
 
+/* The workers automatic tiling cuts for in this StarPU (the GPUs when there are any). */
+static int sharing_workers(void)
+{
+    return tfc_tile_sharing_workers((int)starpu_worker_get_count(),
+                                    (int)starpu_cuda_worker_get_count());
+}
+
 /* c = op(a) op(b), C [m, n] over k, with A and B (row-major as stored: [m, k] or [k, m] when
  * ta, [k, n] or [n, k] when tb) as its feeds, in dtype dt. */
 struct mm_graph {
@@ -234,7 +241,7 @@ static void test_split_k(void)
     int nz;
     uint64_t tz;
     tfc_value *out = run_tiled(mg.g, 1, 0, 2, mg.ft, mg.fv, mg.c, tfc_tensor_name(mg.c), &nz, &tz);
-    int w = (int)starpu_worker_get_count();
+    int w = sharing_workers();
     int64_t c = cdiv(K, 2 * w) < 256 ? 256 : cdiv(K, 2 * w), want = w < 2 ? 1 : cdiv(K, c) + 1;
     CU_ASSERT_EQUAL(nz, want);
     CU_ASSERT(max_err(out, Z, M * N) <= 1e-4);
@@ -655,8 +662,9 @@ static void test_conv_batch(void)
     /* dy [8, 6, 4, 5] by w as [C_in 6, C_out/groups 2, 3, 3]: [8, 4, 10, 8] */
     tfc_conv_transpose_params tp = {.strides = {2, 1}, .pads_begin = {0, 1}, .dilations = {1, 2},
                                     .output_padding = {1, 0}, .groups = 2};
-    int workers = (int)starpu_worker_get_count();
-    int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
+    int workers = sharing_workers();
+    int exact =
+        starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == (int)starpu_worker_get_count();
     for (int di = 0; di < 2; di++) {
         enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
         tfc_graph *g = NULL;
@@ -713,8 +721,9 @@ static void test_conv_batch_default(void)
     const double tile_min = 2.0 * 512 * 512 * 512;
     tfc_conv_params cp = {.pads_begin = {2, 2}, .pads_end = {2, 2}};
     tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
-    int workers = (int)starpu_worker_get_count();
-    int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
+    int workers = sharing_workers();
+    int exact =
+        starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == (int)starpu_worker_get_count();
     tfc_graph *g = NULL;
     CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, xd));
@@ -747,6 +756,16 @@ static void test_conv_batch_default(void)
 
 /* ---- defaults and errors ------------------------------------------------------------------- */
 
+/* With CUDA workers, automatic tiling shares among them only: one GPU keeps steps whole
+ * however many CPU workers there are. */
+static void test_sharing_workers(void)
+{
+    CU_ASSERT_EQUAL(tfc_tile_sharing_workers(5, 1), 1);
+    CU_ASSERT_EQUAL(tfc_tile_sharing_workers(6, 2), 2);
+    CU_ASSERT_EQUAL(tfc_tile_sharing_workers(3, 0), 3);
+    CU_ASSERT_EQUAL(tfc_tile_sharing_workers(1, 0), 1);
+}
+
 /* With the defaults, a small matmul stays one task and a 512^3 one (at the threshold) is
  * split when there are several workers; tiling off keeps it whole. */
 static void test_defaults(void)
@@ -772,7 +791,7 @@ static void test_defaults(void)
         CU_ASSERT_FATAL(tfc_session_run(s, 1, &a, &av, 1, &c, &out, 0, NULL) == TFC_OK);
         tfc_session_stats st;
         tfc_session_get_stats(s, &st);
-        if (q == 1 && starpu_worker_get_count() > 1) {
+        if (q == 1 && sharing_workers() > 1) {
             CU_ASSERT(st.tasks >= 4);
         } else {
             CU_ASSERT_EQUAL(st.tasks, 1);
@@ -1256,6 +1275,7 @@ int main(void)
     TEST_ADD(test_training);
     TEST_ADD(test_conv_batch);
     TEST_ADD(test_conv_batch_default);
+    TEST_ADD(test_sharing_workers);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
