@@ -3,7 +3,8 @@
  * and branches that capture a graph input; Loop with a trip count M fed at run time, a
  * loop-carried value, an outer-scope capture and a scan output (one row per iteration); Loop
  * whose body condition stops it before M (a body initializer); a scan output with no declared
- * shape (an unsupported message naming it); a body with the wrong number of outputs. */
+ * shape (an unsupported message naming it); a body with the wrong number of outputs; errors
+ * inside a branch (an unknown op; an op type left unset); subgraphs nested too deep. */
 #include <unistd.h>
 #include "testutil.h"
 #include "../onnx/onnx_import.h"
@@ -184,13 +185,14 @@ static void check_values(const tfc_value *v, int64_t rows, const float *want, in
     for (int i = 0; i < n; i++) CU_ASSERT(tfc_value_get(v, i) == want[i]);
 }
 
-/* y = If(p) then x * x else -x, both branches capturing graph input x. */
-static void test_if(void)
+/* y = If(p) then x * x else -x, both branches capturing graph input x; then_op and else_op
+ * replace the branches' ops (NULL: an op type left unset, as a damaged file has it). */
+static void if_model(char *then_op, char *else_op)
 {
     static char *then_in[] = {"x", "x"}, *then_out[] = {"sq"}, *else_in[] = {"x"},
                 *else_out[] = {"neg"}, *if_in[] = {"p"}, *if_out[] = {"y"};
-    Onnx__NodeProto *tn[] = {node("Mul", 2, then_in, 1, then_out)};
-    Onnx__NodeProto *en[] = {node("Neg", 1, else_in, 1, else_out)};
+    Onnx__NodeProto *tn[] = {node(then_op, 2, then_in, 1, then_out)};
+    Onnx__NodeProto *en[] = {node(else_op, 1, else_in, 1, else_out)};
     Onnx__ValueInfoProto *to[] = {vinfo("sq", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
     Onnx__ValueInfoProto *eo[] = {vinfo("neg", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
     Onnx__NodeProto *ifn = node("If", 1, if_in, 1, if_out);
@@ -202,6 +204,11 @@ static void test_if(void)
     Onnx__ValueInfoProto *out[] = {vinfo("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
     write_model(graph("if", 1, nodes, 2, in, 1, out));
     pool_free();
+}
+
+static void test_if(void)
+{
+    if_model("Mul", "Neg");
     static const char *names[] = {"p", "x"};
     static const float sq[3] = {1, 4, 9}, neg[3] = {-1, -2, -3};
     for (int p = 0; p < 2; p++) {
@@ -299,6 +306,40 @@ static void test_loop_condition(void)
     for (int i = 0; i < 3; i++) CU_ASSERT(y[i] == 2 * xs[i]);
 }
 
+/* Errors inside a branch name the inner node; unset names and op types inside subgraphs are
+ * read as "" (not followed as NULL). */
+static void test_subgraph_errors(void)
+{
+    char msg[1024];
+    tfc_value *got[1] = {0};
+    if_model("FancyRelu", "Neg");
+    CU_ASSERT(import_run(0, NULL, NULL, 1, got, msg, sizeof msg) == TFC_ERR_NOT_FOUND);
+    CU_ASSERT(strstr(msg, "'FancyRelu'") && strstr(msg, "node 'FancyRelu'") &&
+              strstr(msg, "opset 13"));
+    if_model("Mul", NULL);
+    CU_ASSERT(import_run(0, NULL, NULL, 1, got, msg, sizeof msg) == TFC_ERR_NOT_FOUND);
+    CU_ASSERT(strstr(msg, "unknown op ''") != NULL);
+}
+
+/* 40 Ifs, each in the previous one's then_branch: refused when read, before any recursion
+ * of the import could run out of stack. */
+static void test_nesting(void)
+{
+    static char *if_in[] = {"p"};
+    Onnx__GraphProto *inner = graph("leaf", 0, NULL, 0, NULL, 0, NULL);
+    for (int d = 0; d < 40; d++) {
+        Onnx__NodeProto **ns = mk(sizeof *ns);
+        ns[0] = node("If", 1, if_in, 0, NULL);
+        attr_graph(ns[0], "then_branch", inner);
+        inner = graph("level", 1, ns, 0, NULL, 0, NULL);
+    }
+    write_model(inner);
+    pool_free();
+    char msg[1024];
+    CU_ASSERT(import_run(0, NULL, NULL, 0, NULL, msg, sizeof msg) == TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(msg, "subgraphs nested deeper than 32") != NULL);
+}
+
 static void test_loop_errors(void)
 {
     char msg[1024];
@@ -324,6 +365,8 @@ int main(void)
     CU_add_test(s, "Loop: trip count, carried value, capture, scan", test_loop_trip_count);
     CU_add_test(s, "Loop: body condition and body initializer", test_loop_condition);
     CU_add_test(s, "Loop: undeclared scan shape, wrong body", test_loop_errors);
+    CU_add_test(s, "errors inside subgraphs, unset op types", test_subgraph_errors);
+    CU_add_test(s, "subgraphs nested too deep", test_nesting);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = (int)CU_get_number_of_failures();
