@@ -201,7 +201,8 @@ static tfc_status map_node(struct onnx_import *im, const Onnx__NodeProto *n)
     if (!st) st = tfc_graph_status(im->g);
     if (!st && known) st = onnx_fold_outputs(im, outs, vals);
     if (!st) st = bind_outputs(im, first_new, outs, vals);
-    for (size_t k = 0; k < n->n_output; k++) tfc_value_destroy(vals[k]);
+    /* every slot: a builder may set values for outputs the node does not list (none listed) */
+    for (int k = 0; k < ONNX_MAX_OUTPUTS; k++) tfc_value_destroy(vals[k]);
     if (st) name_node_in_error(im->g, n);
     return st;
 }
