@@ -131,28 +131,72 @@ static tfc_status loop_body(struct onnx_import *im, const Onnx__GraphProto *gp,
     return tfc_graph_status(g);
 }
 
-/* A scan output's per-iteration shape and dtype, from the body's declared output type (our
- * accumulator is made before the body is built). */
-static tfc_status scan_type(struct onnx_import *im, const Onnx__ValueInfoProto *vi, tfc_shape *s,
-                            enum tfc_dtype *dt)
+/* A scan output's per-iteration shape and dtype from the body's declared output type; 0 when
+ * it declares none fully (then the body is probed). */
+static int scan_type(const Onnx__ValueInfoProto *vi, tfc_shape *s, enum tfc_dtype *dt)
 {
     const Onnx__TypeProto *tp = vi->type;
     const Onnx__TypeProto__Tensor *tt =
         tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
     int d = tt && tt->has_elem_type ? tfc_onnx_dtype(tt->elem_type) : -1;
-    if (!tt || d < 0 || !tt->shape || tt->shape->n_dim >= TFC_MAX_RANK)
-        return onnx_unsupported(im, "scan output '%s' without a declared tensor type and shape "
-                                "of rank below %d", vi->name, TFC_MAX_RANK);
+    if (!tt || d < 0 || !tt->shape || tt->shape->n_dim >= TFC_MAX_RANK) return 0;
     *dt = (enum tfc_dtype)d;
     s->rank = (int)tt->shape->n_dim;
     for (int i = 0; i < s->rank; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
-        if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            return onnx_unsupported(im, "scan output '%s' whose dimension %d is not static",
-                                    vi->name, i);
+        if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+            dim->dim_value < 0)
+            return 0;
         s->dims[i] = dim->dim_value;
     }
-    return TFC_OK;
+    return 1;
+}
+
+/* The per-iteration shapes of the scan outputs when the body does not declare them: the body
+ * is mapped once into a scratch graph (the names it can see as placeholders of their dtypes and
+ * shapes, known values shared) and its scan outputs' shapes read there. */
+static tfc_status probe_scan_shapes(struct onnx_import *im, const Onnx__GraphProto *body,
+                                    struct loop_plan *p, tfc_tensor *const *init,
+                                    enum tfc_dtype *dts)
+{
+    tfc_graph *g2;
+    if (tfc_graph_create(&g2))
+        return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: %s", tfc_errmsg());
+    struct onnx_import im2 = {.g = g2, .opset = im->opset, .model_dir = im->model_dir,
+                              .node = im->node, .depth = im->depth + 1};
+    tfc_status st = TFC_OK;
+    int shared = 0;
+    for (int i = 0; !st && i < im->n_syms; i++, shared++) {
+        const struct onnx_sym *s = &im->syms[i];
+        tfc_tensor *t = s->tensor ? tfc_placeholder(g2, NULL, tfc_tensor_dtype(s->tensor),
+                                                    tfc_tensor_shape(s->tensor)) : NULL;
+        st = tfc_graph_status(g2);
+        if (!st) st = onnx_sym_add(&im2, s->name, t, NULL);
+        if (!st) im2.syms[im2.n_syms - 1].value = s->value; /* borrowed: cleared below */
+    }
+    for (int i = 0; !st && i < 2 + p->n_carried; i++) {
+        tfc_tensor *t = tfc_placeholder(g2, NULL, tfc_tensor_dtype(init[i]),
+                                        tfc_tensor_shape(init[i]));
+        st = tfc_graph_status(g2);
+        if (!st) st = onnx_sym_add(&im2, body->input[i]->name, t, NULL);
+    }
+    if (!st) st = onnx_map_subgraph(&im2, body);
+    for (int k = 0; !st && k < p->n_scan; k++) {
+        tfc_tensor *t = subgraph_output(&im2, body, (size_t)(1 + p->n_carried + k));
+        if (!t) st = tfc_graph_status(g2);
+        else p->scan_shape[k] = tfc_tensor_shape(t), dts[k] = tfc_tensor_dtype(t);
+        for (int d = 0; !st && d < p->scan_shape[k].rank; d++)
+            if (p->scan_shape[k].dims[d] < 0 || p->scan_shape[k].rank >= TFC_MAX_RANK)
+                st = onnx_unsupported(im, "scan output '%s' whose shape is not static",
+                                      body->output[1 + p->n_carried + k]->name);
+    }
+    if (st && !tfc_graph_status(im->g))
+        tfc_graph_error(im->g, st, "%s", tfc_graph_errmsg(g2));
+    for (int i = 0; i < shared && i < im2.n_syms; i++) im2.syms[i].value = NULL;
+    onnx_syms_free(&im2);
+    tfc_ctx_destroy(im2.ctx);
+    tfc_graph_destroy(g2);
+    return st ? tfc_graph_status(im->g) : TFC_OK;
 }
 
 /* The while's initial values: 0, the condition (true when absent), the carried values, and an
@@ -165,18 +209,21 @@ static tfc_status loop_init(struct onnx_import *im, const Onnx__GraphProto *body
     init[1] = onnx_has_input(im, 1) ? onnx_input(im, 1) : tfc_scalar(g, TFC_BOOL, 1);
     if (init[1] && tfc_tensor_dtype(init[1]) != TFC_BOOL) init[1] = tfc_cast(g, init[1], TFC_BOOL);
     for (int j = 0; j < p->n_carried; j++) init[2 + j] = onnx_input(im, 2 + j);
-    for (int k = 0; k < p->n_scan; k++) {
-        enum tfc_dtype dt;
+    tfc_status st = tfc_graph_status(g);
+    enum tfc_dtype dts[ONNX_MAX_CF_VARS];
+    int declared = 1;
+    for (int k = 0; !st && declared && k < p->n_scan; k++)
+        declared = scan_type(body->output[1 + p->n_carried + k], &p->scan_shape[k], &dts[k]);
+    if (!st && !declared) st = probe_scan_shapes(im, body, p, init, dts);
+    for (int k = 0; !st && k < p->n_scan; k++) {
         tfc_shape *s = &p->scan_shape[k];
-        tfc_status st = scan_type(im, body->output[1 + p->n_carried + k], s, &dt);
-        if (st) return st;
         tfc_shape empty = *s;
         memmove(empty.dims + 1, empty.dims, (size_t)empty.rank * sizeof empty.dims[0]);
         empty.dims[0] = 0;
         empty.rank++;
-        init[2 + p->n_carried + k] = tfc_fill(g, empty, dt, 0);
+        init[2 + p->n_carried + k] = tfc_fill(g, empty, dts[k], 0);
     }
-    tfc_status st = tfc_graph_status(g);
+    if (!st) st = tfc_graph_status(g);
     int n = 2 + p->n_carried + p->n_scan;
     for (int i = 0; !st && i < n; i++) {
         inv[i] = tfc_tensor_shape(init[i]);
