@@ -5,7 +5,8 @@
  *
  *   feeds_model DIR      writes DIR/feeds.db, DIR/x.npy [4, 3] (1..12), DIR/s.npy (2, rank 0),
  *                        DIR/s1.npy ([1]: 2), DIR/v.npy [10, 20], DIR/v3.npy [3] and
- *                        DIR/vi.npy (int32 [10, 20])
+ *                        DIR/vi.npy (int32 [10, 20]), DIR/one.npy and DIR/five.npy (float32
+ *                        scalars 1 and 5)
  */
 #include <stdio.h>
 #include <tfc-starpu/tfc.h>
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
     tfc_store_close(st);
     tfc_graph_destroy(g);
 
-    float xs[12], two = 2, vs[2] = {10, 20}, v3[3] = {1, 2, 3};
+    float xs[12], two = 2, one = 1, five = 5, vs[2] = {10, 20}, v3[3] = {1, 2, 3};
     int32_t vi[2] = {10, 20};
     for (int i = 0; i < 12; i++) xs[i] = (float)(i + 1);
     return write_npy(argv[1], "x.npy", TFC_FLOAT32, 2, (int64_t[]){4, 3}, xs) ||
@@ -54,5 +55,7 @@ int main(int argc, char **argv)
            write_npy(argv[1], "s1.npy", TFC_FLOAT32, 1, (int64_t[]){1}, &two) ||
            write_npy(argv[1], "v.npy", TFC_FLOAT32, 1, (int64_t[]){2}, vs) ||
            write_npy(argv[1], "v3.npy", TFC_FLOAT32, 1, (int64_t[]){3}, v3) ||
-           write_npy(argv[1], "vi.npy", TFC_INT32, 1, (int64_t[]){2}, vi);
+           write_npy(argv[1], "vi.npy", TFC_INT32, 1, (int64_t[]){2}, vi) ||
+           write_npy(argv[1], "one.npy", TFC_FLOAT32, 0, NULL, &one) ||
+           write_npy(argv[1], "five.npy", TFC_FLOAT32, 0, NULL, &five);
 }

@@ -3,7 +3,8 @@
 # (tests/feeds_model) with a batched feed x [-1, 3], a scalar s and a vector v [2] runs with
 # every batch size (the whole feeds in each batch), with a [1] file for the scalar, an int32
 # file for the float vector (converted by value), and with --whole x (x unbatched too); a whole
-# file of the wrong shape, a missing whole feed and --whole of no feed are errors naming them.
+# file of the wrong shape, a missing whole feed and --whole of no feed are errors naming them;
+# then ONNX's expanded Range model (a Loop; scalar inputs only), imported and run.
 # Run by `make check` from the build directory; takes a few seconds.
 set -u
 build=$(pwd)
@@ -61,4 +62,15 @@ bad 1 "no --data s=FILE for feed 's'" run feeds.db --data x=x.npy --data v=v.npy
 bad 1 "--whole w: not a feed" run feeds.db --data x=x.npy --data s=s.npy --data v=v.npy --whole w
 bad 2 "--whole needs a feed NAME" run feeds.db --data x=x.npy --whole
 bad 1 "--data w: 'w' is not a feed" run feeds.db --data x=x.npy --data s=s.npy --data v=v.npy --data w=v.npy
+
+# an imported ONNX model of scalar inputs only, with a Loop: ONNX's expanded Range (start,
+# limit, delta) from libonnx-testdata, when the package is there and tfc imports ONNX
+range=/usr/share/libonnx-testdata/data/node/test_range_float_type_positive_delta_expanded/model.onnx
+if [ -f "$range" ] && timeout $limit "$tfc" import "$range" range.db >out 2>err; then
+    ok run range.db --data start=one.npy --data limit=five.npy --data delta=s.npy
+    has "float32 \[2\]"; has "^  \[0\] 1$"; has "^  \[1\] 3$"
+    echo "ok: Range(1, 5, 2) through an imported Loop, every feed a scalar"
+else
+    echo "note: no libonnx-testdata or no ONNX import: the imported Loop model is not run"
+fi
 echo "PASS: test_tool_feeds"
