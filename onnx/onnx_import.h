@@ -49,7 +49,7 @@ tfc_status onnx_sym_add(struct onnx_import *im, const char *name, tfc_tensor *t,
 /* The tensor of a name (a constant node is made for a known value on first use); NULL after an
  * error naming the node and the input. */
 tfc_tensor *onnx_input(struct onnx_import *im, int i);
-/* The tensor of a value name, as onnx_input; NULL (no error) when the name is unknown. */
+/* The tensor of entry s (a constant is made for a known value on first use); NULL for NULL. */
 tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s);
 /* The known value of input i, or NULL when it is absent or not constant. */
 const tfc_value *onnx_input_value(struct onnx_import *im, int i);
