@@ -194,13 +194,25 @@ static tfc_status map_node(struct onnx_import *im, const Onnx__NodeProto *n)
     tfc_tensor *outs[ONNX_MAX_OUTPUTS] = {0};
     tfc_value *vals[ONNX_MAX_OUTPUTS] = {0};
     int first_new = tfc_graph_num_nodes(im->g);
-    int known = onnx_inputs_known(im);
+    /* folding runs a session: not inside a region, nor on a region's own node */
+    int known = !im->depth && strcmp(n->op_type, "If") && strcmp(n->op_type, "Loop") &&
+                onnx_inputs_known(im);
     tfc_status st = e->build(im, outs, vals);
     if (!st) st = tfc_graph_status(im->g);
     if (!st && known) st = onnx_fold_outputs(im, outs, vals);
     if (!st) st = bind_outputs(im, first_new, outs, vals);
-    for (size_t k = 0; k < n->n_output; k++) tfc_value_destroy(vals[k]);
+    /* every slot: a builder may set values for outputs the node does not list (none listed) */
+    for (int k = 0; k < ONNX_MAX_OUTPUTS; k++) tfc_value_destroy(vals[k]);
     if (st) name_node_in_error(im->g, n);
+    return st;
+}
+
+tfc_status onnx_map_subgraph(struct onnx_import *im, const Onnx__GraphProto *gp)
+{
+    const Onnx__NodeProto *outer = im->node;
+    tfc_status st = add_initializers(im, gp, 0, NULL);
+    for (size_t i = 0; !st && i < gp->n_node; i++) st = map_node(im, gp->node[i]);
+    im->node = outer;
     return st;
 }
 

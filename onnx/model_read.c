@@ -50,15 +50,27 @@ static int fill_name(char **s)
     return *s || (*s = strdup("")) != NULL;
 }
 
-static int fill_names(Onnx__GraphProto *gp)
+#define ONNX_MAX_NESTING 32 /* subgraphs in subgraphs (If, Loop): deeper is refused */
+
+/* Fills the names of gp and of its subgraphs (If's branches, Loop's body), which the import
+ * maps too. Returns 0 when out of memory, -1 when nested deeper than ONNX_MAX_NESTING. */
+static int fill_names(Onnx__GraphProto *gp, int depth)
 {
+    if (depth > ONNX_MAX_NESTING) return -1;
     int ok = fill_name(&gp->name);
-    for (size_t i = 0; i < gp->n_node; i++)
-        ok &= fill_name(&gp->node[i]->name) & fill_name(&gp->node[i]->op_type) &
-              fill_name(&gp->node[i]->domain);
-    for (size_t i = 0; i < gp->n_initializer; i++) ok &= fill_name(&gp->initializer[i]->name);
-    for (size_t i = 0; i < gp->n_input; i++) ok &= fill_name(&gp->input[i]->name);
-    for (size_t i = 0; i < gp->n_output; i++) ok &= fill_name(&gp->output[i]->name);
+    for (size_t i = 0; ok > 0 && i < gp->n_node; i++) {
+        Onnx__NodeProto *n = gp->node[i];
+        ok &= fill_name(&n->name) & fill_name(&n->op_type) & fill_name(&n->domain);
+        for (size_t a = 0; ok > 0 && a < n->n_attribute; a++) {
+            Onnx__AttributeProto *at = n->attribute[a];
+            if (at->g) ok = fill_names(at->g, depth + 1);
+            for (size_t k = 0; ok > 0 && k < at->n_graphs; k++)
+                ok = fill_names(at->graphs[k], depth + 1);
+        }
+    }
+    for (size_t i = 0; ok > 0 && i < gp->n_initializer; i++) ok &= fill_name(&gp->initializer[i]->name);
+    for (size_t i = 0; ok > 0 && i < gp->n_input; i++) ok &= fill_name(&gp->input[i]->name);
+    for (size_t i = 0; ok > 0 && i < gp->n_output; i++) ok &= fill_name(&gp->output[i]->name);
     return ok;
 }
 
@@ -87,8 +99,12 @@ tfc_status tfc_onnx_model_read(tfc_graph *g, const char *path, Onnx__ModelProto 
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "ONNX model '%s': not an ONNX model (it has no %s)", path, what);
     }
-    if (!fill_names(m->graph)) {
+    int filled = fill_names(m->graph, 0);
+    if (filled <= 0) {
         onnx__model_proto__free_unpacked(m, NULL);
+        if (filled < 0)
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT, "ONNX model '%s': subgraphs "
+                                   "nested deeper than %d", path, ONNX_MAX_NESTING);
         return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX model '%s': out of memory", path);
     }
     *out = m;

@@ -25,6 +25,7 @@ struct onnx_import {
     struct onnx_sym *syms;
     const Onnx__NodeProto *node; /* the node being mapped (for messages) */
     tfc_ctx *ctx;             /* made on first need, to fold nodes of known inputs */
+    int depth;                /* subgraphs (If/Loop bodies) entered: no folding inside */
 };
 
 /* ---- model and tensors (model_read.c, tensor_read.c) ---------------------------------- */
@@ -48,6 +49,8 @@ tfc_status onnx_sym_add(struct onnx_import *im, const char *name, tfc_tensor *t,
 /* The tensor of a name (a constant node is made for a known value on first use); NULL after an
  * error naming the node and the input. */
 tfc_tensor *onnx_input(struct onnx_import *im, int i);
+/* The tensor of entry s (a constant is made for a known value on first use); NULL for NULL. */
+tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s);
 /* The known value of input i, or NULL when it is absent or not constant. */
 const tfc_value *onnx_input_value(struct onnx_import *im, int i);
 /* Input i is present (ONNX leaves optional inputs out or names them ""). */
@@ -72,6 +75,13 @@ int onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *vals, in
 /* Fails the import with an "unsupported" message naming the node, op and what. */
 tfc_status onnx_unsupported(struct onnx_import *im, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* ---- subgraphs (import.c) ------------------------------------------------------------- */
+/* Maps a subgraph's initializers (as constants) and nodes into the graph's current region;
+ * the names they define stay in im's table until onnx_syms_truncate. im->node is kept. */
+tfc_status onnx_map_subgraph(struct onnx_import *im, const Onnx__GraphProto *gp);
+/* Forgets the names added after the first n (a subgraph's, when it is left). */
+void onnx_syms_truncate(struct onnx_import *im, int n);
 
 /* ---- the op table (op_table.c) and builders ---------------------------------------------- */
 /* A builder maps one node: reads its inputs and attributes, builds our ops and sets
@@ -113,6 +123,8 @@ ONNX_BUILDER(onnx_gather_elements); ONNX_BUILDER(onnx_trilu); ONNX_BUILDER(onnx_
 ONNX_BUILDER(onnx_gather_nd); ONNX_BUILDER(onnx_scatter_elements);
 ONNX_BUILDER(onnx_scatter_nd);
 ONNX_BUILDER(onnx_cumsum); ONNX_BUILDER(onnx_mod); ONNX_BUILDER(onnx_eye_like);
+/* ops_control.c */
+ONNX_BUILDER(onnx_if); ONNX_BUILDER(onnx_loop);
 /* ops_rnn.c */
 ONNX_BUILDER(onnx_rnn);
 /* ops_resize.c */

@@ -65,6 +65,8 @@ static const struct onnx_op_map table[] = {
     {"Compress", 9, onnx_compress}, {"ScatterElements", 11, onnx_scatter_elements},
     {"ScatterND", 11, onnx_scatter_nd}, {"Scatter", 9, onnx_scatter_elements}, /* deprecated at 11: ScatterElements under its old name */ {"Trilu", 14, onnx_trilu},
     {"CumSum", 11, onnx_cumsum}, {"EyeLike", 9, onnx_eye_like}, {"Hardmax", 1, onnx_hardmax},
+    /* control flow: subgraphs in our cond and while regions */
+    {"If", 1, onnx_if}, {"Loop", 1, onnx_loop},
     /* computed at import time */
     {"Constant", 1, onnx_constant}, {"Shape", 1, onnx_shape}, {"Size", 1, onnx_size},
     {"ConstantOfShape", 9, onnx_constant_of_shape}, {"Range", 11, onnx_range},

@@ -34,12 +34,18 @@ tfc_status onnx_sym_add(struct onnx_import *im, const char *name, tfc_tensor *t,
     return TFC_OK;
 }
 
-void onnx_syms_free(struct onnx_import *im)
+void onnx_syms_truncate(struct onnx_import *im, int n)
 {
-    for (int i = 0; i < im->n_syms; i++) {
+    for (int i = n; i < im->n_syms; i++) {
         free(im->syms[i].name);
         tfc_value_destroy(im->syms[i].value);
     }
+    if (n < im->n_syms) im->n_syms = n;
+}
+
+void onnx_syms_free(struct onnx_import *im)
+{
+    onnx_syms_truncate(im, 0);
     free(im->syms);
     im->syms = NULL;
     im->n_syms = im->cap_syms = 0;
@@ -70,6 +76,14 @@ tfc_tensor *onnx_input(struct onnx_import *im, int i)
                               "ONNX node '%s' (%s): input %d '%s' is no graph input, initializer "
                               "or output of an earlier node", n->name, n->op_type, i,
                               n->input[i]);
+    return onnx_sym_tensor(im, s);
+}
+
+/* A known value's constant is made where it is first needed, even inside a region: constants
+ * are the session's state, usable in every region. */
+tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s)
+{
+    if (!s) return NULL;
     if (!s->tensor && s->value) {
         char name[256];
         onnx_node_name(s->name, name, sizeof name);
@@ -95,9 +109,10 @@ tfc_status onnx_input_ints(struct onnx_import *im, int i, const char *what, int6
         return tfc_graph_error(im->g, TFC_ERR_INVALID_ARGUMENT,
                                "ONNX node '%s' (%s): input %d '%s' (%s) must be known at import "
                                "time (an initializer, a Constant, or a shape computed from "
-                               "static shapes), but it is computed when the graph runs",
+                               "static shapes), but it is computed when the graph runs%s",
                                nd->name, nd->op_type, i, onnx_has_input(im, i) ? nd->input[i] : "",
-                               what);
+                               what, im->depth ? " (unsupported inside an If or Loop subgraph, "
+                               "where nothing is folded: only constants are known there)" : "");
     enum tfc_dtype dt = tfc_value_dtype(v);
     if (dt != TFC_INT64 && dt != TFC_INT32)
         return tfc_graph_error(im->g, TFC_ERR_DTYPE, "ONNX node '%s' (%s): input %d (%s) must be "

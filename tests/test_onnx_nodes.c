@@ -50,7 +50,24 @@ static tfc_value *read_pb(const char *path, char *why, size_t len)
     return v;
 }
 
-/* Every op type of the model is mapped at its opset, else the reason. */
+/* Every op type of graph gp and of its subgraphs (If's branches, Loop's body) is mapped at
+ * opset, else the reason. */
+static int graph_ops_supported(const Onnx__GraphProto *gp, int64_t opset, char *why, size_t len)
+{
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (!tfc_onnx_op_find(n->op_type, opset) || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))) {
+            snprintf(why, len, "op type %s%s%s (opset %lld)", n->domain && *n->domain ? n->domain : "",
+                     n->domain && *n->domain ? "." : "", n->op_type, (long long)opset);
+            return 0;
+        }
+        for (size_t a = 0; a < n->n_attribute; a++)
+            if (n->attribute[a]->g && !graph_ops_supported(n->attribute[a]->g, opset, why, len))
+                return 0;
+    }
+    return 1;
+}
+
 static int ops_supported(const char *model, char *why, size_t len, Onnx__ModelProto **mp)
 {
     tfc_graph *g;
@@ -58,14 +75,7 @@ static int ops_supported(const char *model, char *why, size_t len, Onnx__ModelPr
     int64_t opset;
     int ok = !tfc_onnx_model_read(g, model, mp) && !tfc_onnx_model_opset(g, *mp, &opset);
     if (!ok) snprintf(why, len, "%s", tfc_graph_errmsg(g));
-    for (size_t i = 0; ok && i < (*mp)->graph->n_node; i++) {
-        const Onnx__NodeProto *n = (*mp)->graph->node[i];
-        if (!tfc_onnx_op_find(n->op_type, opset) || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))) {
-            snprintf(why, len, "op type %s%s%s (opset %lld)", n->domain && *n->domain ? n->domain : "",
-                     n->domain && *n->domain ? "." : "", n->op_type, (long long)opset);
-            ok = 0;
-        }
-    }
+    if (ok) ok = graph_ops_supported((*mp)->graph, opset, why, len);
     tfc_graph_destroy(g);
     return ok;
 }
