@@ -102,9 +102,9 @@ ONNX_EXPORTER(onnx_ex_fill_like); ONNX_EXPORTER(onnx_ex_fill);
 ONNX_EXPORTER(onnx_ex_reduce); ONNX_EXPORTER(onnx_ex_axis); ONNX_EXPORTER(onnx_ex_argmax);
 ONNX_EXPORTER(onnx_ex_reshape); ONNX_EXPORTER(onnx_ex_transpose); ONNX_EXPORTER(onnx_ex_split);
 ONNX_EXPORTER(onnx_ex_slice); ONNX_EXPORTER(onnx_ex_one_hot); ONNX_EXPORTER(onnx_ex_like);
-/* export_ops_nn.c: matmul, convolution, pooling, padding, normalization, dropout */
+/* export_ops_nn.c: matmul, convolution, pooling, padding, normalization, dropout, losses */
 ONNX_EXPORTER(onnx_ex_matmul); ONNX_EXPORTER(onnx_ex_batch_matmul); ONNX_EXPORTER(onnx_ex_conv);
 ONNX_EXPORTER(onnx_ex_pool); ONNX_EXPORTER(onnx_ex_pad); ONNX_EXPORTER(onnx_ex_batch_norm);
-ONNX_EXPORTER(onnx_ex_layer_norm); ONNX_EXPORTER(onnx_ex_dropout);
+ONNX_EXPORTER(onnx_ex_layer_norm); ONNX_EXPORTER(onnx_ex_dropout); ONNX_EXPORTER(onnx_ex_xent);
 
 #endif

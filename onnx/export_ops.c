@@ -57,6 +57,8 @@ static const struct onnx_export_map table[] = {
     {"batch_norm", onnx_ex_batch_norm, "BatchNormalization", 1u << 5}, /* training */
     {"layer_norm", onnx_ex_layer_norm, "LayerNormalization"},
     {"dropout", onnx_ex_dropout, NULL, 1u << 1 | 1u << 2}, /* step, training */
+    {"sparse_softmax_cross_entropy", onnx_ex_xent, "SoftmaxCrossEntropyLoss"},
+    {"softmax_cross_entropy", onnx_ex_xent, NULL},
 };
 
 const struct onnx_export_map *tfc_onnx_export_find(const char *op)

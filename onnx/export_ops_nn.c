@@ -1,7 +1,7 @@
 /* export_ops_nn.c: the exporters of the network ops: matmul (MatMul, or Gemm with transposes),
  * batch_matmul, convolution and its transpose, pooling, padding, and the ops whose mode is a
  * tensor (batch norm, dropout), which export in inference mode when that tensor is known to
- * be 0 (an unfed training flag's default, a constant). */
+ * be 0 (an unfed training flag's default, a constant), and the softmax cross-entropies. */
 #include <string.h>
 #include "export.h"
 
@@ -181,4 +181,30 @@ ONNX_EXPORTER(onnx_ex_dropout)
     tfc_status st = inference_mode(ex, n, 2);
     if (st) return st;
     return onnx_emit(ex, "Identity", 1, in, 1, &out[0]) ? TFC_OK : TFC_ERR_OUT_OF_MEMORY;
+}
+
+/* The per-row losses over [batch, classes] logits: with class ids, SoftmaxCrossEntropyLoss
+ * without reduction; with a distribution, -ReduceSum(labels * LogSoftmax(logits), last axis). */
+ONNX_EXPORTER(onnx_ex_xent)
+{
+    if (e->onnx_op) {
+        Onnx__NodeProto *nd = onnx_emit(ex, e->onnx_op, 2, in, 1, &out[0]);
+        return nd && !onnx_set_string(nd, "reduction", "none") ? TFC_OK : OOM(ex);
+    }
+    char lp[NAME_LEN], prod[NAME_LEN], sum[NAME_LEN], axes[NAME_LEN];
+    const char *t;
+    int64_t last = -1;
+    Onnx__NodeProto *nd = onnx_emit(ex, "LogSoftmax", 1, in, 1,
+                                    (t = onnx_fresh_name(ex, "logp", lp, NAME_LEN), &t));
+    if (!nd || onnx_set_int(nd, "axis", -1)) return OOM(ex);
+    t = onnx_fresh_name(ex, "prod", prod, NAME_LEN);
+    if (!onnx_emit(ex, "Mul", 2, (const char *[]){in[1], lp}, 1, &t) ||
+        onnx_const_ints(ex, 1, &last, axes, sizeof axes))
+        return TFC_ERR_OUT_OF_MEMORY;
+    t = onnx_fresh_name(ex, "sum", sum, NAME_LEN);
+    if (!(nd = onnx_emit(ex, "ReduceSum", 2, (const char *[]){prod, axes}, 1, &t)) ||
+        onnx_set_int(nd, "keepdims", 0))
+        return OOM(ex);
+    return onnx_emit(ex, "Neg", 1, (const char *[]){sum}, 1, &out[0]) ? TFC_OK
+                                                                      : TFC_ERR_OUT_OF_MEMORY;
 }

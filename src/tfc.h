@@ -1319,8 +1319,8 @@ TFC_API void tfc_onnx_model_free(tfc_onnx_model *m);
  * options->variables (a session of g), initializers holding their values in that session. An
  * unfed placeholder with a default (the training flag) is its default, and dropout and batch
  * norm export in inference mode when their training input is known to be 0. Our ops map to
- * ONNX ops (gelu, silu, log1p, expm1, rsqrt, square, not_equal and batch_matmul's adjoints as
- * a few nodes); optimizer updates, gradients, assignments and control flow have no ONNX form.
+ * ONNX ops (gelu, silu, log1p, expm1, rsqrt, square, not_equal, batch_matmul's adjoints and
+ * the dense softmax cross-entropy as a few nodes); optimizer updates, gradients, assignments and control flow have no ONNX form.
  * Errors on tfc_errmsg(): TFC_ERR_NOT_FOUND (a signature name that is no tensor; an op with no
  * ONNX form: the message names the op and the node), TFC_ERR_INVALID_ARGUMENT (NULL arguments,
  * no outputs, a placeholder the outputs need that is not fed, a training input fed at run
