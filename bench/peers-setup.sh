@@ -5,7 +5,8 @@
 #     our side uses), installed with apt-get when /usr/bin/python3 cannot import it;
 #   - a virtual environment, bench/.venv (git-ignored), made with --system-site-packages so that
 #     Debian's torch stays importable in it, holding tensorflow-cpu from PyPI: TF_VERSION
-#     (default 2.21.0), else the newest that pip can install on this Python.
+#     (default 2.21.0), else the newest that pip can install on this Python;
+#   - onnxruntime in the same venv, optional (bench/run_onnx.sh; below).
 # numpy is held below 2 in the venv when TensorFlow allows it: Debian's torch 1.13 was built
 # against numpy 1.x and fails to import beside numpy 2 (run_cnn.sh runs torch under Debian's
 # own /usr/bin/python3 all the same). Safe to run twice: what is there is kept. The last
@@ -49,6 +50,15 @@ if [ "$have_tf" != "$TF_VERSION" ]; then
              "$PY" -m pip install -q tensorflow-cpu; }
 fi
 
+# onnxruntime (bench/onnx_vs_ort.py, bench/run_onnx.sh), an optional extra: ORT_VERSION
+# (default 1.32.0), else the newest that installs; ORT=0 skips it; a failure is reported and
+# does not stop the CNN peers.
+ORT_VERSION=${ORT_VERSION:-1.32.0}
+if [ "${ORT:-1}" != 0 ] && ! "$PY" -c 'import onnxruntime' 2>/dev/null; then
+    "$PY" -m pip install -q "onnxruntime==$ORT_VERSION" || "$PY" -m pip install -q onnxruntime \
+        || echo "peers-setup.sh: onnxruntime does not install here (bench/run_onnx.sh needs it)" >&2
+fi
+
 # both peers must import where run_cnn.sh runs them
 "$SYS_PYTHON" -c 'import torch' || { echo "peers-setup.sh: torch does not import" >&2; exit 1; }
 TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c 'import tensorflow' \
@@ -59,4 +69,5 @@ echo "peers torch=$("$SYS_PYTHON" -c 'import torch; print(torch.__version__)')" 
      "numpy_venv=$("$PY" -c 'import numpy; print(numpy.__version__)')" \
      "numpy_system=$("$SYS_PYTHON" -c 'import numpy; print(numpy.__version__)')" \
      "torch_imports_in_venv=$torch_in_venv" \
+     "onnxruntime=$("$PY" -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || echo none)" \
      "python=$("$PY" -c 'import sys; print(sys.version.split()[0])')"

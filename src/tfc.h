@@ -1267,7 +1267,7 @@ typedef struct tfc_metric_info {
  * there are none). TFC_ERR_STORE on a read error. */
 TFC_API tfc_status tfc_store_list_metrics(tfc_store *st, int *n, tfc_metric_info **out);
 
-/* ---- ONNX import (onnx/; built with --with-onnx) ------------------------------------------ */
+/* ---- ONNX import and export (onnx/; built with --with-onnx) ------------------------------- */
 
 /* Adds the graph of an ONNX model file (opsets up to TFC_ONNX_MAX_OPSET of the default
  * domain) to g: each graph input without an initializer becomes a placeholder of its name
@@ -1312,6 +1312,26 @@ TFC_API tfc_status tfc_onnx_import(tfc_graph *g, const char *path, const tfc_onn
 /* Writes each variable of an import with trainable its initializer's value (a session of g). */
 TFC_API tfc_status tfc_onnx_init_variables(tfc_session *s, const tfc_onnx_model *m);
 TFC_API void tfc_onnx_model_free(tfc_onnx_model *m);
+/* Writes the part of g that the signature's outputs need (from its feeds) to path as an ONNX
+ * model (opset 17, IR version 8), so that ONNX Runtime and other frameworks run a model built
+ * or trained here: feeds become graph inputs (a -1 leading dim the symbolic dim "N"), outputs
+ * keep their tensor names, constants become initializers, and variables graph inputs or, with
+ * options->variables (a session of g), initializers holding their values in that session. An
+ * unfed placeholder with a default (the training flag) is its default, and dropout and batch
+ * norm export in inference mode when their training input is known to be 0. Our ops map to
+ * ONNX ops (gelu, silu, log1p, expm1, rsqrt, square, not_equal, batch_matmul's adjoints and
+ * the dense softmax cross-entropy as a few nodes); optimizer updates, gradients, assignments and control flow have no ONNX form.
+ * Errors on tfc_errmsg(): TFC_ERR_NOT_FOUND (a signature name that is no tensor; an op with no
+ * ONNX form: the message names the op and the node), TFC_ERR_INVALID_ARGUMENT (NULL arguments,
+ * no outputs, a placeholder the outputs need that is not fed, a training input fed at run
+ * time, a file that cannot be written, a model above protobuf's 2 GiB), TFC_ERR_UNINITIALIZED
+ * (a variable without a value in the session). Nothing is left at path after an error. Without
+ * ONNX support in the build: TFC_ERR_INVALID_ARGUMENT saying so. */
+typedef struct tfc_onnx_export_options {
+    tfc_session *variables;  /* NULL: variables become graph inputs */
+} tfc_onnx_export_options;
+TFC_API tfc_status tfc_onnx_export(tfc_graph *g, const tfc_signature *sig,
+                                   const tfc_onnx_export_options *options, const char *path);
 /* ---- Distributed training (issue 15) ---------------------------------------------------- */
 
 /* Synchronous data-parallel training (sched/dist_train.c), parameter-server style. Built on g

@@ -7,6 +7,7 @@
 #include "tool.h"
 
 int cmd_import(int argc, char **argv); /* import.c: `tfc import` (ONNX) */
+int cmd_export(int argc, char **argv); /* export.c: `tfc export` (ONNX) */
 
 static const struct {
     const char *name;
@@ -20,6 +21,7 @@ static const struct {
     {"dot", cmd_dot, "the graph in Graphviz DOT on stdout"},
     {"plot", cmd_plot, "metric curves (loss, accuracy, ...) as SVG or PNG"},
     {"import", cmd_import, "an ONNX model into a new model store (graph, \"predict\" signature)"},
+    {"export", cmd_export, "the \"predict\" signature as an ONNX model (opset 17)"},
 };
 
 static void help(FILE *out)
@@ -64,7 +66,7 @@ int main(int argc, char **argv)
             int rc = commands[i].fn(argc - 1, argv + 1);
             return rc < 0 ? TOOL_OK : rc; /* -1: --help was printed */
         }
-    fprintf(stderr, "tfc: unknown command '%s' (commands: info, train, eval, run, dot, plot, import; "
+    fprintf(stderr, "tfc: unknown command '%s' (commands: info, train, eval, run, dot, plot, import, export; "
                     "see 'tfc --help')\n", c);
     return TOOL_USAGE;
 }
