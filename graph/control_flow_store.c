@@ -40,6 +40,11 @@ tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct t
     if (g->status) return g->status;
     int kind = (int)attrs[MARK_KIND].i, r = (int)attrs[MARK_REGION].i;
     static const char *const labels[2][2] = {{"then", "else"}, {"cond", "body"}};
+    if (kind == TFC_CF_MARK_REVERSE)
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (region_enter): the gradient loop of a while_loop "
+                               "cannot be loaded from a store yet (store the forward graph and "
+                               "build its gradients after loading)", name);
     if ((kind != TFC_CF_COND && kind != TFC_CF_WHILE) || (r != 0 && r != 1))
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "node '%s' (region_enter): kind %d region %d is not a region",

@@ -5,8 +5,10 @@
  * without the lock and submits only the branch taken or the next iteration. Each segment takes
  * a plan instance of its own (handles no earlier iteration still uses), so iteration i+1
  * depends on iteration i through data only; once iteration i+1 is submitted, iteration i's
- * instances that no loop variable refers to are recycled within the run (memory stays bounded;
- * a backward loop will keep them as its stack instead). */
+ * instances that no loop variable refers to are recycled within the run (memory stays bounded).
+ * A loop whose gradient is built keeps each iteration's loop variables (their handles, not
+ * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
+ * predicate to read back (the count is known). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +34,16 @@ struct hold {                /* one segment submission, held until the run ends 
     struct hold *next;
 };
 
+struct stack {               /* a forward loop's variables, iteration by iteration */
+    const struct tfc_cflow *cf;
+    int n, cap;              /* iterations kept */
+    struct bound *v;         /* n * cf->n_vars: the values iteration i's body read */
+    struct stack *next;
+};
+
 struct tfc_cf_run {
     tfc_session *s;
+    struct stack *stacks;    /* of the loops with a gradient, each from its latest run */
     struct tfc_run *top;
     struct hold *holds;      /* newest first */
     struct hold *pool;       /* recycled: an instance no value of the run refers to any more */
@@ -300,10 +310,92 @@ static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const str
     pthread_mutex_unlock(&cr->s->lock);
 }
 
+/* ---- stacks ---------------------------------------------------------------------------- */
+
+static struct stack *stack_find(struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    for (struct stack *sk = cr->stacks; sk; sk = sk->next)
+        if (sk->cf == cf) return sk;
+    return NULL;
+}
+
+/* cf's stack, emptied: a loop run again (inside an outer loop) starts a new one. */
+static struct stack *stack_begin(struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    struct stack *sk = stack_find(cr, cf);
+    if (!sk && (sk = calloc(1, sizeof *sk))) {
+        sk->cf = cf;
+        sk->next = cr->stacks;
+        cr->stacks = sk;
+    }
+    if (sk) sk->n = 0;
+    return sk;
+}
+
+static int stack_push(struct stack *sk, const struct bound *vars)
+{
+    int nv = sk->cf->n_vars;
+    if (sk->n == sk->cap) {
+        int cap = sk->cap ? sk->cap * 2 : 16;
+        struct bound *v = realloc(sk->v, sizeof *v * (size_t)cap * (size_t)nv);
+        if (!v) return -1;
+        sk->v = v;
+        sk->cap = cap;
+    }
+    memcpy(sk->v + (size_t)sk->n++ * (size_t)nv, vars, sizeof *vars * (size_t)nv);
+    return 0;
+}
+
+static void stacks_free(struct tfc_cf_run *cr)
+{
+    for (struct stack *sk = cr->stacks, *next; sk; sk = next) {
+        next = sk->next;
+        free(sk->v);
+        free(sk);
+    }
+    cr->stacks = NULL;
+}
+
+/* The reverse loop cf (a gradient): its body once per iteration its forward loop ran, last
+ * first, from the carried values in[0..n_vars) and that iteration's loop variables. The count
+ * is the stack's: nothing is read back between iterations. */
+static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                               const struct bound *in, struct bound *vars, char *msg)
+{
+    int nc = cf->n_vars, nf = cf->fwd->n_vars;
+    const struct stack *sk = stack_find(cr, cf->fwd);
+    if (!sk)
+        return tfc_fail(msg, TFC_ERR_INTERNAL, "while '%s': its forward loop '%s' did not run "
+                        "before it", cf->name, cf->fwd->name);
+    memcpy(vars, in, sizeof *vars * (size_t)nc);
+    uint64_t prev = cr->seq;
+    for (int it = sk->n - 1; it >= 0; it--) {
+        struct bound bv[2 * TFC_MAX_OPERANDS], next[TFC_MAX_OPERANDS];
+        memcpy(bv, vars, sizeof *bv * (size_t)nc);
+        memcpy(bv + nc, sk->v + (size_t)it * (size_t)nf, sizeof *bv * (size_t)nf);
+        uint64_t first = cr->seq;
+        tfc_status st = run_region(cr, cf, 1, bv, in, next, msg);
+        if (st) {
+            char inner[TFC_MSG_LEN];
+            snprintf(inner, sizeof inner, "%s", msg);
+            return tfc_fail(msg, st, "while '%s' (gradient), iteration %d: %s", cf->name, it,
+                            inner);
+        }
+        memcpy(vars, next, sizeof *vars * (size_t)nc);
+        cr->iterations++;
+        if (it < sk->n - 1) recycle(cr, prev, first, vars, nc);
+        prev = first;
+    }
+    return TFC_OK;
+}
+
 static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                              const struct bound *in, struct bound *vars, char *msg)
 {
+    if (cf->fwd) return exec_reverse(cr, cf, in, vars, msg);
     memcpy(vars, in, sizeof *vars * (size_t)cf->n_vars); /* no iteration: the inputs */
+    struct stack *sk = cf->keep_stack ? stack_begin(cr, cf) : NULL;
+    if (cf->keep_stack && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
@@ -319,9 +411,15 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                             inner);
         }
         if (!go) break;
+        /* kept alive: the new loop variables, and with a stack the ones this body read */
+        struct bound keep[2 * TFC_MAX_OPERANDS];
+        memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
+        memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
+        if (sk && stack_push(sk, vars))
+            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
         memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
         cr->iterations++;
-        if (it > 0) recycle(cr, prev, first, vars, cf->n_vars);
+        if (it > 0) recycle(cr, prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
         prev = first;
     }
     return TFC_OK;
@@ -689,6 +787,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     tfc_snap_free(cr->snap0);
     cr->snap0 = NULL;
     st = release_holds(cr, st, msg);
+    stacks_free(cr);
     s->stats.runs++;
     s->stats.loop_iterations += (uint64_t)cr->iterations;
     s->stats.cond_then += (uint64_t)cr->branches[0];
