@@ -305,6 +305,79 @@ static void test_while_max_iter_fd(void)
     tfc_graph_destroy(g);
 }
 
+/* An LSTM cell as the recurrent layers build it: gates from one matmul of concat(x_i, h) with
+ * a captured weight, sliced apart; sigmoid, tanh and mul; two float loop variables (h, c) and a
+ * variable bias; the loop runs to a bound fed at run time. */
+struct lstm {
+    tfc_tensor *w, *b, *xseq, *n;
+};
+
+static tfc_tensor *gate(tfc_graph *g, tfc_tensor *z, int k)
+{
+    int64_t begin[2] = {0, 2 * k}, size[2] = {-1, 2};
+    return tfc_slice(g, z, begin, size);
+}
+
+static tfc_status lstm_cond(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[0], ((struct lstm *)arg)->n);
+    return TFC_OK;
+}
+
+static tfc_status lstm_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct lstm *a = arg;
+    tfc_tensor *xh[2] = {tfc_gather(g, a->xseq, v[0]), v[1]};
+    tfc_tensor *z = tfc_add(g, tfc_matmul(g, tfc_concat(g, 2, xh, 1), a->w, 0, 0), a->b);
+    tfc_tensor *i = tfc_sigmoid(g, gate(g, z, 0)), *f = tfc_sigmoid(g, gate(g, z, 1));
+    tfc_tensor *o = tfc_sigmoid(g, gate(g, z, 2)), *c = tfc_tanh(g, gate(g, z, 3));
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[2] = tfc_add(g, tfc_mul(g, f, v[2]), tfc_mul(g, i, c));
+    out[1] = tfc_mul(g, o, tfc_tanh(g, out[2]));
+    return TFC_OK;
+}
+
+static void check_lstm(int steps)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t hd[2] = {2, 2}, wd[2] = {5, 8}, sd[3] = {3, 2, 3}, bd = 8;
+    struct input in[5];
+    struct lstm a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(2, wd)),
+                     tfc_variable(g, "b", TFC_FLOAT64, tfc_shape_of(1, &bd),
+                                  tfc_init_uniform(-1, 1, 4)),
+                     tfc_placeholder(g, "xseq", TFC_FLOAT64, tfc_shape_of(3, sd)),
+                     tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL))};
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(2, hd));
+    tfc_tensor *c0 = tfc_placeholder(g, "c0", TFC_FLOAT64, tfc_shape_of(2, hd));
+    fill_input(&in[0], h0, 0, 2, hd, 0.1);
+    fill_input(&in[1], c0, 0, 2, hd, 0.9);
+    fill_input(&in[2], a.w, 0, 2, wd, 1.4);
+    fill_input(&in[3], a.xseq, 0, 3, sd, 2.2);
+    fill_input(&in[4], a.b, 1, 1, &bd, 0.6);
+    tfc_tensor *init[3] = {i32(g, 0), h0, c0}, *r[3];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "lstm", lstm_cond, lstm_body, &a, 3, init, NULL, r),
+                          TFC_OK);
+    tfc_tensor *loss = tfc_add(g, tfc_reduce_sum(g, tfc_mul(g, r[1], r[1]), 0, NULL, 0),
+                               tfc_reduce_sum(g, tfc_sin(g, r[2]), 0, NULL, 0));
+    tfc_value *nv = scalar_value(TFC_INT32, steps);
+    check_fd(g, loss, in, 5, a.n, nv);
+    tfc_value_destroy(nv);
+    tfc_graph_destroy(g);
+}
+
+static void test_lstm_fd(void)
+{
+    check_lstm(3);
+}
+
+/* A loop that runs no iteration passes the gradients of its outputs to its inputs (and the
+ * captures and variables get zeros). */
+static void test_no_iteration_fd(void)
+{
+    check_lstm(0);
+}
+
 /* ---- while_loop: the unrolled twin, bit for bit ------------------------------------------ */
 
 /* Loop and unrolled graph in one graph over the same inputs (float32); steps the unrolled
@@ -573,6 +646,8 @@ int main(void)
     TEST_ADD(test_cond_static_twin);
     TEST_ADD(test_while_fd);
     TEST_ADD(test_while_max_iter_fd);
+    TEST_ADD(test_lstm_fd);
+    TEST_ADD(test_no_iteration_fd);
     TEST_ADD(test_while_unrolled);
     TEST_ADD(test_while_max_iter_unrolled);
     TEST_ADD(test_minimize_trains);
