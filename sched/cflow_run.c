@@ -44,6 +44,8 @@ struct stack {               /* a forward loop's variables, iteration by iterati
 struct tfc_cf_run {
     tfc_session *s;
     struct stack *stacks;    /* of the loops with a gradient, each from its latest run */
+    char *reached;           /* per node id: a fetch or target needs it (top level) */
+    int64_t kept;            /* loop iterations whose variables went on a stack */
     struct tfc_run *top;
     struct hold *holds;      /* newest first */
     struct hold *pool;       /* recycled: an instance no value of the run refers to any more */
@@ -346,6 +348,45 @@ static int stack_push(struct stack *sk, const struct bound *vars)
     return 0;
 }
 
+/* Whether a run of loop cf keeps a stack: a reverse loop of it runs in this run (inside a
+ * region, where the run does not know, it always keeps one). */
+static int stack_wanted(const struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    if (!cf->keep_stack) return 0;
+    if (cf->node->region || !cr->reached) return 1;
+    for (const struct tfc_cflow *rc = cr->s->g->cflows; rc; rc = rc->next)
+        if (rc->fwd == cf && rc->node && cr->reached[rc->node->id]) return 1;
+    return 0;
+}
+
+/* Marks in cr->reached the nodes the fetches and targets need, through data and control
+ * inputs (a loop's gradient needs its forward loop's stack only when the run reaches it). */
+static void mark_reached(struct tfc_cf_run *cr, int n_fetches, tfc_tensor *const *fetches,
+                         int n_targets, tfc_tensor *const *targets)
+{
+    tfc_graph *g = cr->s->g;
+    int *stack = malloc(sizeof *stack * (size_t)(g->n_nodes + 1)), top = 0;
+    cr->reached = calloc((size_t)g->n_nodes + 1, 1);
+    if (!stack || !cr->reached) { /* then every stack is kept */
+        free(stack);
+        free(cr->reached);
+        cr->reached = NULL;
+        return;
+    }
+    for (int i = 0; i < n_fetches + n_targets; i++) {
+        int id = (i < n_fetches ? fetches[i] : targets[i - n_fetches])->node->id;
+        if (!cr->reached[id]) cr->reached[stack[top++] = id] = 1;
+    }
+    while (top) {
+        const struct tfc_node *m = g->nodes[stack[--top]];
+        for (int i = 0; i < m->n_inputs + m->n_ctrl; i++) {
+            int id = i < m->n_inputs ? m->inputs[i]->node->id : m->ctrl[i - m->n_inputs]->id;
+            if (!cr->reached[id]) cr->reached[stack[top++] = id] = 1;
+        }
+    }
+    free(stack);
+}
+
 static void stacks_free(struct tfc_cf_run *cr)
 {
     for (struct stack *sk = cr->stacks, *next; sk; sk = next) {
@@ -394,8 +435,9 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
 {
     if (cf->fwd) return exec_reverse(cr, cf, in, vars, msg);
     memcpy(vars, in, sizeof *vars * (size_t)cf->n_vars); /* no iteration: the inputs */
-    struct stack *sk = cf->keep_stack ? stack_begin(cr, cf) : NULL;
-    if (cf->keep_stack && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    int keep = stack_wanted(cr, cf);
+    struct stack *sk = keep ? stack_begin(cr, cf) : NULL;
+    if (keep && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
@@ -417,6 +459,7 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
         memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
         if (sk && stack_push(sk, vars))
             return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+        cr->kept += sk != NULL;
         memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
         cr->iterations++;
         if (it > 0) recycle(cr, prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
@@ -779,6 +822,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!st) st = check_top_level(s->g, n_fetches, fetches, "fetch", msg);
     if (!st) st = check_top_level(s->g, n_targets, targets, "target", msg);
     if (!st) st = bind_feeds(cr, n_feeds, feed_tensors, feeds, &env, msg);
+    if (!st) mark_reached(cr, n_fetches, fetches, n_targets, targets);
     if (!st) st = exec_region(cr, &env, NULL, n_fetches, fetches, n_targets, targets, got, msg);
     if (!st) st = copy_fetches(cr, n_fetches, got, msg);
     wait_tasks(run); /* what was submitted has ended, failed or not */
@@ -788,6 +832,8 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     cr->snap0 = NULL;
     st = release_holds(cr, st, msg);
     stacks_free(cr);
+    free(cr->reached);
+    s->stats.loop_iterations_kept += (uint64_t)cr->kept;
     s->stats.runs++;
     s->stats.loop_iterations += (uint64_t)cr->iterations;
     s->stats.cond_then += (uint64_t)cr->branches[0];

@@ -849,6 +849,8 @@ typedef struct tfc_session_stats {
                               * (tfc_session_last_warning names them) */
     uint64_t loop_iterations; /* while-loop bodies run (all loops, nested ones included) */
     uint64_t cond_then, cond_else; /* cond branches taken */
+    uint64_t loop_iterations_kept; /* forward loop iterations whose loop variables were kept
+                                    * for a gradient loop of the same run */
 } tfc_session_stats;
 
 TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);

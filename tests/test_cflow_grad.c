@@ -432,6 +432,37 @@ static void test_while_max_iter_unrolled(void)
     check_unrolled(3, &opts);
 }
 
+/* A run that does not reach the gradient keeps no stack (the loop recycles its handles as it
+ * goes); a run that does keeps one entry per iteration. */
+static void test_stack_only_when_needed(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    struct rnn a = {.n = T_STEPS};
+    struct input in[4];
+    tfc_tensor *h0, *dw;
+    build_rnn_inputs(g, &a, &h0, in);
+    tfc_tensor *loss = rnn_loss(g, &a, h0, 1, 0, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.w, &dw), TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_value *out[2];
+    tfc_session_stats st;
+    run_with(s, in, 4, NULL, NULL, 1, &loss, out);
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.loop_iterations_kept, 0);
+    CU_ASSERT_EQUAL(st.loop_iterations, T_STEPS);
+    tfc_value_destroy(out[0]);
+    tfc_tensor *both[2] = {loss, dw};
+    run_with(s, in, 4, NULL, NULL, 2, both, out);
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.loop_iterations_kept, T_STEPS);
+    CU_ASSERT_EQUAL(st.loop_iterations, 3 * T_STEPS); /* forward twice, backward once */
+    tfc_value_destroy(out[0]);
+    tfc_value_destroy(out[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 /* ---- training ---------------------------------------------------------------------------- */
 
 /* tfc_minimize on the loop's loss and on the unrolled graph's (two graphs, same initial
@@ -650,6 +681,7 @@ int main(void)
     TEST_ADD(test_no_iteration_fd);
     TEST_ADD(test_while_unrolled);
     TEST_ADD(test_while_max_iter_unrolled);
+    TEST_ADD(test_stack_only_when_needed);
     TEST_ADD(test_minimize_trains);
     TEST_ADD(test_nested_loops_fd);
     TEST_ADD(test_cond_inside_loop_fd);
