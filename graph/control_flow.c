@@ -397,7 +397,9 @@ tfc_status tfc_cflow_enter(tfc_cflow *cf, int region, tfc_tensor **inputs)
                                cf->name);
     char mark[512];
     snprintf(mark, sizeof mark, "%s/%s", cf->rel_name, region_label(cf, region));
-    if (build_marker(cf, region, mark, 1, cf->kind == TFC_CF_WHILE ? cf->n_vars : 1,
+    /* a reverse loop's markers also name its forward loop (init[n_vars]), for the store */
+    if (build_marker(cf, region, mark, 1,
+                     cf->kind == TFC_CF_WHILE ? cf->n_vars + (cf->fwd != NULL) : 1,
                      cf->kind == TFC_CF_WHILE ? cf->init : &cf->pred))
         return g->status;
     if (tfc_scope_push(g, cf->rel_name)) return g->status;
@@ -625,6 +627,13 @@ tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred, tfc_region
 
 /* ---- reverse loops (gradients of while loops) ------------------------------------------ */
 
+void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd)
+{
+    cf->fwd = fwd;
+    cf->init[cf->n_vars] = &fwd->node->outputs[0]; /* init has room for one more */
+    fwd->keep_stack = 1;
+}
+
 struct tfc_cflow *tfc_while_reverse_new(tfc_graph *g, const char *name, struct tfc_cflow *fwd,
                                         int n_vars, tfc_tensor *const *init,
                                         const tfc_shape *invariant)
@@ -632,8 +641,7 @@ struct tfc_cflow *tfc_while_reverse_new(tfc_graph *g, const char *name, struct t
     tfc_while_opts opts = {.shape_invariants = invariant};
     struct tfc_cflow *cf = tfc_while_new(g, name, n_vars, init, &opts);
     if (!cf) return NULL;
-    cf->fwd = fwd;
-    fwd->keep_stack = 1;
+    tfc_cflow_set_forward(cf, fwd);
     /* The runner counts the iterations from the stack and never runs this predicate; it is
      * built so that the node is an ordinary while for everything else (markers, checks). */
     tfc_tensor *pred = NULL;

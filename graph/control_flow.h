@@ -50,7 +50,7 @@ extern const struct tfc_op tfc_op_while, tfc_op_cond;
 /* The markers that open and close each region (never run; see graph/control_flow.c), and
  * their attributes. */
 enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
-/* The kind a reverse loop's markers store (a stored graph cannot rebuild one yet). */
+/* The kind a reverse loop's markers store; their last input is its forward loop's output 0. */
 enum { TFC_CF_MARK_REVERSE = 3 };
 extern const struct tfc_op tfc_op_region_enter, tfc_op_region_leave;
 
@@ -98,6 +98,9 @@ struct tfc_cflow *tfc_while_reverse_new(tfc_graph *g, const char *name, struct t
 typedef tfc_status (*tfc_gradients_fn)(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
                                        tfc_tensor *const *grad_ys, int n_xs,
                                        tfc_tensor *const *xs, tfc_tensor **dxs);
+/* Makes while cf (its regions not entered yet) the reverse loop of the finished while fwd. */
+void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd);
+
 /* Gradients through control flow (graph/control_flow_grad.c), called by tfc_gradients for a
  * cond or while node n: dxs[i] for its float inputs (NULL: none), and dglobs[k] for the
  * variables or constants globs[k] that its regions read directly (not captured). */

@@ -4,6 +4,7 @@
  * captured weight, a variable and a sequence sliced by the loop counter, maximum_iterations,
  * nested loops, cond inside a loop and a loop inside cond, training with tfc_minimize, and
  * the errors that remain (a body that updates a variable, gradients of the gradient loop). */
+#include <unistd.h>
 #include "testutil.h"
 
 #define T_STEPS 4
@@ -504,6 +505,72 @@ static void test_minimize_trains(void)
     CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
 }
 
+/* A training graph whose loss is a loop, saved to a model store and loaded back: the loaded
+ * graph (its gradient loop included) trains exactly as the original, step by step. */
+static void test_stored_training(void)
+{
+    float loss_of[2][4];
+    char path[] = "/tmp/tfc-cgrad-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    unlink(path);
+    for (int loaded = 0; loaded < 2; loaded++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+        struct rnn a = {.n = T_STEPS};
+        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
+        a.w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
+        a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
+        a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+        tfc_tensor *loss = tfc_identity(g, rnn_loss(g, &a, h0, 1, T_STEPS, NULL));
+        tfc_tensor *vars[2] = {a.w, a.b};
+        tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_MOMENTUM, 0.05);
+        tfc_tensor *step = tfc_minimize(g, loss, 2, vars, &opt, NULL);
+        CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+        char loss_name[256], step_name[256];
+        snprintf(loss_name, sizeof loss_name, "%s", tfc_tensor_name(loss));
+        snprintf(step_name, sizeof step_name, "%s", tfc_tensor_name(step));
+        if (loaded) { /* the same graph, through the store */
+            tfc_store *st = NULL;
+            tfc_graph *k = NULL;
+            CU_ASSERT_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st) == TFC_OK);
+            if (tfc_store_save_graph(st, g)) fprintf(stderr, "save: %s\n", tfc_store_errmsg(st));
+            if (tfc_store_load_graph(st, &k)) fprintf(stderr, "load: %s\n", tfc_store_errmsg(st));
+            CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+            tfc_store_close(st);
+            unlink(path);
+            tfc_graph_destroy(g);
+            g = k;
+            h0 = tfc_graph_find(g, "h0");
+            a.xseq = tfc_graph_find(g, "xseq");
+            loss = tfc_graph_find(g, loss_name);
+            step = tfc_graph_find(g, step_name);
+            CU_ASSERT_FATAL(h0 && a.xseq && loss && step);
+        }
+        tfc_session *s = session_of(g);
+        float hv[6], sv[T_STEPS * 6];
+        for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
+        for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
+        tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
+        tfc_tensor *ft[2] = {h0, a.xseq};
+        for (int it = 0; it < 4; it++) {
+            tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
+            if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
+            CU_ASSERT_FATAL(st == TFC_OK);
+            loss_of[loaded][it] = *(const float *)tfc_value_cdata(lv);
+            tfc_value_destroy(lv);
+        }
+        tfc_value_destroy(fv[0]);
+        tfc_value_destroy(fv[1]);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT(loss_of[1][3] < loss_of[1][0]);
+    CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
+}
+
 /* ---- nesting ------------------------------------------------------------------------------ */
 
 struct nest { tfc_tensor *w; };
@@ -683,6 +750,7 @@ int main(void)
     TEST_ADD(test_while_max_iter_unrolled);
     TEST_ADD(test_stack_only_when_needed);
     TEST_ADD(test_minimize_trains);
+    TEST_ADD(test_stored_training);
     TEST_ADD(test_nested_loops_fd);
     TEST_ADD(test_cond_inside_loop_fd);
     TEST_ADD(test_loop_inside_cond_fd);
