@@ -29,7 +29,8 @@ struct env {                 /* the values a region sees: its inputs and what it
 
 struct hold {                /* one segment submission, held until the run ends */
     struct tfc_run *sub;     /* its plan, instance and feed handles; counts on the run */
-    starpu_data_handle_t extra; /* a handle registered on a fetched folded constant */
+    starpu_data_handle_t *extra; /* per fetch of the plan: a handle registered on a fetched
+                              * folded constant (NULL until fetched) */
     uint64_t seq;            /* submission number within the run */
     struct hold *next;
 };
@@ -99,10 +100,10 @@ static starpu_data_handle_t fetch_handle(struct tfc_cf_run *cr, struct hold *hd,
     case SLOT_PERSIST: return cr->s->pers[sl->ref].h;
     case SLOT_CONST:
         if (sl->ch) return sl->ch;
-        if (!hd->extra) /* read-only: later segments only read it */
-            starpu_vector_data_register(&hd->extra, STARPU_MAIN_RAM, (uintptr_t)sl->cdata,
+        if (!hd->extra[j]) /* read-only: later segments only read it */
+            starpu_vector_data_register(&hd->extra[j], STARPU_MAIN_RAM, (uintptr_t)sl->cdata,
                                         (uint32_t)sl->numel, tfc_dtype_size(sl->desc.dtype));
-        return hd->extra;
+        return hd->extra[j];
     default: return NULL;
     }
 }
@@ -144,14 +145,15 @@ static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct
     sub->counter = cr->top;
     sub->feed_handles = malloc(sizeof *sub->feed_handles * (size_t)(env->n + 1));
     sub->cbs = malloc(sizeof *sub->cbs * (size_t)(p->n_steps + 1));
+    hd->extra = calloc((size_t)p->n_fetches + 1, sizeof *hd->extra);
     if (p->n_parts) sub->parts = calloc((size_t)p->n_parts, sizeof *sub->parts);
     if (cr->profiling) sub->records = calloc((size_t)p->n_steps + 1, sizeof *sub->records);
-    sub->inst = sub->feed_handles && sub->cbs && (!p->n_parts || sub->parts) &&
+    sub->inst = sub->feed_handles && sub->cbs && hd->extra && (!p->n_parts || sub->parts) &&
                         (!cr->profiling || sub->records)
                     ? tfc_plan_take_instance(p) : NULL;
     if (!sub->inst) {
         free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub->records);
-        free(sub); free(hd);
+        free(hd->extra); free(sub); free(hd);
         return NULL;
     }
     for (int i = 0; i < env->n; i++) sub->feed_handles[i] = env->b[i].h;
@@ -282,7 +284,8 @@ static int hold_refers(const struct hold *hd, const struct bound *v, int n)
     const struct plan *p = hd->sub->plan;
     for (int j = 0; j < n; j++) {
         if (!v[j].h) continue;
-        if (v[j].h == hd->extra) return 1;
+        for (int k = 0; k < p->n_fetches; k++)
+            if (v[j].h == hd->extra[k]) return 1;
         for (int k = 0; k < p->n_slots; k++)
             if (p->slots[k].kind == SLOT_TEMP && hd->sub->inst->handles[k] == v[j].h) return 1;
     }
@@ -738,7 +741,9 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         struct tfc_kerr_dev *dev = e->dev;
         memset(e, 0, sizeof *e);
         e->dev = dev;
-        if (hd->extra) starpu_data_unregister(hd->extra);
+        for (int k = 0; k < p->n_fetches; k++)
+            if (hd->extra[k]) starpu_data_unregister(hd->extra[k]);
+        free(hd->extra);
         sub->inst->next_free = p->free_instances;
         p->free_instances = sub->inst;
         if (--p->running == 0 && p->evicted) {

@@ -1057,6 +1057,40 @@ static void test_gradient_through_loop(void)
     tfc_graph_destroy(g);
 }
 
+static tfc_status pass_on3(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_mul(g, v[1], v[1]);
+    out[2] = tfc_mul(g, v[2], v[2]);
+    return TFC_OK;
+}
+
+/* A segment that fetches several folded constants (here two fills that a loop receives and,
+ * running no iteration, returns) hands each its own handle: they once shared the first's. */
+static void test_folded_constants_fetched(void)
+{
+    tfc_graph *g = fresh();
+    int64_t d58[2] = {5, 8}, d3 = 3;
+    tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
+    struct loop_arg a = {n};
+    tfc_tensor *init[3] = {i32(g, 0), tfc_fill(g, tfc_shape_of(2, d58), TFC_FLOAT64, 1.5),
+                           tfc_fill(g, tfc_shape_of(1, &d3), TFC_FLOAT64, -2)}, *r[3];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "keep", below_n, pass_on3, &a, 3, init, NULL, r),
+                          TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_value *nv = scalar_value(TFC_INT32, 0), *out[2];
+    CU_ASSERT_FATAL(tfc_session_run(s, 1, &n, &nv, 2, r + 1, out, 0, NULL) == TFC_OK);
+    const double *big = tfc_value_cdata(out[0]), *small = tfc_value_cdata(out[1]);
+    for (int i = 0; i < 40; i++) CU_ASSERT_EQUAL(big[i], 1.5);
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(small[i], -2);
+    tfc_value_destroy(out[0]);
+    tfc_value_destroy(out[1]);
+    tfc_value_destroy(nv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 static int count_prefix(const tfc_run_summary *sm, const char *prefix)
 {
     int n = 0;
@@ -1118,6 +1152,7 @@ int main(void)
     TEST_ADD(test_kernel_error_in_body);
     TEST_ADD(test_save_and_load);
     TEST_ADD(test_gradient_through_loop);
+    TEST_ADD(test_folded_constants_fetched);
     TEST_ADD(test_profiled_run);
     return test_main();
 }
