@@ -151,21 +151,33 @@ struct backward {
 };
 
 /* The variables and constants that a cond or while node's regions read directly (they are
- * not its inputs, yet gradients reach them through it); at most TFC_MAX_OPERANDS. */
-static int cflow_globals(const struct tfc_node *n, tfc_tensor **globs)
+ * not its inputs, yet gradients reach them through it), in a new array (*k of them); NULL
+ * when out of memory. */
+static tfc_tensor **cflow_globals(const struct tfc_node *n, int *k)
 {
-    int k = tfc_cflow_globals(n, TFC_MAX_OPERANDS, globs);
-    return k < TFC_MAX_OPERANDS ? k : TFC_MAX_OPERANDS;
+    *k = tfc_cflow_globals(n, 0, NULL);
+    tfc_tensor **globs = malloc(sizeof *globs * (size_t)(*k + 1));
+    if (globs) *k = tfc_cflow_globals(n, *k, globs); /* *k was an upper bound */
+    return globs;
 }
 
-static int cflow_reads_x(const struct tfc_node *n, int n_xs, tfc_tensor *const *xs)
+/* Those of them among the xs, into wanted: their count, -2 when more than TFC_MAX_OPERANDS,
+ * -1 when out of memory. */
+static int cflow_wanted(const struct tfc_node *n, int n_xs, tfc_tensor *const *xs,
+                        tfc_tensor **wanted)
 {
-    tfc_tensor *globs[TFC_MAX_OPERANDS];
-    int k = cflow_globals(n, globs);
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < n_xs; j++)
-            if (globs[i] == xs[j]) return 1;
-    return 0;
+    int k, nw = 0;
+    tfc_tensor **globs = cflow_globals(n, &k);
+    if (!globs) return -1;
+    for (int i = 0; i < k && nw >= 0; i++)
+        for (int j = 0; j < n_xs; j++) {
+            if (globs[i] != xs[j]) continue;
+            if (nw == TFC_MAX_OPERANDS) nw = -2;
+            else wanted[nw++] = globs[i];
+            break;
+        }
+    free(globs);
+    return nw;
 }
 
 /* A cond or while node's gradient (graph/control_flow_grad.c): its inputs' and, for the xs
@@ -173,19 +185,25 @@ static int cflow_reads_x(const struct tfc_node *n, int n_xs, tfc_tensor *const *
 static int backprop_cflow(struct backward *b, struct tfc_node *n, tfc_tensor *const *dys,
                           tfc_tensor **dx)
 {
-    tfc_tensor *globs[TFC_MAX_OPERANDS], *wanted[TFC_MAX_OPERANDS], *dg[TFC_MAX_OPERANDS];
-    int k = cflow_globals(n, globs), nw = 0;
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < b->n_xs; j++)
-            if (globs[i] == b->xs[j] && b->acc[globs[i]->node->id]) {
-                wanted[nw++] = globs[i];
-                break;
-            }
+    tfc_tensor *wanted[TFC_MAX_OPERANDS], *dg[TFC_MAX_OPERANDS];
+    int nw = cflow_wanted(n, b->n_xs, b->xs, wanted);
+    if (nw == -1) {
+        tfc_graph_error(b->g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
+        return -1;
+    }
+    if (nw < 0) {
+        tfc_graph_error(b->g, TFC_ERR_INVALID_ARGUMENT,
+                        "gradients: the regions of '%s' read more than %d of the xs (variables "
+                        "or constants) directly (capture the others as tensors)", n->name,
+                        TFC_MAX_OPERANDS);
+        return -1;
+    }
     memset(dg, 0, sizeof dg);
     if (tfc_cflow_grad(b->g, n, dys, dx, nw, wanted, dg, tfc_gradients) || b->g->status)
         return -1;
     for (int i = 0; i < nw; i++)
-        if (dg[i] && add_contrib(&b->acc[wanted[i]->node->id][wanted[i]->index], dg[i]))
+        if (dg[i] && b->acc[wanted[i]->node->id] &&
+            add_contrib(&b->acc[wanted[i]->node->id][wanted[i]->index], dg[i]))
             return -1;
     return 0;
 }
@@ -211,7 +229,10 @@ static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const 
             for (int j = 0; j < n_xs && !from_x[id]; j++) from_x[id] = t == xs[j];
             from_x[id] |= from_x[t->node->id];
         }
-        if (tfc_is_cflow(n) && !from_x[id]) from_x[id] = cflow_reads_x(n, n_xs, xs);
+        if (tfc_is_cflow(n) && !from_x[id]) { /* through a variable read inside */
+            tfc_tensor *w[TFC_MAX_OPERANDS];
+            from_x[id] = cflow_wanted(n, n_xs, xs, w) != 0; /* -1: its gradient says why */
+        }
     }
     /* nodes the ys depend on */
     int top = 0;
@@ -222,8 +243,9 @@ static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const 
         }
     while (top) {
         struct tfc_node *n = g->nodes[stack[--top]];
-        tfc_tensor *globs[TFC_MAX_OPERANDS];
-        int n_globs = tfc_is_cflow(n) ? cflow_globals(n, globs) : 0;
+        int n_globs = 0;
+        tfc_tensor **globs = tfc_is_cflow(n) ? cflow_globals(n, &n_globs) : NULL;
+        if (tfc_is_cflow(n) && !globs) goto oom;
         for (int i = 0; i < n->n_inputs + n_globs; i++) {
             int m = (i < n->n_inputs ? n->inputs[i] : globs[i - n->n_inputs])->node->id;
             if (!to_y[m]) {
@@ -231,6 +253,7 @@ static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const 
                 stack[top++] = m;
             }
         }
+        free(globs);
     }
     for (int id = 0; id < N; id++)
         if (to_y[id] && !(b->acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **b->acc)))

@@ -322,10 +322,11 @@ static tfc_status while_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const
         if (is_float(n->inputs[body->cap_base + j])) w->idx[w->n_idx++] = body->cap_base + j;
     int m = nf + w->n_idx + w->n_glob;
     if (!m) return TFC_OK;
-    if (m > MAX_OP)
+    if (m > MAX_OP / 2) /* a while's loop variables */
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "gradient of while '%s': %d carried gradients, at most %d",
-                               n->name, m, MAX_OP);
+                               "gradient of while '%s': %d gradients to carry (its float loop "
+                               "variables, float captures of its body and the xs read inside), "
+                               "at most %d", n->name, m, MAX_OP / 2);
     tfc_tensor *init[MAX_OP], *in[2 * MAX_OP + 1], *out[MAX_OP] = {0}, *res[MAX_OP];
     tfc_shape inv[MAX_OP];
     for (int a = 0; a < nf; a++) {

@@ -705,6 +705,17 @@ static tfc_status assign_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc
     return TFC_OK;
 }
 
+struct many { tfc_tensor *v[65]; };
+
+static tfc_status add_all(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct many *a = arg;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = v[1];
+    for (int i = 0; i < 65; i++) out[1] = tfc_add(g, out[1], a->v[i]);
+    return TFC_OK;
+}
+
 static void test_refused(void)
 {
     tfc_graph *g;
@@ -729,6 +740,39 @@ static void test_refused(void)
     tfc_tensor *sum = tfc_reduce_sum(g, d, 0, NULL, 0);
     CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &sum, NULL, 1, &a.w, &dd), TFC_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "is the gradient loop of while 'lp'"));
+    tfc_graph_destroy(g);
+
+    tfc_graph_create(&g); /* a body reading more of the xs than a node has inputs */
+    struct many m;
+    for (int i = 0; i < 65; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "v%d", i);
+        m.v[i] = tfc_variable(g, nm, TFC_FLOAT32, tfc_shape_of(1, &d3), tfc_init_zeros());
+    }
+    init[0] = i32(g, 0);
+    init[1] = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "wide", lt2, add_all, &m, 2, init, NULL, r), TFC_OK);
+    tfc_tensor *dv[66], *xs[66];
+    for (int i = 0; i < 65; i++) xs[i] = m.v[i];
+    xs[65] = init[1];
+    CU_ASSERT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 1, &xs[65], dv), TFC_OK); /* h0 only */
+    /* 31 of them: with h, 32 carried gradients, the most a reverse loop carries */
+    CU_ASSERT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 31, xs + 2, dv), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 32, xs + 2, dv), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "33 gradients to carry"));
+    tfc_graph_destroy(g);
+    tfc_graph_create(&g); /* the same, with every variable among the xs */
+    for (int i = 0; i < 65; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "v%d", i);
+        xs[i] = m.v[i] = tfc_variable(g, nm, TFC_FLOAT32, tfc_shape_of(1, &d3), tfc_init_zeros());
+    }
+    init[0] = i32(g, 0);
+    init[1] = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "wide", lt2, add_all, &m, 2, init, NULL, r), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 65, xs, dv), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "the regions of 'wide' read more than 64 "
+                                                       "of the xs"));
     tfc_graph_destroy(g);
 }
 
