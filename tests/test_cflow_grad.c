@@ -2,8 +2,11 @@
  * finite differences in float64 and against the same computation unrolled into a static graph
  * (bit for bit: the program runs on one CPU worker): cond both ways, a recurrent loop with a
  * captured weight, a variable and a sequence sliced by the loop counter, maximum_iterations,
- * nested loops, cond inside a loop and a loop inside cond, training with tfc_minimize, and
- * the errors that remain (a body that updates a variable, gradients of the gradient loop). */
+ * an LSTM-style cell, a loop that runs no iteration, nested loops, cond inside a loop and a
+ * loop inside cond, second derivatives through cond, training with tfc_minimize (also after a
+ * round trip through a model store), stacks kept only when a run reaches the gradient, and the
+ * errors that remain (a body that updates a variable, gradients of the gradient loop, too many
+ * values to carry). */
 #include <unistd.h>
 #include "testutil.h"
 
@@ -254,6 +257,43 @@ static void test_cond_static_twin(void)
             CU_ASSERT(memcmp(tfc_value_cdata(out[k]), tfc_value_cdata(out[twin + k]),
                              5 * sizeof(float)) == 0);
         for (int k = 0; k < 6; k++) tfc_value_destroy(out[k]);
+        tfc_value_destroy(fv[2]);
+    }
+    tfc_value_destroy(fv[0]);
+    tfc_value_destroy(fv[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* Gradients of gradients through a cond (its gradient is a cond of ordinary gradient ops):
+ * then: y = x*x*k, so d(sum y)/dx = 2xk and d(sum 2xk)/dx = 2k; else: y = sin(x) + k, so
+ * the second derivative is -sin(x). */
+static void test_cond_second_order(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d3 = 3;
+    struct two a = {tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(1, &d3)),
+                    tfc_placeholder(g, "k", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+    tfc_tensor *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL)), *y, *d1, *d2;
+    CU_ASSERT_EQUAL_FATAL(tfc_cond(g, "c", p, then_fn, else_fn, &a, 1, &y), TFC_OK);
+    tfc_tensor *loss = tfc_reduce_sum(g, y, 0, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.x, &d1), TFC_OK);
+    tfc_tensor *s1 = tfc_reduce_sum(g, d1, 0, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &s1, NULL, 1, &a.x, &d2), TFC_OK);
+    tfc_session *s = session_of(g);
+    double xv[3] = {0.3, -1.2, 2.0}, kv[3] = {1.5, 0.25, -3};
+    tfc_value *fv[3], *out;
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &d3), xv, &fv[0]) == 0);
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &d3), kv, &fv[1]) == 0);
+    tfc_tensor *ft[3] = {a.x, a.c, p};
+    for (int taken = 0; taken < 2; taken++) {
+        fv[2] = scalar_value(TFC_BOOL, taken);
+        CU_ASSERT_FATAL(tfc_session_run(s, 3, ft, fv, 1, &d2, &out, 0, NULL) == TFC_OK);
+        const double *r = tfc_value_cdata(out);
+        for (int i = 0; i < 3; i++)
+            CU_ASSERT_DOUBLE_EQUAL(r[i], taken ? 2 * kv[i] : -sin(xv[i]), 1e-12);
+        tfc_value_destroy(out);
         tfc_value_destroy(fv[2]);
     }
     tfc_value_destroy(fv[0]);
@@ -786,6 +826,7 @@ int main(void)
     TEST_SUITE("cflow_grad", test_ctx_open, test_ctx_close);
     TEST_ADD(test_cond_fd);
     TEST_ADD(test_cond_static_twin);
+    TEST_ADD(test_cond_second_order);
     TEST_ADD(test_while_fd);
     TEST_ADD(test_while_max_iter_fd);
     TEST_ADD(test_lstm_fd);
