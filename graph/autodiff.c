@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "grad.h"
+#include "control_flow.h"
 
 /* ---- user gradients, registered per op (process-wide) ---------------------------------- */
 
@@ -143,9 +144,69 @@ static tfc_status check_args(tfc_graph *g, int n_ys, tfc_tensor *const *ys, int 
 struct backward {
     tfc_graph *g;
     int N;                 /* nodes added after the pass began are gradient nodes, not visited */
+    int n_xs;
+    tfc_tensor *const *xs;
     char *from_x, *to_y;   /* per node: it depends on an x; a y depends on it */
     struct contribs **acc; /* per node a y depends on, per output */
 };
+
+/* The variables and constants that a cond or while node's regions read directly (they are
+ * not its inputs, yet gradients reach them through it), in a new array (*k of them); NULL
+ * when out of memory. */
+static tfc_tensor **cflow_globals(const struct tfc_node *n, int *k)
+{
+    *k = tfc_cflow_globals(n, 0, NULL);
+    tfc_tensor **globs = malloc(sizeof *globs * (size_t)(*k + 1));
+    if (globs) *k = tfc_cflow_globals(n, *k, globs); /* *k was an upper bound */
+    return globs;
+}
+
+/* Those of them among the xs, into wanted: their count, -2 when more than TFC_MAX_OPERANDS,
+ * -1 when out of memory. */
+static int cflow_wanted(const struct tfc_node *n, int n_xs, tfc_tensor *const *xs,
+                        tfc_tensor **wanted)
+{
+    int k, nw = 0;
+    tfc_tensor **globs = cflow_globals(n, &k);
+    if (!globs) return -1;
+    for (int i = 0; i < k && nw >= 0; i++)
+        for (int j = 0; j < n_xs; j++) {
+            if (globs[i] != xs[j]) continue;
+            if (nw == TFC_MAX_OPERANDS) nw = -2;
+            else wanted[nw++] = globs[i];
+            break;
+        }
+    free(globs);
+    return nw;
+}
+
+/* A cond or while node's gradient (graph/control_flow_grad.c): its inputs' and, for the xs
+ * that its regions read directly, theirs. */
+static int backprop_cflow(struct backward *b, struct tfc_node *n, tfc_tensor *const *dys,
+                          tfc_tensor **dx)
+{
+    tfc_tensor *wanted[TFC_MAX_OPERANDS], *dg[TFC_MAX_OPERANDS];
+    int nw = cflow_wanted(n, b->n_xs, b->xs, wanted);
+    if (nw == -1) {
+        tfc_graph_error(b->g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
+        return -1;
+    }
+    if (nw < 0) {
+        tfc_graph_error(b->g, TFC_ERR_INVALID_ARGUMENT,
+                        "gradients: the regions of '%s' read more than %d of the xs (variables "
+                        "or constants) directly (capture the others as tensors)", n->name,
+                        TFC_MAX_OPERANDS);
+        return -1;
+    }
+    memset(dg, 0, sizeof dg);
+    if (tfc_cflow_grad(b->g, n, dys, dx, nw, wanted, dg, tfc_gradients) || b->g->status)
+        return -1;
+    for (int i = 0; i < nw; i++)
+        if (dg[i] && b->acc[wanted[i]->node->id] &&
+            add_contrib(&b->acc[wanted[i]->node->id][wanted[i]->index], dg[i]))
+            return -1;
+    return 0;
+}
 
 /* Marks the nodes between the xs and the ys, and gives those the ys depend on their
  * contribution lists. TFC_ERR_OUT_OF_MEMORY (the graph failed) or TFC_OK. */
@@ -168,6 +229,10 @@ static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const 
             for (int j = 0; j < n_xs && !from_x[id]; j++) from_x[id] = t == xs[j];
             from_x[id] |= from_x[t->node->id];
         }
+        if (tfc_is_cflow(n) && !from_x[id]) { /* through a variable read inside */
+            tfc_tensor *w[TFC_MAX_OPERANDS];
+            from_x[id] = cflow_wanted(n, n_xs, xs, w) != 0; /* -1: its gradient says why */
+        }
     }
     /* nodes the ys depend on */
     int top = 0;
@@ -178,13 +243,17 @@ static tfc_status backward_init(struct backward *b, int n_ys, tfc_tensor *const 
         }
     while (top) {
         struct tfc_node *n = g->nodes[stack[--top]];
-        for (int i = 0; i < n->n_inputs; i++) {
-            int m = n->inputs[i]->node->id;
+        int n_globs = 0;
+        tfc_tensor **globs = tfc_is_cflow(n) ? cflow_globals(n, &n_globs) : NULL;
+        if (tfc_is_cflow(n) && !globs) goto oom;
+        for (int i = 0; i < n->n_inputs + n_globs; i++) {
+            int m = (i < n->n_inputs ? n->inputs[i] : globs[i - n->n_inputs])->node->id;
             if (!to_y[m]) {
                 to_y[m] = 1;
                 stack[top++] = m;
             }
         }
+        free(globs);
     }
     for (int id = 0; id < N; id++)
         if (to_y[id] && !(b->acc[id] = calloc((size_t)g->nodes[id]->n_outputs, sizeof **b->acc)))
@@ -224,19 +293,21 @@ static int backprop_node(struct backward *b, int id)
     }
     if (!any) return 0;
     if (n->op->flags & TFC_OP_NO_GRADIENT) return 0;
-    if (!n->op->grad && !n->user_grad) {
+    memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
+    if (tfc_is_cflow(n) && !n->user_grad) {
+        if (backprop_cflow(b, n, dys, dx)) return -1;
+    } else {
         tfc_gradient_fn fn;
         void *user;
-        if (!registered(n->op, &fn, &user)) {
+        if (!n->op->grad && !n->user_grad && !registered(n->op, &fn, &user)) {
             tfc_graph_error(g, TFC_ERR_NOT_FOUND,
                             "gradients: op '%s' (node '%s') has no gradient, and it lies on "
                             "the path from the xs to the ys",
                             n->op->name, n->name);
             return -1;
         }
+        if (call_grad(g, n, dys, dx) || g->status) return -1;
     }
-    memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
-    if (call_grad(g, n, dys, dx) || g->status) return -1;
     for (int i = 0; i < n->n_inputs; i++) {
         tfc_tensor *t = n->inputs[i];
         if (!dx[i] || !tfc_dtype_is_float(t->desc.dtype) || !b->acc[t->node->id]) continue;
@@ -252,7 +323,7 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
     if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
     if (g->status) return g->status;
     if (check_args(g, n_ys, ys, n_xs, xs, dxs)) return g->status;
-    struct backward b = {.g = g, .N = g->n_nodes};
+    struct backward b = {.g = g, .N = g->n_nodes, .n_xs = n_xs, .xs = xs};
     tfc_status st = backward_init(&b, n_ys, ys, n_xs, xs);
     if (st) {
         backward_free(&b);

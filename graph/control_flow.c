@@ -63,7 +63,7 @@ static tfc_status build_marker(struct tfc_cflow *cf, int r, const char *name, in
 {
     struct tfc_kattr at[TFC_MAX_ATTRS];
     tfc_attrs_default(&tfc_op_region_enter, at);
-    at[MARK_KIND].i = cf->kind;
+    at[MARK_KIND].i = cf->fwd ? TFC_CF_MARK_REVERSE : cf->kind;
     at[MARK_REGION].i = r;
     at[MARK_N].i = cf->n_vars;
     at[MARK_MAX_ITER].i = cf->max_iter;
@@ -351,21 +351,26 @@ static tfc_status make_inputs(struct tfc_cflow *cf, struct tfc_cf_region *reg)
 {
     tfc_graph *g = cf->g;
     reg->n_in = cf->kind == TFC_CF_WHILE ? cf->n_vars : 0;
-    reg->in = calloc((size_t)reg->n_in + 1, sizeof *reg->in);
+    int n_stacked = cf->fwd && reg == &cf->reg[1] ? cf->fwd->n_vars : 0;
+    reg->in = calloc((size_t)(reg->n_in + n_stacked) + 1, sizeof *reg->in);
     if (!reg->in) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "%s: no memory", cf->name);
-    for (int i = 0; i < reg->n_in; i++) {
+    for (int i = 0; i < reg->n_in + n_stacked; i++) {
         struct tfc_kattr at[TFC_MAX_ATTRS];
         char nm[32];
+        /* a reverse body's inputs after the carried ones: the forward loop's variables */
+        const struct tfc_cflow *of = i < reg->n_in ? cf : cf->fwd;
+        int k = i < reg->n_in ? i : i - reg->n_in;
         tfc_attrs_default(&tfc_op_placeholder, at);
-        at[SOURCE_DTYPE].i = cf->init[i]->desc.dtype;
-        at[SOURCE_SHAPE].n = cf->invariant[i].rank;
-        for (int d = 0; d < cf->invariant[i].rank; d++)
-            at[SOURCE_SHAPE].v[d] = cf->invariant[i].dims[d];
-        snprintf(nm, sizeof nm, "var_%d", i);
+        at[SOURCE_DTYPE].i = of->init[k]->desc.dtype;
+        at[SOURCE_SHAPE].n = of->invariant[k].rank;
+        for (int d = 0; d < of->invariant[k].rank; d++)
+            at[SOURCE_SHAPE].v[d] = of->invariant[k].dims[d];
+        snprintf(nm, sizeof nm, i < reg->n_in ? "var_%d" : "stacked_%d", k);
         struct tfc_node *n = tfc_node_build(g, &tfc_op_placeholder, nm, 0, NULL, at);
         if (!n) return g->status;
         reg->in[i] = &n->outputs[0];
     }
+    reg->n_in += n_stacked;
     return TFC_OK;
 }
 
@@ -392,7 +397,9 @@ tfc_status tfc_cflow_enter(tfc_cflow *cf, int region, tfc_tensor **inputs)
                                cf->name);
     char mark[512];
     snprintf(mark, sizeof mark, "%s/%s", cf->rel_name, region_label(cf, region));
-    if (build_marker(cf, region, mark, 1, cf->kind == TFC_CF_WHILE ? cf->n_vars : 1,
+    /* a reverse loop's markers also name its forward loop (init[n_vars]), for the store */
+    if (build_marker(cf, region, mark, 1,
+                     cf->kind == TFC_CF_WHILE ? cf->n_vars + (cf->fwd != NULL) : 1,
                      cf->kind == TFC_CF_WHILE ? cf->init : &cf->pred))
         return g->status;
     if (tfc_scope_push(g, cf->rel_name)) return g->status;
@@ -616,4 +623,30 @@ tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred, tfc_region
         build_region(cf, 1, else_fn, arg, n_outputs))
         return g->status;
     return tfc_cflow_finish(cf, outputs);
+}
+
+/* ---- reverse loops (gradients of while loops) ------------------------------------------ */
+
+void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd)
+{
+    cf->fwd = fwd;
+    cf->init[cf->n_vars] = &fwd->node->outputs[0]; /* init has room for one more */
+    fwd->keep_stack = 1;
+}
+
+struct tfc_cflow *tfc_while_reverse_new(tfc_graph *g, const char *name, struct tfc_cflow *fwd,
+                                        int n_vars, tfc_tensor *const *init,
+                                        const tfc_shape *invariant)
+{
+    tfc_while_opts opts = {.shape_invariants = invariant};
+    struct tfc_cflow *cf = tfc_while_new(g, name, n_vars, init, &opts);
+    if (!cf) return NULL;
+    tfc_cflow_set_forward(cf, fwd);
+    /* The runner counts the iterations from the stack and never runs this predicate; it is
+     * built so that the node is an ordinary while for everything else (markers, checks). */
+    tfc_tensor *pred = NULL;
+    if (tfc_cflow_enter(cf, 0, NULL)) return NULL;
+    pred = tfc_scalar(g, TFC_BOOL, 1);
+    if (tfc_cflow_leave(cf, 1, &pred)) return NULL;
+    return cf;
 }

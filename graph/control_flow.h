@@ -35,6 +35,12 @@ struct tfc_cflow {
     int cur;                 /* the region entered now, -1 when none */
     int saved_region;        /* g->cur_region before entering */
     struct tfc_node *node;   /* once finished */
+    const struct tfc_cflow *fwd; /* a reverse loop (the gradient of while fwd): its body runs
+                              * once per iteration fwd ran, last first, its inputs the carried
+                              * gradients then fwd's loop variables of that iteration (fwd's
+                              * stack); its cond region is never run */
+    int keep_stack;          /* while: a reverse loop reads its stack, so each iteration's loop
+                              * variables stay alive (their handles are not recycled) */
     struct tfc_cflow *next;  /* the graph's list of builders (g->cflows) */
 };
 
@@ -44,6 +50,8 @@ extern const struct tfc_op tfc_op_while, tfc_op_cond;
 /* The markers that open and close each region (never run; see graph/control_flow.c), and
  * their attributes. */
 enum { MARK_KIND, MARK_REGION, MARK_N, MARK_MAX_ITER };
+/* The kind a reverse loop's markers store; their last input is its forward loop's output 0. */
+enum { TFC_CF_MARK_REVERSE = 3 };
 extern const struct tfc_op tfc_op_region_enter, tfc_op_region_leave;
 
 /* Whether region outer is inner or encloses it (0: the top level encloses every region). */
@@ -77,6 +85,31 @@ static inline int tfc_is_cflow(const struct tfc_node *n)
 {
     return n->cflow != NULL;
 }
+
+/* A reverse loop for the gradient of while fwd (graph/control_flow_grad.c builds its body):
+ * n_vars carried values starting at init with shapes invariant; its body region (1) has
+ * n_vars + fwd's loop variables as inputs. NULL with an error on g. */
+struct tfc_cflow *tfc_while_reverse_new(tfc_graph *g, const char *name, struct tfc_cflow *fwd,
+                                        int n_vars, tfc_tensor *const *init,
+                                        const tfc_shape *invariant);
+
+/* tfc_gradients, which differentiates the branches and bodies (passed in by its caller, so
+ * that graph/autodiff.c and this file do not call each other in a circle). */
+typedef tfc_status (*tfc_gradients_fn)(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
+                                       tfc_tensor *const *grad_ys, int n_xs,
+                                       tfc_tensor *const *xs, tfc_tensor **dxs);
+/* Makes while cf (its regions not entered yet) the reverse loop of the finished while fwd. */
+void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd);
+
+/* Gradients through control flow (graph/control_flow_grad.c), called by tfc_gradients for a
+ * cond or while node n: dxs[i] for its float inputs (NULL: none), and dglobs[k] for the
+ * variables or constants globs[k] that its regions read directly (not captured). */
+tfc_status tfc_cflow_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
+                          tfc_tensor **dxs, int n_globs, tfc_tensor *const *globs,
+                          tfc_tensor **dglobs, tfc_gradients_fn gradients);
+/* The distinct float variables and constants that nodes inside n's regions read directly
+ * (at most max; the count, which may exceed max). */
+int tfc_cflow_globals(const struct tfc_node *n, int max, tfc_tensor **out);
 
 /* The predicate's truth from its one element (bool, or an integer != 0). */
 int tfc_cf_pred_value(enum tfc_dtype dtype, const void *data);

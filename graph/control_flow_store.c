@@ -40,6 +40,16 @@ tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct t
     if (g->status) return g->status;
     int kind = (int)attrs[MARK_KIND].i, r = (int)attrs[MARK_REGION].i;
     static const char *const labels[2][2] = {{"then", "else"}, {"cond", "body"}};
+    int reverse = kind == TFC_CF_MARK_REVERSE; /* a gradient loop: a while */
+    struct tfc_cflow *fwd = reverse && n_in > 1 ? in[n_in - 1]->node->cflow : NULL;
+    if (reverse && (!fwd || fwd->kind != TFC_CF_WHILE || !fwd->node))
+        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                               "node '%s' (region_enter): a gradient loop whose last input is "
+                               "not the output of a while_loop", name);
+    if (reverse) {
+        kind = TFC_CF_WHILE;
+        n_in--;
+    }
     if ((kind != TFC_CF_COND && kind != TFC_CF_WHILE) || (r != 0 && r != 1))
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "node '%s' (region_enter): kind %d region %d is not a region",
@@ -63,6 +73,7 @@ tfc_status tfc_cflow_import_enter(tfc_graph *g, const char *name, const struct t
         tfc_while_opts o = {.maximum_iterations = attrs[MARK_MAX_ITER].i};
         cf = kind == TFC_CF_WHILE ? tfc_while_new(g, rel, n_in, in, &o)
                                   : tfc_cond_new(g, rel, n_in ? in[0] : NULL, (int)attrs[MARK_N].i);
+        if (cf && fwd) tfc_cflow_set_forward(cf, fwd);
     }
     if (!cf)
         return g->status ? g->status

@@ -5,8 +5,10 @@
  * without the lock and submits only the branch taken or the next iteration. Each segment takes
  * a plan instance of its own (handles no earlier iteration still uses), so iteration i+1
  * depends on iteration i through data only; once iteration i+1 is submitted, iteration i's
- * instances that no loop variable refers to are recycled within the run (memory stays bounded;
- * a backward loop will keep them as its stack instead). */
+ * instances that no loop variable refers to are recycled within the run (memory stays bounded).
+ * A loop whose gradient is built keeps each iteration's loop variables (their handles, not
+ * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
+ * predicate to read back (the count is known). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +29,24 @@ struct env {                 /* the values a region sees: its inputs and what it
 
 struct hold {                /* one segment submission, held until the run ends */
     struct tfc_run *sub;     /* its plan, instance and feed handles; counts on the run */
-    starpu_data_handle_t extra; /* a handle registered on a fetched folded constant */
+    starpu_data_handle_t *extra; /* per fetch of the plan: a handle registered on a fetched
+                              * folded constant (NULL until fetched) */
     uint64_t seq;            /* submission number within the run */
     struct hold *next;
 };
 
+struct stack {               /* a forward loop's variables, iteration by iteration */
+    const struct tfc_cflow *cf;
+    int n, cap;              /* iterations kept */
+    struct bound *v;         /* n * cf->n_vars: the values iteration i's body read */
+    struct stack *next;
+};
+
 struct tfc_cf_run {
     tfc_session *s;
+    struct stack *stacks;    /* of the loops with a gradient, each from its latest run */
+    char *reached;           /* per node id: a fetch or target needs it (top level) */
+    int64_t kept;            /* loop iterations whose variables went on a stack */
     struct tfc_run *top;
     struct hold *holds;      /* newest first */
     struct hold *pool;       /* recycled: an instance no value of the run refers to any more */
@@ -87,10 +100,10 @@ static starpu_data_handle_t fetch_handle(struct tfc_cf_run *cr, struct hold *hd,
     case SLOT_PERSIST: return cr->s->pers[sl->ref].h;
     case SLOT_CONST:
         if (sl->ch) return sl->ch;
-        if (!hd->extra) /* read-only: later segments only read it */
-            starpu_vector_data_register(&hd->extra, STARPU_MAIN_RAM, (uintptr_t)sl->cdata,
+        if (!hd->extra[j]) /* read-only: later segments only read it */
+            starpu_vector_data_register(&hd->extra[j], STARPU_MAIN_RAM, (uintptr_t)sl->cdata,
                                         (uint32_t)sl->numel, tfc_dtype_size(sl->desc.dtype));
-        return hd->extra;
+        return hd->extra[j];
     default: return NULL;
     }
 }
@@ -132,14 +145,15 @@ static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct
     sub->counter = cr->top;
     sub->feed_handles = malloc(sizeof *sub->feed_handles * (size_t)(env->n + 1));
     sub->cbs = malloc(sizeof *sub->cbs * (size_t)(p->n_steps + 1));
+    hd->extra = calloc((size_t)p->n_fetches + 1, sizeof *hd->extra);
     if (p->n_parts) sub->parts = calloc((size_t)p->n_parts, sizeof *sub->parts);
     if (cr->profiling) sub->records = calloc((size_t)p->n_steps + 1, sizeof *sub->records);
-    sub->inst = sub->feed_handles && sub->cbs && (!p->n_parts || sub->parts) &&
+    sub->inst = sub->feed_handles && sub->cbs && hd->extra && (!p->n_parts || sub->parts) &&
                         (!cr->profiling || sub->records)
                     ? tfc_plan_take_instance(p) : NULL;
     if (!sub->inst) {
         free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub->records);
-        free(sub); free(hd);
+        free(hd->extra); free(sub); free(hd);
         return NULL;
     }
     for (int i = 0; i < env->n; i++) sub->feed_handles[i] = env->b[i].h;
@@ -270,7 +284,8 @@ static int hold_refers(const struct hold *hd, const struct bound *v, int n)
     const struct plan *p = hd->sub->plan;
     for (int j = 0; j < n; j++) {
         if (!v[j].h) continue;
-        if (v[j].h == hd->extra) return 1;
+        for (int k = 0; k < p->n_fetches; k++)
+            if (v[j].h == hd->extra[k]) return 1;
         for (int k = 0; k < p->n_slots; k++)
             if (p->slots[k].kind == SLOT_TEMP && hd->sub->inst->handles[k] == v[j].h) return 1;
     }
@@ -300,10 +315,132 @@ static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const str
     pthread_mutex_unlock(&cr->s->lock);
 }
 
+/* ---- stacks ---------------------------------------------------------------------------- */
+
+static struct stack *stack_find(struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    for (struct stack *sk = cr->stacks; sk; sk = sk->next)
+        if (sk->cf == cf) return sk;
+    return NULL;
+}
+
+/* cf's stack, emptied: a loop run again (inside an outer loop) starts a new one. */
+static struct stack *stack_begin(struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    struct stack *sk = stack_find(cr, cf);
+    if (!sk && (sk = calloc(1, sizeof *sk))) {
+        sk->cf = cf;
+        sk->next = cr->stacks;
+        cr->stacks = sk;
+    }
+    if (sk) sk->n = 0;
+    return sk;
+}
+
+static int stack_push(struct stack *sk, const struct bound *vars)
+{
+    int nv = sk->cf->n_vars;
+    if (sk->n == sk->cap) {
+        int cap = sk->cap ? sk->cap * 2 : 16;
+        struct bound *v = realloc(sk->v, sizeof *v * (size_t)cap * (size_t)nv);
+        if (!v) return -1;
+        sk->v = v;
+        sk->cap = cap;
+    }
+    memcpy(sk->v + (size_t)sk->n++ * (size_t)nv, vars, sizeof *vars * (size_t)nv);
+    return 0;
+}
+
+/* Whether a run of loop cf keeps a stack: a reverse loop of it runs in this run (inside a
+ * region, where the run does not know, it always keeps one). */
+static int stack_wanted(const struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    if (!cf->keep_stack) return 0;
+    if (cf->node->region || !cr->reached) return 1;
+    for (const struct tfc_cflow *rc = cr->s->g->cflows; rc; rc = rc->next)
+        if (rc->fwd == cf && rc->node && cr->reached[rc->node->id]) return 1;
+    return 0;
+}
+
+/* Marks in cr->reached the nodes the fetches and targets need, through data and control
+ * inputs (a loop's gradient needs its forward loop's stack only when the run reaches it). */
+static void mark_reached(struct tfc_cf_run *cr, int n_fetches, tfc_tensor *const *fetches,
+                         int n_targets, tfc_tensor *const *targets)
+{
+    tfc_graph *g = cr->s->g;
+    int *stack = malloc(sizeof *stack * (size_t)(g->n_nodes + 1)), top = 0;
+    cr->reached = calloc((size_t)g->n_nodes + 1, 1);
+    if (!stack || !cr->reached) { /* then every stack is kept */
+        free(stack);
+        free(cr->reached);
+        cr->reached = NULL;
+        return;
+    }
+    for (int i = 0; i < n_fetches + n_targets; i++) {
+        int id = (i < n_fetches ? fetches[i] : targets[i - n_fetches])->node->id;
+        if (!cr->reached[id]) cr->reached[stack[top++] = id] = 1;
+    }
+    while (top) {
+        const struct tfc_node *m = g->nodes[stack[--top]];
+        for (int i = 0; i < m->n_inputs + m->n_ctrl; i++) {
+            int id = i < m->n_inputs ? m->inputs[i]->node->id : m->ctrl[i - m->n_inputs]->id;
+            if (!cr->reached[id]) cr->reached[stack[top++] = id] = 1;
+        }
+    }
+    free(stack);
+}
+
+static void stacks_free(struct tfc_cf_run *cr)
+{
+    for (struct stack *sk = cr->stacks, *next; sk; sk = next) {
+        next = sk->next;
+        free(sk->v);
+        free(sk);
+    }
+    cr->stacks = NULL;
+}
+
+/* The reverse loop cf (a gradient): its body once per iteration its forward loop ran, last
+ * first, from the carried values in[0..n_vars) and that iteration's loop variables. The count
+ * is the stack's: nothing is read back between iterations. */
+static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                               const struct bound *in, struct bound *vars, char *msg)
+{
+    int nc = cf->n_vars, nf = cf->fwd->n_vars;
+    const struct stack *sk = stack_find(cr, cf->fwd);
+    if (!sk)
+        return tfc_fail(msg, TFC_ERR_INTERNAL, "while '%s': its forward loop '%s' did not run "
+                        "before it", cf->name, cf->fwd->name);
+    memcpy(vars, in, sizeof *vars * (size_t)nc);
+    uint64_t prev = cr->seq;
+    for (int it = sk->n - 1; it >= 0; it--) {
+        struct bound bv[2 * TFC_MAX_OPERANDS], next[TFC_MAX_OPERANDS];
+        memcpy(bv, vars, sizeof *bv * (size_t)nc);
+        memcpy(bv + nc, sk->v + (size_t)it * (size_t)nf, sizeof *bv * (size_t)nf);
+        uint64_t first = cr->seq;
+        tfc_status st = run_region(cr, cf, 1, bv, in, next, msg);
+        if (st) {
+            char inner[TFC_MSG_LEN];
+            snprintf(inner, sizeof inner, "%s", msg);
+            return tfc_fail(msg, st, "while '%s' (gradient), iteration %d: %s", cf->name, it,
+                            inner);
+        }
+        memcpy(vars, next, sizeof *vars * (size_t)nc);
+        cr->iterations++;
+        if (it < sk->n - 1) recycle(cr, prev, first, vars, nc);
+        prev = first;
+    }
+    return TFC_OK;
+}
+
 static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                              const struct bound *in, struct bound *vars, char *msg)
 {
+    if (cf->fwd) return exec_reverse(cr, cf, in, vars, msg);
     memcpy(vars, in, sizeof *vars * (size_t)cf->n_vars); /* no iteration: the inputs */
+    int keep = stack_wanted(cr, cf);
+    struct stack *sk = keep ? stack_begin(cr, cf) : NULL;
+    if (keep && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
@@ -319,9 +456,16 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                             inner);
         }
         if (!go) break;
+        /* kept alive: the new loop variables, and with a stack the ones this body read */
+        struct bound keep[2 * TFC_MAX_OPERANDS];
+        memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
+        memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
+        if (sk && stack_push(sk, vars))
+            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+        cr->kept += sk != NULL;
         memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
         cr->iterations++;
-        if (it > 0) recycle(cr, prev, first, vars, cf->n_vars);
+        if (it > 0) recycle(cr, prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
         prev = first;
     }
     return TFC_OK;
@@ -597,7 +741,9 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         struct tfc_kerr_dev *dev = e->dev;
         memset(e, 0, sizeof *e);
         e->dev = dev;
-        if (hd->extra) starpu_data_unregister(hd->extra);
+        for (int k = 0; k < p->n_fetches; k++)
+            if (hd->extra[k]) starpu_data_unregister(hd->extra[k]);
+        free(hd->extra);
         sub->inst->next_free = p->free_instances;
         p->free_instances = sub->inst;
         if (--p->running == 0 && p->evicted) {
@@ -681,6 +827,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!st) st = check_top_level(s->g, n_fetches, fetches, "fetch", msg);
     if (!st) st = check_top_level(s->g, n_targets, targets, "target", msg);
     if (!st) st = bind_feeds(cr, n_feeds, feed_tensors, feeds, &env, msg);
+    if (!st) mark_reached(cr, n_fetches, fetches, n_targets, targets);
     if (!st) st = exec_region(cr, &env, NULL, n_fetches, fetches, n_targets, targets, got, msg);
     if (!st) st = copy_fetches(cr, n_fetches, got, msg);
     wait_tasks(run); /* what was submitted has ended, failed or not */
@@ -689,6 +836,9 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     tfc_snap_free(cr->snap0);
     cr->snap0 = NULL;
     st = release_holds(cr, st, msg);
+    stacks_free(cr);
+    free(cr->reached);
+    s->stats.loop_iterations_kept += (uint64_t)cr->kept;
     s->stats.runs++;
     s->stats.loop_iterations += (uint64_t)cr->iterations;
     s->stats.cond_then += (uint64_t)cr->branches[0];

@@ -511,7 +511,14 @@ TFC_API tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs);
  * A region function fills out (one tensor per output) from in and returns TFC_OK; another
  * status, or an error recorded on g, fails the builder. Errors are sticky on g like every
  * builder's: a predicate that is not a one-element bool/int32/int64, a body output whose dtype
- * or shape does not match its loop variable (the message names both), wrong counts, NULLs. */
+ * or shape does not match its loop variable (the message names both), wrong counts, NULLs.
+ *
+ * Gradients (tfc_gradients, tfc_minimize) flow through both: a cond's through the branch that
+ * ran; a while's through every iteration, in reverse, to the initial loop variables, the
+ * captured tensors and the variables read inside (those among the xs). The backward pass
+ * recomputes each branch or body from the loop variables the forward loop kept, so a
+ * differentiated region may hold only pure ops (an assign inside is an error naming it).
+ * Gradients of a loop's gradient are not supported yet. */
 typedef tfc_status (*tfc_region_fn)(tfc_graph *g, void *arg, tfc_tensor *const *in,
                                     tfc_tensor **out);
 
@@ -842,6 +849,8 @@ typedef struct tfc_session_stats {
                               * (tfc_session_last_warning names them) */
     uint64_t loop_iterations; /* while-loop bodies run (all loops, nested ones included) */
     uint64_t cond_then, cond_else; /* cond branches taken */
+    uint64_t loop_iterations_kept; /* forward loop iterations whose loop variables were kept
+                                    * for a gradient loop of the same run */
 } tfc_session_stats;
 
 TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);

@@ -1,0 +1,844 @@
+/* test_cflow_grad.c: gradients through cond and while_loop (issue 13, item 3), against central
+ * finite differences in float64 and against the same computation unrolled into a static graph
+ * (bit for bit: the program runs on one CPU worker): cond both ways, a recurrent loop with a
+ * captured weight, a variable and a sequence sliced by the loop counter, maximum_iterations,
+ * an LSTM-style cell, a loop that runs no iteration, nested loops, cond inside a loop and a
+ * loop inside cond, second derivatives through cond, training with tfc_minimize (also after a
+ * round trip through a model store), stacks kept only when a run reaches the gradient, and the
+ * errors that remain (a body that updates a variable, gradients of the gradient loop, too many
+ * values to carry). */
+#include <unistd.h>
+#include "testutil.h"
+
+#define T_STEPS 4
+
+static tfc_tensor *i32(tfc_graph *g, double x) { return tfc_scalar(g, TFC_INT32, x); }
+
+static tfc_session *session_of(tfc_graph *g)
+{
+    tfc_session *s = NULL;
+    if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    return s;
+}
+
+static tfc_value *scalar_value(enum tfc_dtype dt, double x)
+{
+    tfc_value *v = NULL;
+    CU_ASSERT_FATAL(tfc_value_scalar(dt, x, &v) == TFC_OK);
+    return v;
+}
+
+/* ---- finite differences ---------------------------------------------------------------- */
+
+/* One float64 input of a check: a placeholder fed from data, or a variable written from it. */
+struct input {
+    tfc_tensor *t;
+    int is_var;
+    int rank;
+    int64_t dims[3];
+    double data[48];
+};
+
+static int64_t numel(const struct input *in)
+{
+    int64_t n = 1;
+    for (int d = 0; d < in->rank; d++) n *= in->dims[d];
+    return n;
+}
+
+static tfc_value *value_of(const struct input *in)
+{
+    tfc_value *v = NULL;
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(in->rank, in->dims), in->data,
+                                        &v) == TFC_OK);
+    return v;
+}
+
+/* Runs s fetching n_fetch tensors, with the inputs' data (plus one extra feed when ef). */
+static void run_with(tfc_session *s, struct input *in, int n_in, tfc_tensor *ef, tfc_value *efv,
+                     int n_fetch, tfc_tensor **fetch, tfc_value **out)
+{
+    tfc_tensor *ft[8];
+    tfc_value *fv[8];
+    int nf = 0;
+    for (int i = 0; i < n_in; i++) {
+        tfc_value *v = value_of(&in[i]);
+        if (in[i].is_var) {
+            CU_ASSERT_FATAL(tfc_session_write_variable(s, in[i].t, v) == TFC_OK);
+            tfc_value_destroy(v);
+        } else {
+            ft[nf] = in[i].t;
+            fv[nf++] = v;
+        }
+    }
+    if (ef) {
+        ft[nf] = ef;
+        fv[nf++] = efv;
+    }
+    tfc_status st = tfc_session_run(s, nf, ft, fv, n_fetch, fetch, out, 0, NULL);
+    if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+    CU_ASSERT_FATAL(st == TFC_OK);
+    for (int i = 0; i < nf - (ef != NULL); i++) tfc_value_destroy(fv[i]);
+}
+
+/* The gradients of the scalar loss with respect to every input, built by tfc_gradients, against
+ * central differences of the loss (float64, step 1e-6). */
+static void check_fd(tfc_graph *g, tfc_tensor *loss, struct input *in, int n_in, tfc_tensor *ef,
+                     tfc_value *efv)
+{
+    tfc_tensor *xs[8], *dx[8], *fetch[9];
+    for (int i = 0; i < n_in; i++) xs[i] = in[i].t;
+    if (tfc_gradients(g, 1, &loss, NULL, n_in, xs, dx))
+        fprintf(stderr, "gradients: %s\n", tfc_graph_errmsg(g));
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_value *out[9];
+    fetch[0] = loss;
+    for (int i = 0; i < n_in; i++) fetch[1 + i] = dx[i];
+    run_with(s, in, n_in, ef, efv, 1 + n_in, fetch, out);
+    const double h = 1e-6;
+    int bad = 0;
+    for (int i = 0; i < n_in; i++) {
+        const double *d = tfc_value_cdata(out[1 + i]);
+        for (int64_t e = 0; e < numel(&in[i]); e++) {
+            double keep = in[i].data[e], lp, lm;
+            tfc_value *lv;
+            in[i].data[e] = keep + h;
+            run_with(s, in, n_in, ef, efv, 1, &loss, &lv);
+            lp = *(const double *)tfc_value_cdata(lv);
+            tfc_value_destroy(lv);
+            in[i].data[e] = keep - h;
+            run_with(s, in, n_in, ef, efv, 1, &loss, &lv);
+            lm = *(const double *)tfc_value_cdata(lv);
+            tfc_value_destroy(lv);
+            in[i].data[e] = keep;
+            double fd = (lp - lm) / (2 * h);
+            if (fabs(fd - d[e]) > 1e-6 * fmax(1, fabs(fd))) {
+                if (bad++ < 5)
+                    fprintf(stderr, "input %d ('%s') element %lld: gradient %.12g, finite "
+                            "difference %.12g\n", i, tfc_tensor_name(in[i].t), (long long)e,
+                            d[e], fd);
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    for (int i = 0; i < 1 + n_in; i++) tfc_value_destroy(out[i]);
+    tfc_session_destroy(s);
+}
+
+static void fill_input(struct input *in, tfc_tensor *t, int is_var, int rank, const int64_t *dims,
+                       double seed)
+{
+    in->t = t;
+    in->is_var = is_var;
+    in->rank = rank;
+    for (int d = 0; d < rank; d++) in->dims[d] = dims[d];
+    for (int64_t e = 0; e < numel(in); e++) in->data[e] = 0.8 * sin(seed + 1.7 * (double)e) + 0.1;
+}
+
+/* ---- the computations: one step of each, used by loops and by their unrolled twins -------- */
+
+struct rnn {                 /* h' = tanh(h W + x_i + b); the sequence xseq is captured */
+    tfc_tensor *w, *b, *xseq;
+    int64_t n;               /* the loop's bound */
+};
+
+static tfc_tensor *rnn_step(tfc_graph *g, const struct rnn *a, tfc_tensor *h, tfc_tensor *i)
+{
+    tfc_tensor *x = tfc_gather(g, a->xseq, i);
+    return tfc_tanh(g, tfc_add(g, tfc_add(g, tfc_matmul(g, h, a->w, 0, 0), x), a->b));
+}
+
+static tfc_status rnn_cond(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[0], i32(g, (double)((struct rnn *)arg)->n));
+    return TFC_OK;
+}
+
+static tfc_status rnn_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = rnn_step(g, arg, v[1], v[0]);
+    return TFC_OK;
+}
+
+/* The loss sum(h_T^2) of the recurrent loop (loop 1) or of its unrolled graph (loop 0) over
+ * steps steps. */
+static tfc_tensor *rnn_loss(tfc_graph *g, struct rnn *a, tfc_tensor *h0, int loop, int steps,
+                            const tfc_while_opts *opts)
+{
+    tfc_tensor *h = h0;
+    if (loop) {
+        tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2];
+        if (tfc_while_loop(g, NULL, rnn_cond, rnn_body, a, 2, init, opts, r)) return NULL;
+        h = r[1];
+    } else {
+        for (int i = 0; i < steps; i++) h = rnn_step(g, a, h, i32(g, i));
+    }
+    return tfc_reduce_sum(g, tfc_mul(g, h, h), 0, NULL, 0);
+}
+
+/* ---- cond -------------------------------------------------------------------------------- */
+
+struct two { tfc_tensor *x, *c; };
+
+static tfc_status then_fn(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct two *a = arg;
+    out[0] = tfc_mul(g, tfc_mul(g, a->x, a->x), a->c);
+    return TFC_OK;
+}
+
+static tfc_status else_fn(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct two *a = arg;
+    out[0] = tfc_add(g, tfc_sin(g, a->x), a->c);
+    return TFC_OK;
+}
+
+static void test_cond_fd(void)
+{
+    for (int taken = 0; taken < 2; taken++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t d3 = 3;
+        struct input in[2];
+        struct two a = {tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(1, &d3)),
+                        tfc_placeholder(g, "k", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+        tfc_tensor *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL)), *y;
+        fill_input(&in[0], a.x, 0, 1, &d3, 0.3);
+        fill_input(&in[1], a.c, 0, 1, &d3, 1.1);
+        CU_ASSERT_EQUAL_FATAL(tfc_cond(g, "c", p, then_fn, else_fn, &a, 1, &y), TFC_OK);
+        tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
+        tfc_value *pv = scalar_value(TFC_BOOL, taken);
+        check_fd(g, loss, in, 2, p, pv);
+        tfc_value_destroy(pv);
+        tfc_graph_destroy(g);
+    }
+}
+
+/* The cond's gradients equal those of the branch built as a plain graph, bit for bit. */
+static void test_cond_static_twin(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d5 = 5;
+    struct two a = {tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(1, &d5)),
+                    tfc_placeholder(g, "k", TFC_FLOAT32, tfc_shape_of(1, &d5))};
+    tfc_tensor *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL)), *y, *tw[2];
+    CU_ASSERT_EQUAL_FATAL(tfc_cond(g, "c", p, then_fn, else_fn, &a, 1, &y), TFC_OK);
+    then_fn(g, &a, NULL, &tw[0]);
+    else_fn(g, &a, NULL, &tw[1]);
+    tfc_tensor *xs[2] = {a.x, a.c}, *d[6];
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 2, xs, d), TFC_OK);
+    for (int k = 0; k < 2; k++) {
+        tfc_tensor *l = tfc_reduce_sum(g, tfc_mul(g, tw[k], tw[k]), 0, NULL, 0);
+        CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &l, NULL, 2, xs, d + 2 + 2 * k), TFC_OK);
+    }
+    tfc_session *s = session_of(g);
+    float xv[5], cv[5];
+    for (int i = 0; i < 5; i++) {
+        xv[i] = (float)sin(i * 0.9) * 1.3f;
+        cv[i] = (float)cos(i * 0.4) + 0.2f;
+    }
+    tfc_value *fv[3] = {test_f32(1, &d5, xv), test_f32(1, &d5, cv), NULL}, *out[6];
+    tfc_tensor *ft[3] = {a.x, a.c, p};
+    for (int taken = 0; taken < 2; taken++) {
+        fv[2] = scalar_value(TFC_BOOL, taken);
+        CU_ASSERT_FATAL(tfc_session_run(s, 3, ft, fv, 6, d, out, 0, NULL) == TFC_OK);
+        int twin = taken ? 2 : 4;
+        for (int k = 0; k < 2; k++)
+            CU_ASSERT(memcmp(tfc_value_cdata(out[k]), tfc_value_cdata(out[twin + k]),
+                             5 * sizeof(float)) == 0);
+        for (int k = 0; k < 6; k++) tfc_value_destroy(out[k]);
+        tfc_value_destroy(fv[2]);
+    }
+    tfc_value_destroy(fv[0]);
+    tfc_value_destroy(fv[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* Gradients of gradients through a cond (its gradient is a cond of ordinary gradient ops):
+ * then: y = x*x*k, so d(sum y)/dx = 2xk and d(sum 2xk)/dx = 2k; else: y = sin(x) + k, so
+ * the second derivative is -sin(x). */
+static void test_cond_second_order(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d3 = 3;
+    struct two a = {tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(1, &d3)),
+                    tfc_placeholder(g, "k", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+    tfc_tensor *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL)), *y, *d1, *d2;
+    CU_ASSERT_EQUAL_FATAL(tfc_cond(g, "c", p, then_fn, else_fn, &a, 1, &y), TFC_OK);
+    tfc_tensor *loss = tfc_reduce_sum(g, y, 0, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.x, &d1), TFC_OK);
+    tfc_tensor *s1 = tfc_reduce_sum(g, d1, 0, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &s1, NULL, 1, &a.x, &d2), TFC_OK);
+    tfc_session *s = session_of(g);
+    double xv[3] = {0.3, -1.2, 2.0}, kv[3] = {1.5, 0.25, -3};
+    tfc_value *fv[3], *out;
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &d3), xv, &fv[0]) == 0);
+    CU_ASSERT_FATAL(tfc_value_from_data(TFC_FLOAT64, tfc_shape_of(1, &d3), kv, &fv[1]) == 0);
+    tfc_tensor *ft[3] = {a.x, a.c, p};
+    for (int taken = 0; taken < 2; taken++) {
+        fv[2] = scalar_value(TFC_BOOL, taken);
+        CU_ASSERT_FATAL(tfc_session_run(s, 3, ft, fv, 1, &d2, &out, 0, NULL) == TFC_OK);
+        const double *r = tfc_value_cdata(out);
+        for (int i = 0; i < 3; i++)
+            CU_ASSERT_DOUBLE_EQUAL(r[i], taken ? 2 * kv[i] : -sin(xv[i]), 1e-12);
+        tfc_value_destroy(out);
+        tfc_value_destroy(fv[2]);
+    }
+    tfc_value_destroy(fv[0]);
+    tfc_value_destroy(fv[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* ---- while_loop: finite differences ------------------------------------------------------ */
+
+/* h0 [2,3] fed, W [3,3] and the sequence [4,2,3] captured placeholders, b [3] a variable. */
+static void build_rnn_inputs(tfc_graph *g, struct rnn *a, tfc_tensor **h0, struct input *in)
+{
+    int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+    *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(2, hd));
+    a->w = tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(2, wd));
+    a->xseq = tfc_placeholder(g, "xseq", TFC_FLOAT64, tfc_shape_of(3, sd));
+    a->b = tfc_variable(g, "b", TFC_FLOAT64, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 3));
+    fill_input(&in[0], *h0, 0, 2, hd, 0.2);
+    fill_input(&in[1], a->w, 0, 2, wd, 2.0);
+    fill_input(&in[2], a->xseq, 0, 3, sd, 0.7);
+    fill_input(&in[3], a->b, 1, 1, &bd, 1.9);
+}
+
+static void test_while_fd(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    struct rnn a = {.n = T_STEPS};
+    struct input in[4];
+    tfc_tensor *h0;
+    build_rnn_inputs(g, &a, &h0, in);
+    tfc_tensor *loss = rnn_loss(g, &a, h0, 1, 0, NULL);
+    check_fd(g, loss, in, 4, NULL, NULL);
+    tfc_graph_destroy(g);
+}
+
+/* maximum_iterations stops the loop (and its gradient) after 2 of the 4 steps its test allows. */
+static void test_while_max_iter_fd(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    struct rnn a = {.n = T_STEPS};
+    struct input in[4];
+    tfc_tensor *h0;
+    build_rnn_inputs(g, &a, &h0, in);
+    tfc_while_opts opts = {.maximum_iterations = 2};
+    tfc_tensor *loss = rnn_loss(g, &a, h0, 1, 0, &opts);
+    check_fd(g, loss, in, 4, NULL, NULL);
+    tfc_graph_destroy(g);
+}
+
+/* An LSTM cell as the recurrent layers build it: gates from one matmul of concat(x_i, h) with
+ * a captured weight, sliced apart; sigmoid, tanh and mul; two float loop variables (h, c) and a
+ * variable bias; the loop runs to a bound fed at run time. */
+struct lstm {
+    tfc_tensor *w, *b, *xseq, *n;
+};
+
+static tfc_tensor *gate(tfc_graph *g, tfc_tensor *z, int k)
+{
+    int64_t begin[2] = {0, 2 * k}, size[2] = {-1, 2};
+    return tfc_slice(g, z, begin, size);
+}
+
+static tfc_status lstm_cond(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[0], ((struct lstm *)arg)->n);
+    return TFC_OK;
+}
+
+static tfc_status lstm_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct lstm *a = arg;
+    tfc_tensor *xh[2] = {tfc_gather(g, a->xseq, v[0]), v[1]};
+    tfc_tensor *z = tfc_add(g, tfc_matmul(g, tfc_concat(g, 2, xh, 1), a->w, 0, 0), a->b);
+    tfc_tensor *i = tfc_sigmoid(g, gate(g, z, 0)), *f = tfc_sigmoid(g, gate(g, z, 1));
+    tfc_tensor *o = tfc_sigmoid(g, gate(g, z, 2)), *c = tfc_tanh(g, gate(g, z, 3));
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[2] = tfc_add(g, tfc_mul(g, f, v[2]), tfc_mul(g, i, c));
+    out[1] = tfc_mul(g, o, tfc_tanh(g, out[2]));
+    return TFC_OK;
+}
+
+static void check_lstm(int steps)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t hd[2] = {2, 2}, wd[2] = {5, 8}, sd[3] = {3, 2, 3}, bd = 8;
+    struct input in[5];
+    struct lstm a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(2, wd)),
+                     tfc_variable(g, "b", TFC_FLOAT64, tfc_shape_of(1, &bd),
+                                  tfc_init_uniform(-1, 1, 4)),
+                     tfc_placeholder(g, "xseq", TFC_FLOAT64, tfc_shape_of(3, sd)),
+                     tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL))};
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(2, hd));
+    tfc_tensor *c0 = tfc_placeholder(g, "c0", TFC_FLOAT64, tfc_shape_of(2, hd));
+    fill_input(&in[0], h0, 0, 2, hd, 0.1);
+    fill_input(&in[1], c0, 0, 2, hd, 0.9);
+    fill_input(&in[2], a.w, 0, 2, wd, 1.4);
+    fill_input(&in[3], a.xseq, 0, 3, sd, 2.2);
+    fill_input(&in[4], a.b, 1, 1, &bd, 0.6);
+    tfc_tensor *init[3] = {i32(g, 0), h0, c0}, *r[3];
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "lstm", lstm_cond, lstm_body, &a, 3, init, NULL, r),
+                          TFC_OK);
+    tfc_tensor *loss = tfc_add(g, tfc_reduce_sum(g, tfc_mul(g, r[1], r[1]), 0, NULL, 0),
+                               tfc_reduce_sum(g, tfc_sin(g, r[2]), 0, NULL, 0));
+    tfc_value *nv = scalar_value(TFC_INT32, steps);
+    check_fd(g, loss, in, 5, a.n, nv);
+    tfc_value_destroy(nv);
+    tfc_graph_destroy(g);
+}
+
+static void test_lstm_fd(void)
+{
+    check_lstm(3);
+}
+
+/* A loop that runs no iteration passes the gradients of its outputs to its inputs (and the
+ * captures and variables get zeros). */
+static void test_no_iteration_fd(void)
+{
+    check_lstm(0);
+}
+
+/* ---- while_loop: the unrolled twin, bit for bit ------------------------------------------ */
+
+/* Loop and unrolled graph in one graph over the same inputs (float32); steps the unrolled
+ * length, opts the loop's options. */
+static void check_unrolled(int steps, const tfc_while_opts *opts)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+    struct rnn a = {.n = T_STEPS};
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
+    a.w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd));
+    a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+    a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 3));
+    tfc_tensor *xs[4] = {h0, a.w, a.xseq, a.b}, *d[8], *l[2];
+    l[0] = rnn_loss(g, &a, h0, 1, 0, opts);
+    l[1] = rnn_loss(g, &a, h0, 0, steps, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &l[0], NULL, 4, xs, d), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &l[1], NULL, 4, xs, d + 4), TFC_OK);
+    tfc_session *s = session_of(g);
+    float hv[6], wv[9], sv[T_STEPS * 6];
+    for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
+    for (int i = 0; i < 9; i++) wv[i] = (float)cos(i * 0.77) * 0.6f;
+    for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
+    tfc_value *fv[3] = {test_f32(2, hd, hv), test_f32(2, wd, wv), test_f32(3, sd, sv)}, *out[10];
+    tfc_tensor *fetch[10] = {l[0], l[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]};
+    CU_ASSERT_FATAL(tfc_session_run(s, 3, xs, fv, 10, fetch, out, 0, NULL) == TFC_OK);
+    CU_ASSERT(memcmp(tfc_value_cdata(out[0]), tfc_value_cdata(out[1]), sizeof(float)) == 0);
+    const size_t sizes[4] = {6, 9, T_STEPS * 6, 3};
+    for (int k = 0; k < 4; k++) {
+        int same = memcmp(tfc_value_cdata(out[2 + k]), tfc_value_cdata(out[6 + k]),
+                          sizes[k] * sizeof(float)) == 0;
+        if (!same) fprintf(stderr, "gradient %d differs from the unrolled graph's\n", k);
+        CU_ASSERT(same);
+    }
+    const float *db = tfc_value_cdata(out[5]);
+    CU_ASSERT(db[0] != 0 && db[1] != 0 && db[2] != 0);
+    for (int k = 0; k < 10; k++) tfc_value_destroy(out[k]);
+    for (int k = 0; k < 3; k++) tfc_value_destroy(fv[k]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+static void test_while_unrolled(void)
+{
+    check_unrolled(T_STEPS, NULL);
+}
+
+static void test_while_max_iter_unrolled(void)
+{
+    tfc_while_opts opts = {.maximum_iterations = 3};
+    check_unrolled(3, &opts);
+}
+
+/* A run that does not reach the gradient keeps no stack (the loop recycles its handles as it
+ * goes); a run that does keeps one entry per iteration. */
+static void test_stack_only_when_needed(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    struct rnn a = {.n = T_STEPS};
+    struct input in[4];
+    tfc_tensor *h0, *dw;
+    build_rnn_inputs(g, &a, &h0, in);
+    tfc_tensor *loss = rnn_loss(g, &a, h0, 1, 0, NULL);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.w, &dw), TFC_OK);
+    tfc_session *s = session_of(g);
+    tfc_value *out[2];
+    tfc_session_stats st;
+    run_with(s, in, 4, NULL, NULL, 1, &loss, out);
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.loop_iterations_kept, 0);
+    CU_ASSERT_EQUAL(st.loop_iterations, T_STEPS);
+    tfc_value_destroy(out[0]);
+    tfc_tensor *both[2] = {loss, dw};
+    run_with(s, in, 4, NULL, NULL, 2, both, out);
+    tfc_session_get_stats(s, &st);
+    CU_ASSERT_EQUAL(st.loop_iterations_kept, T_STEPS);
+    CU_ASSERT_EQUAL(st.loop_iterations, 3 * T_STEPS); /* forward twice, backward once */
+    tfc_value_destroy(out[0]);
+    tfc_value_destroy(out[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* ---- training ---------------------------------------------------------------------------- */
+
+/* tfc_minimize on the loop's loss and on the unrolled graph's (two graphs, same initial
+ * values): the losses fall and agree bit for bit, step after step. */
+static void test_minimize_trains(void)
+{
+    float loss_of[2][6];
+    for (int loop = 0; loop < 2; loop++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+        struct rnn a = {.n = T_STEPS};
+        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
+        a.w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
+        a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
+        a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+        tfc_tensor *loss = rnn_loss(g, &a, h0, loop, T_STEPS, NULL), *vars[2] = {a.w, a.b};
+        tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.05);
+        tfc_tensor *step = tfc_minimize(g, loss, 2, vars, &opt, NULL);
+        tfc_session *s = session_of(g);
+        float hv[6], sv[T_STEPS * 6];
+        for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
+        for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
+        tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
+        tfc_tensor *ft[2] = {h0, a.xseq};
+        for (int it = 0; it < 6; it++) {
+            tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
+            if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
+            CU_ASSERT_FATAL(st == TFC_OK);
+            loss_of[loop][it] = *(const float *)tfc_value_cdata(lv);
+            tfc_value_destroy(lv);
+        }
+        tfc_value_destroy(fv[0]);
+        tfc_value_destroy(fv[1]);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT(loss_of[1][5] < 0.8 * loss_of[1][0]);
+    CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
+}
+
+/* A training graph whose loss is a loop, saved to a model store and loaded back: the loaded
+ * graph (its gradient loop included) trains exactly as the original, step by step. */
+static void test_stored_training(void)
+{
+    float loss_of[2][4];
+    char path[] = "/tmp/tfc-cgrad-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    unlink(path);
+    for (int loaded = 0; loaded < 2; loaded++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+        struct rnn a = {.n = T_STEPS};
+        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
+        a.w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
+        a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
+        a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+        tfc_tensor *loss = tfc_identity(g, rnn_loss(g, &a, h0, 1, T_STEPS, NULL));
+        tfc_tensor *vars[2] = {a.w, a.b};
+        tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_MOMENTUM, 0.05);
+        tfc_tensor *step = tfc_minimize(g, loss, 2, vars, &opt, NULL);
+        CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+        char loss_name[256], step_name[256];
+        snprintf(loss_name, sizeof loss_name, "%s", tfc_tensor_name(loss));
+        snprintf(step_name, sizeof step_name, "%s", tfc_tensor_name(step));
+        if (loaded) { /* the same graph, through the store */
+            tfc_store *st = NULL;
+            tfc_graph *k = NULL;
+            CU_ASSERT_FATAL(tfc_store_open(path, TFC_STORE_CREATE, &st) == TFC_OK);
+            if (tfc_store_save_graph(st, g)) fprintf(stderr, "save: %s\n", tfc_store_errmsg(st));
+            if (tfc_store_load_graph(st, &k)) fprintf(stderr, "load: %s\n", tfc_store_errmsg(st));
+            CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+            tfc_store_close(st);
+            unlink(path);
+            tfc_graph_destroy(g);
+            g = k;
+            h0 = tfc_graph_find(g, "h0");
+            a.xseq = tfc_graph_find(g, "xseq");
+            loss = tfc_graph_find(g, loss_name);
+            step = tfc_graph_find(g, step_name);
+            CU_ASSERT_FATAL(h0 && a.xseq && loss && step);
+        }
+        tfc_session *s = session_of(g);
+        float hv[6], sv[T_STEPS * 6];
+        for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
+        for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
+        tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
+        tfc_tensor *ft[2] = {h0, a.xseq};
+        for (int it = 0; it < 4; it++) {
+            tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
+            if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
+            CU_ASSERT_FATAL(st == TFC_OK);
+            loss_of[loaded][it] = *(const float *)tfc_value_cdata(lv);
+            tfc_value_destroy(lv);
+        }
+        tfc_value_destroy(fv[0]);
+        tfc_value_destroy(fv[1]);
+        tfc_session_destroy(s);
+        tfc_graph_destroy(g);
+    }
+    CU_ASSERT(loss_of[1][3] < loss_of[1][0]);
+    CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
+}
+
+/* ---- nesting ------------------------------------------------------------------------------ */
+
+struct nest { tfc_tensor *w; };
+
+static tfc_status lt2(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_less(g, v[0], i32(g, 2));
+    return TFC_OK;
+}
+
+static tfc_status inner_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_tanh(g, tfc_mul(g, v[1], ((struct nest *)arg)->w));
+    return TFC_OK;
+}
+
+static tfc_status outer_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    tfc_tensor *init[2] = {i32(g, 0), tfc_sin(g, v[1])}, *r[2];
+    if (tfc_while_loop(g, "inner", lt2, inner_body, arg, 2, init, NULL, r)) return TFC_ERR_SHAPE;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_add(g, r[1], v[1]);
+    return TFC_OK;
+}
+
+/* the cond reads its own loop variable through a capture of the body's placeholder */
+struct cond_in_loop { tfc_tensor *w, *h, *i; };
+
+static tfc_status cil_then(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct cond_in_loop *a = arg;
+    out[0] = tfc_mul(g, a->h, a->w);
+    return TFC_OK;
+}
+
+static tfc_status cil_else(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct cond_in_loop *a = arg;
+    out[0] = tfc_sin(g, tfc_add(g, a->h, a->w));
+    return TFC_OK;
+}
+
+static tfc_status cil_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct cond_in_loop a = {((struct nest *)arg)->w, v[1], v[0]};
+    tfc_tensor *y;
+    if (tfc_cond(g, "branch", tfc_less(g, v[0], i32(g, 1)), cil_then, cil_else, &a, 1, &y))
+        return TFC_ERR_SHAPE;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = y;
+    return TFC_OK;
+}
+
+static tfc_status lil_then(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct cond_in_loop *a = arg;
+    struct nest n = {a->w};
+    tfc_tensor *init[2] = {i32(g, 0), a->h}, *r[2];
+    if (tfc_while_loop(g, "loop", lt2, inner_body, &n, 2, init, NULL, r)) return TFC_ERR_SHAPE;
+    out[0] = r[1];
+    return TFC_OK;
+}
+
+static tfc_status lil_else(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
+{
+    (void)in;
+    struct cond_in_loop *a = arg;
+    out[0] = tfc_mul(g, a->h, a->h);
+    return TFC_OK;
+}
+
+/* kind 0: nested loops; 1: cond inside a loop; 2: a loop inside cond (both branches). */
+static void check_nested(int kind, int taken)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d3 = 3;
+    struct input in[2];
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(1, &d3));
+    struct nest a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+    fill_input(&in[0], h0, 0, 1, &d3, 0.4);
+    fill_input(&in[1], a.w, 0, 1, &d3, 2.5);
+    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2], *p = NULL, *y = NULL;
+    tfc_value *pv = NULL;
+    if (kind == 0)
+        tfc_while_loop(g, "outer", lt2, outer_body, &a, 2, init, NULL, r);
+    else if (kind == 1)
+        tfc_while_loop(g, "outer", lt2, cil_body, &a, 2, init, NULL, r);
+    if (kind < 2) y = r[1];
+    if (kind == 2) {
+        struct cond_in_loop c = {a.w, h0, NULL};
+        p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL));
+        pv = scalar_value(TFC_BOOL, taken);
+        tfc_cond(g, "c", p, lil_then, lil_else, &c, 1, &y);
+    }
+    if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    check_fd(g, tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), in, 2, p, pv);
+    tfc_value_destroy(pv);
+    tfc_graph_destroy(g);
+}
+
+static void test_nested_loops_fd(void)
+{
+    check_nested(0, 0);
+}
+
+static void test_cond_inside_loop_fd(void)
+{
+    check_nested(1, 0);
+}
+
+static void test_loop_inside_cond_fd(void)
+{
+    check_nested(2, 1);
+    check_nested(2, 0);
+}
+
+/* ---- what is refused ---------------------------------------------------------------------- */
+
+static tfc_status assign_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct nest *a = arg;
+    tfc_tensor *up = tfc_assign_add(g, a->w, v[1]);
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = tfc_mul(g, v[1], up);
+    return TFC_OK;
+}
+
+struct many { tfc_tensor *v[65]; };
+
+static tfc_status add_all(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    struct many *a = arg;
+    out[0] = tfc_add(g, v[0], i32(g, 1));
+    out[1] = v[1];
+    for (int i = 0; i < 65; i++) out[1] = tfc_add(g, out[1], a->v[i]);
+    return TFC_OK;
+}
+
+static void test_refused(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d3 = 3;
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    struct nest a = {tfc_variable(g, "v", TFC_FLOAT32, tfc_shape_of(1, &d3), tfc_init_zeros())};
+    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2], *d = NULL, *dd = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "upd", lt2, assign_body, &a, 2, init, NULL, r), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 1, &h0, &d), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "updates a variable inside it"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "gradient of 'upd'"));
+    tfc_graph_destroy(g);
+
+    tfc_graph_create(&g); /* the gradient loop has no gradient of its own yet */
+    h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    a.w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    init[0] = i32(g, 0);
+    init[1] = h0;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "lp", lt2, inner_body, &a, 2, init, NULL, r), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &r[1], NULL, 1, &a.w, &d), TFC_OK);
+    tfc_tensor *sum = tfc_reduce_sum(g, d, 0, NULL, 0);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &sum, NULL, 1, &a.w, &dd), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "is the gradient loop of while 'lp'"));
+    tfc_graph_destroy(g);
+
+    tfc_graph_create(&g); /* a body reading more of the xs than a node has inputs */
+    struct many m;
+    for (int i = 0; i < 65; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "v%d", i);
+        m.v[i] = tfc_variable(g, nm, TFC_FLOAT32, tfc_shape_of(1, &d3), tfc_init_zeros());
+    }
+    init[0] = i32(g, 0);
+    init[1] = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "wide", lt2, add_all, &m, 2, init, NULL, r), TFC_OK);
+    tfc_tensor *dv[66], *xs[66];
+    for (int i = 0; i < 65; i++) xs[i] = m.v[i];
+    xs[65] = init[1];
+    CU_ASSERT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 1, &xs[65], dv), TFC_OK); /* h0 only */
+    /* 31 of them: with h, 32 carried gradients, the most a reverse loop carries */
+    CU_ASSERT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 31, xs + 2, dv), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 32, xs + 2, dv), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "33 gradients to carry"));
+    tfc_graph_destroy(g);
+    tfc_graph_create(&g); /* the same, with every variable among the xs */
+    for (int i = 0; i < 65; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "v%d", i);
+        xs[i] = m.v[i] = tfc_variable(g, nm, TFC_FLOAT32, tfc_shape_of(1, &d3), tfc_init_zeros());
+    }
+    init[0] = i32(g, 0);
+    init[1] = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "wide", lt2, add_all, &m, 2, init, NULL, r), TFC_OK);
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &r[1], NULL, 65, xs, dv), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "the regions of 'wide' read more than 64 "
+                                                       "of the xs"));
+    tfc_graph_destroy(g);
+}
+
+int main(void)
+{
+    /* one CPU worker: the unrolled comparisons are bit for bit */
+    setenv("STARPU_NCPU", "1", 1);
+    setenv("STARPU_NOPENCL", "0", 1);
+    setenv("STARPU_NCUDA", "0", 1);
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    TEST_SUITE("cflow_grad", test_ctx_open, test_ctx_close);
+    TEST_ADD(test_cond_fd);
+    TEST_ADD(test_cond_static_twin);
+    TEST_ADD(test_cond_second_order);
+    TEST_ADD(test_while_fd);
+    TEST_ADD(test_while_max_iter_fd);
+    TEST_ADD(test_lstm_fd);
+    TEST_ADD(test_no_iteration_fd);
+    TEST_ADD(test_while_unrolled);
+    TEST_ADD(test_while_max_iter_unrolled);
+    TEST_ADD(test_stack_only_when_needed);
+    TEST_ADD(test_minimize_trains);
+    TEST_ADD(test_stored_training);
+    TEST_ADD(test_nested_loops_fd);
+    TEST_ADD(test_cond_inside_loop_fd);
+    TEST_ADD(test_loop_inside_cond_fd);
+    TEST_ADD(test_refused);
+    return test_main();
+}
