@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "control_flow.h"
 #include "grad.h"
 
 extern const struct tfc_op tfc_op_apply_sgd, tfc_op_apply_momentum, tfc_op_apply_adagrad,
@@ -224,8 +225,9 @@ tfc_tensor *tfc_apply_gradients(tfc_graph *g, int n_vars, tfc_tensor *const *gra
     return step;
 }
 
-/* The trainable float variables that loss reaches through its data inputs, in creation
- * order, into a new array (*n of them). Ops without a gradient (stop_gradient, assign) end a
+/* The trainable float variables that loss reaches through its data inputs (and, through a
+ * cond or while_loop, the variables its regions read), in creation order, into a new array
+ * (*n of them). Ops without a gradient (stop_gradient, assign) end a
  * path: a variable behind them would only get zeros. NULL with g failed on no memory. */
 static tfc_tensor **reached_trainables(tfc_graph *g, tfc_tensor *loss, int *n)
 {
@@ -248,6 +250,11 @@ static tfc_tensor **reached_trainables(tfc_graph *g, tfc_tensor *loss, int *n)
             int id = x->inputs[k]->node->id;
             if (!seen[id]) seen[id] = 1, stack[top++] = id;
         }
+        if (tfc_is_cflow(x)) /* variables its branches or body read directly */
+            for (int k = 0, m = tfc_cflow_globals(x, total, vars); k < m && k < total; k++) {
+                int id = vars[k]->node->id;
+                if (!seen[id]) seen[id] = 1, stack[top++] = id;
+            }
     }
     for (int i = 0; i < total; i++) {
         tfc_tensor *t = &g->nodes[i]->outputs[0];

@@ -506,8 +506,8 @@ static void test_stack_only_when_needed(void)
 
 /* ---- training ---------------------------------------------------------------------------- */
 
-/* tfc_minimize on the loop's loss and on the unrolled graph's (two graphs, same initial
- * values): the losses fall and agree bit for bit, step after step. */
+/* tfc_minimize on the loop's loss (without a variable list) and on the unrolled graph's (two
+ * graphs, same initial values): the losses fall and agree bit for bit, step after step. */
 static void test_minimize_trains(void)
 {
     float loss_of[2][6];
@@ -522,7 +522,10 @@ static void test_minimize_trains(void)
         a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
         tfc_tensor *loss = rnn_loss(g, &a, h0, loop, T_STEPS, NULL), *vars[2] = {a.w, a.b};
         tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.05);
-        tfc_tensor *step = tfc_minimize(g, loss, 2, vars, &opt, NULL);
+        /* the loop's graph finds w and b itself (read only inside the body); the unrolled
+         * graph gets them listed: the same variables in the same order */
+        tfc_tensor *step = tfc_minimize(g, loss, loop ? 0 : 2, loop ? NULL : vars, &opt, NULL);
+        CU_ASSERT_FATAL(step != NULL);
         tfc_session *s = session_of(g);
         float hv[6], sv[T_STEPS * 6];
         for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
