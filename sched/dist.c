@@ -64,6 +64,16 @@ tfc_status tfc_dist_broadcast(float *buf, size_t n, int owner, char *msg)
 #endif
 }
 
+tfc_status tfc_dist_copy(void *buf, size_t bytes, int from, int to, char *msg)
+{
+#ifdef TFC_HAVE_MPI
+    return tfc_dist_mpi_copy(buf, bytes, from, to, msg);
+#else
+    (void)buf, (void)bytes, (void)from, (void)to;
+    return no_mpi(msg);
+#endif
+}
+
 void tfc_dist_step_is(long long step)
 {
 #ifdef TFC_HAVE_MPI

@@ -23,6 +23,9 @@ void tfc_dist_stop(void);
 tfc_status tfc_dist_sum(const float *mine, size_t n, int owner, int64_t global_rows, float *out,
                         char *msg);
 tfc_status tfc_dist_broadcast(float *buf, size_t n, int owner, char *msg);
+/* Every rank calls it: rank `to` gets in buf the `bytes` bytes rank `from` has in its buf (a
+ * checkpoint's state going to the rank that writes it); the other ranks' buf is not touched. */
+tfc_status tfc_dist_copy(void *buf, size_t bytes, int from, int to, char *msg);
 /* out = sum over r in order of w_r parts[r], w_r the share of slice r (tfc_batcher_create_shard)
  * in a global batch of global_rows rows, in float32: the one sum of the distributed step and
  * its one-process reference. */
@@ -39,6 +42,7 @@ void tfc_dist_mpi_stop(void);
 tfc_status tfc_dist_mpi_sum(const float *mine, size_t n, int owner, int64_t global_rows,
                             float *out, char *msg);
 tfc_status tfc_dist_mpi_broadcast(float *buf, size_t n, int owner, char *msg);
+tfc_status tfc_dist_mpi_copy(void *buf, size_t bytes, int from, int to, char *msg);
 #endif
 
 #endif

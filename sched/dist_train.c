@@ -12,24 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dist.h"
-
-struct tfc_dist_train {
-    int n_vars, n_ranks;
-    tfc_tensor **vars, **grads;  /* the variables and their gradients of the loss */
-    tfc_tensor **grad_in, **apply; /* placeholder of the summed gradient, its update */
-    tfc_tensor **value_in, **assign; /* placeholder of the owner's value, its assign */
-    int *owner;
-    size_t *bytes;
-    long long steps;             /* steps begun (named by the TFC_DIST_TIMEOUT watchdog) */
-    char msg[TFC_MSG_LEN];
-};
+#include "dist_train.h"
 
 void tfc_dist_train_destroy(tfc_dist_train *t)
 {
     if (!t) return;
     free(t->vars), free(t->grads), free(t->grad_in), free(t->apply);
     free(t->value_in), free(t->assign), free(t->owner), free(t->bytes);
+    free(t->state), free(t->state_var);
     free(t);
 }
 
@@ -81,9 +71,12 @@ static tfc_status build_updates(tfc_dist_train *t, tfc_graph *g, const tfc_optim
         snprintf(name, sizeof name, "%s/value_%d", prefix, i);
         t->value_in[i] = tfc_placeholder(g, name, TFC_FLOAT32, tfc_tensor_shape(v));
         if (!t->grad_in[i] || !t->value_in[i]) return graph_failed(g);
+        int before = tfc_graph_num_nodes(g);
         t->apply[i] = tfc_apply_gradients(g, 1, &t->grad_in[i], &t->vars[i], opt, NULL);
         t->assign[i] = tfc_assign(g, v, t->value_in[i]);
         if (!t->apply[i] || !t->assign[i]) return graph_failed(g);
+        tfc_status st = tfc_dist_note_state(t, g, before, i);
+        if (st) return st;
         tfc_shape s = tfc_tensor_shape(v);
         t->bytes[i] = sizeof(float);
         for (int d = 0; d < s.rank; d++) t->bytes[i] *= (size_t)s.dims[d];

@@ -1343,6 +1343,17 @@ TFC_API tfc_status tfc_dist_train_step_local(tfc_dist_train *t, tfc_session *s, 
                                              tfc_tensor *const *feeds,
                                              tfc_value *const *slices, int64_t global_rows);
 TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
+/* Checkpoints across ranks (sched/dist_state.c): every rank calls it between steps, in the
+ * same order; the owners send rank 0 the variables only they keep current (the optimizer slots
+ * and iteration counter of each update), so that rank 0's session holds the whole training
+ * state as one consistent cut. Rank 0 then takes the checkpoint with tfc_store_checkpoint (the
+ * ordinary store format, read by `tfc`); the others open no store for writing. A restart, on
+ * any number of ranks, restores that checkpoint on every rank (tfc_store_restore; ranks other
+ * than 0 open the store TFC_STORE_READONLY), builds its trainer for the new number of ranks and
+ * seeks its shard batcher to the saved position: it goes on with the bits of a run that
+ * changed its number of ranks at that step without stopping. Without MPI and with one rank:
+ * nothing to do. */
+TFC_API tfc_status tfc_dist_train_gather(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 /* dist_mlp: a small MLP trained data-parallel (issue 15), for tests/test_dist_mpi.sh.
  *   dist_mlp local R OWNERS STEPS OUT   one process, the reference of R ranks
  *   dist_mlp mpi   - OWNERS STEPS OUT   under mpirun: every rank writes OUT.<rank>
+ *   ... STORE save     then a checkpoint of the step STEPS into STORE (rank 0 writes it)
+ *   ... STORE resume   first restores STORE's latest checkpoint, and trains up to step STEPS
  * OWNERS is size (variables sharded by size) or rank0. OUT gets the raw float32 bytes of every
  * variable after STEPS synchronous steps of Adam over global batches of 24 rows. Exits 1 on an
  * error, or when training left the variables as they started. Prints the mean step time. */
@@ -69,10 +71,44 @@ static int dump(tfc_session *s, tfc_tensor **vars, const char *path, char *befor
     return f ? fclose(f) != 0 : 0;
 }
 
+/* The latest checkpoint of path into s (every rank reads it), the batchers moved to its
+ * position, *k0 its step. */
+static int restore(tfc_session *s, const char *path, tfc_batcher **b, int first, int last, int *k0)
+{
+    tfc_store *st;
+    CHECK(tfc_store_open(path, TFC_STORE_READONLY, &st), "store");
+    tfc_restore_report rep = {0};
+    CHECK(tfc_store_restore(st, s, NULL, &rep), "restore");
+    for (int r = first; r <= last; r++)
+        CHECK(tfc_batcher_seek(b[r], rep.position.epoch, rep.position.step), "seek");
+    *k0 = (int)rep.step;
+    tfc_restore_report_clear(&rep);
+    tfc_store_close(st);
+    return 0;
+}
+
+/* A checkpoint of step k with the batcher's position, written by this process alone. */
+static int checkpoint(tfc_session *s, const char *path, tfc_batcher *b, int k)
+{
+    tfc_store *st;
+    CHECK(tfc_store_open(path, TFC_STORE_CREATE | TFC_STORE_TRAINER, &st), "store");
+    tfc_input_position pos = {.seed = 3};
+    tfc_batcher_position(b, &pos.epoch, &pos.step);
+    CHECK(tfc_store_checkpoint(st, s, k, &pos), "checkpoint");
+    CHECK(tfc_store_flush(st), "flush");
+    tfc_store_close(st);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 6) { fprintf(stderr, "usage: dist_mlp local|mpi R size|rank0 STEPS OUT\n"); return 2; }
+    if (argc != 6 && argc != 8) {
+        fprintf(stderr, "usage: dist_mlp local|mpi R size|rank0 STEPS OUT [STORE save|resume]\n");
+        return 2;
+    }
     int mpi = strcmp(argv[1], "mpi") == 0, steps = atoi(argv[4]);
+    const char *store = argc == 8 ? argv[6] : NULL;
+    int save = store && strcmp(argv[7], "save") == 0, resume = store && !save;
     tfc_ctx *ctx;
     CHECK(tfc_ctx_create_dist(mpi ? TFC_DIST_MPI : TFC_DIST_NONE, &ctx), "context");
     int rank = tfc_dist_rank(ctx), ranks = mpi ? tfc_dist_size(ctx) : atoi(argv[2]);
@@ -111,11 +147,13 @@ int main(int argc, char **argv)
         CHECK(tfc_batcher_create_shard(2, (tfc_value *[]){xs, ys}, BATCH, 3,
                                        TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST, r, ranks, &b[r]), "batcher");
     tfc_tensor *feeds[2] = {x, y};
+    int k0 = 0;
+    if (resume && restore(s, store, b, first, last, &k0)) return 1;
     double t0 = now_s();
     /* DIST_MLP_FAIL_RANK=r: rank r returns 1 before step 2, as a rank whose step failed does,
      * leaving the others waiting (tests/test_dist_mpi.sh: the job must end all the same) */
     const char *fail_rank = getenv("DIST_MLP_FAIL_RANK");
-    for (int k = 0; k < steps; k++) {
+    for (int k = k0; k < steps; k++) {
         if (mpi && fail_rank && atoi(fail_rank) == rank && k == 2) {
             fprintf(stderr, "dist_mlp: rank %d gives up at step %d (DIST_MLP_FAIL_RANK)\n", rank, k);
             return 1;
@@ -127,7 +165,14 @@ int main(int argc, char **argv)
                             : tfc_dist_train_step_local(t, s, 2, feeds, slices, BATCH);
         if (st) { fprintf(stderr, "dist_mlp: step %d: %s\n", k, tfc_dist_train_errmsg(t)); return 1; }
     }
-    double per_step = (now_s() - t0) / (steps ? steps : 1);
+    double per_step = (now_s() - t0) / (steps > k0 ? steps - k0 : 1);
+    if (save) {
+        if (tfc_dist_train_gather(t, ctx, s)) {
+            fprintf(stderr, "dist_mlp: gather: %s\n", tfc_dist_train_errmsg(t));
+            return 1;
+        }
+        if (rank == 0 && checkpoint(s, store, b[first], steps)) return 1;
+    }
     char path[512];
     snprintf(path, sizeof path, mpi ? "%s.%d" : "%s", argv[5], rank);
     if (dump(s, vars, path, before, &len, &moved)) return 1;
