@@ -161,6 +161,18 @@ TFC_API tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out);
 TFC_API int tfc_dist_rank(const tfc_ctx *ctx);
 TFC_API int tfc_dist_size(const tfc_ctx *ctx);
 TFC_API int tfc_dist_available(void);
+/* This process's StarPU workers (sched/dist_workers.c): writes the first `capacity` to out (may
+ * be NULL with capacity 0, to count) and returns how many there are (0 for a NULL ctx).
+ * bind_pu is the logical index (hwloc's L#) of the processing unit StarPU bound the worker to,
+ * -1 when unbound: `tfc info --topology` prints it next to hwloc's view of the machine. */
+typedef struct tfc_worker_info {
+    int id;
+    char name[64];   /* StarPU's, e.g. "CPU 0" */
+    char kind[32];   /* StarPU's: "STARPU_CPU_WORKER", "STARPU_CUDA_WORKER", ... */
+    int bind_pu;     /* logical PU index (hwloc L#), -1: none */
+    int memory_node; /* StarPU memory node */
+} tfc_worker_info;
+TFC_API int tfc_ctx_workers(const tfc_ctx *ctx, tfc_worker_info *out, int capacity);
 
 /* What StarPU runs with, read back from StarPU itself. */
 typedef struct tfc_ctx_info {
