@@ -1366,6 +1366,25 @@ TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
  * changed its number of ranks at that step without stopping. Without MPI and with one rank:
  * nothing to do. */
 TFC_API tfc_status tfc_dist_train_gather(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s);
+/* Data-parallel steps of a stored training op (sched/dist_op.c; what `mpirun tfc train` runs):
+ * train_op groups optimizer updates (tfc_minimize's). A step on every rank computes, for its
+ * slice, the gradients those updates read and the fetches; rank 0 sums them (float32 scalar
+ * fetches too) in rank order weighted by each slice's share of the global_rows rows, runs
+ * train_op with the sums fed in the gradients' place (and its own slice, for whatever else the
+ * op reads), and sends every variable of the graph to the other ranks: rank 0 holds the whole
+ * state and takes the checkpoints. fetched[k] (owned by the caller): on rank 0 the global
+ * batch's value of a float32 scalar fetch, the slice's otherwise. With one rank, a plain run
+ * of train_op. A gradient clipped by its global norm is clipped per slice. Errors:
+ * TFC_ERR_INVALID_ARGUMENT, TFC_ERR_DTYPE (a gradient not float32), TFC_ERR_RUNTIME; messages
+ * on tfc_dist_op_errmsg (creation: tfc_errmsg). */
+typedef struct tfc_dist_op tfc_dist_op;
+TFC_API tfc_status tfc_dist_op_create(tfc_graph *g, tfc_tensor *train_op, tfc_dist_op **out);
+TFC_API void tfc_dist_op_destroy(tfc_dist_op *d);
+TFC_API tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s, int n_feeds,
+                                    tfc_tensor *const *feeds, tfc_value *const *slice,
+                                    int64_t global_rows, int n_fetches,
+                                    tfc_tensor *const *fetches, tfc_value **fetched);
+TFC_API const char *tfc_dist_op_errmsg(const tfc_dist_op *d);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
  *   dist_mlp mpi   - OWNERS STEPS OUT   under mpirun: every rank writes OUT.<rank>
  *   ... STORE save     then a checkpoint of the step STEPS into STORE (rank 0 writes it)
  *   ... STORE resume   first restores STORE's latest checkpoint, and trains up to step STEPS
- * OWNERS is size (variables sharded by size) or rank0. OUT gets the raw float32 bytes of every
+ * OWNERS is size (variables sharded by size) or rank0, or op: tfc_minimize's train op stepped
+ * by tfc_dist_op_step (what `mpirun tfc train` runs), which must give the same bits. OUT gets the raw float32 bytes of every
  * variable after STEPS synchronous steps of Adam over global batches of 24 rows. Exits 1 on an
  * error, or when training left the variables as they started. Prints the mean step time. */
 #include <stdio.h>
@@ -131,6 +132,12 @@ int main(int argc, char **argv)
     tfc_dist_train *t;
     CHECK(tfc_dist_train_create(g, loss, NV, vars, &opt, ranks,
                                 strcmp(argv[3], "rank0") ? 0 : TFC_DIST_OWNERS_RANK0, &t), "trainer");
+    /* built in every mode, so that every mode has the same graph; its Adam shares the slots
+     * and counts its steps as the trainer's counters do */
+    tfc_tensor *train_op = tfc_minimize(g, loss, NV, vars, &opt, NULL);
+    tfc_dist_op *op = NULL;
+    int use_op = strcmp(argv[3], "op") == 0;
+    CHECK(!train_op || tfc_dist_op_create(g, train_op, &op), "train op");
     tfc_session *s;
     CHECK(tfc_session_create(ctx, g, &s), "session");
     CHECK(tfc_session_init_variables(s), "init");
@@ -161,9 +168,14 @@ int main(int argc, char **argv)
         tfc_value *slices[8 * 2];
         for (int r = first; r <= last; r++)
             CHECK(tfc_batcher_next(b[r], &slices[2 * (r - first)], NULL), "batch");
-        tfc_status st = mpi ? tfc_dist_train_step(t, ctx, s, 2, feeds, slices, BATCH)
-                            : tfc_dist_train_step_local(t, s, 2, feeds, slices, BATCH);
-        if (st) { fprintf(stderr, "dist_mlp: step %d: %s\n", k, tfc_dist_train_errmsg(t)); return 1; }
+        tfc_status st = use_op ? tfc_dist_op_step(op, ctx, s, 2, feeds, slices, BATCH, 0, NULL, NULL)
+                        : mpi  ? tfc_dist_train_step(t, ctx, s, 2, feeds, slices, BATCH)
+                               : tfc_dist_train_step_local(t, s, 2, feeds, slices, BATCH);
+        if (st) {
+            fprintf(stderr, "dist_mlp: step %d: %s\n", k,
+                    use_op ? tfc_dist_op_errmsg(op) : tfc_dist_train_errmsg(t));
+            return 1;
+        }
     }
     double per_step = (now_s() - t0) / (steps > k0 ? steps - k0 : 1);
     if (save) {
@@ -182,6 +194,7 @@ int main(int argc, char **argv)
     tfc_value_destroy(xs), tfc_value_destroy(ys);
     tfc_session_destroy(s);
     tfc_dist_train_destroy(t);
+    tfc_dist_op_destroy(op);
     tfc_graph_destroy(g);
     tfc_ctx_destroy(ctx);
     return moved || steps == 0 ? 0 : 1;

@@ -104,6 +104,18 @@ done
 cmp -s "$work/ref2x6" "$work/restart22.0" ||
     { echo "FAIL: 2 ranks restarted on 2 differ from one uninterrupted process"; fail=1; }
 
+# tfc_dist_op_step (what `mpirun tfc train` runs): rank 0 runs the train op of tfc_minimize
+# with the summed gradients fed in place of its own, the same bits as the reference
+for n in 2 3; do
+    out=$work/op$n
+    timeout 120 $mpi $n "$prog" mpi - op $steps "$out" > "$out.log" 2>&1 ||
+        { echo "FAIL: $n ranks, train op: mpirun failed"; cat "$out.log"; fail=1; continue; }
+    for r in $(seq 0 $((n - 1))); do
+        if cmp -s "$work/ref$n" "$out.$r"; then echo "ok: $n ranks, train op, rank $r: the reference's bits"
+        else echo "FAIL: $n ranks, train op, rank $r differs from the reference"; fail=1; fi
+    done
+done
+
 # the reference of 2 ranks is not the one of 1 (the weighted sum of slices rounds otherwise):
 # the comparisons above tell the rank counts apart
 cmp -s "$work/ref1" "$work/ref2" && { echo "FAIL: the references of 1 and 2 ranks are equal"; fail=1; }
