@@ -157,6 +157,7 @@ tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg)
 
 void tfc_dist_mpi_stop(void)
 {
+    tfc_dist_backup_drain();
     stop_watchdog();
     starpu_mpi_shutdown();
     live = 0;

@@ -17,6 +17,9 @@ struct tfc_dist_train {
     int n_state;
     tfc_tensor **state;
     int *state_var;
+    int backups;                 /* b: rank 0 applies the first n_ranks - b gradients */
+    unsigned long long chosen;   /* the ranks whose gradients the last step applied (bit r) */
+    unsigned long long replay;   /* non-zero: the next step applies exactly these ranks' */
     long long steps;             /* steps begun (named by the TFC_DIST_TIMEOUT watchdog) */
     char msg[TFC_MSG_LEN];
 };

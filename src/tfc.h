@@ -1366,6 +1366,18 @@ TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
  * changed its number of ranks at that step without stopping. Without MPI and with one rank:
  * nothing to do. */
 TFC_API tfc_status tfc_dist_train_gather(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s);
+/* Backup workers (the TensorFlow paper's section 4.4; sched/dist_backup.c): with b backups
+ * (0 <= b < ranks, at most 64 ranks; every rank sets the same b), rank 0 owns every variable
+ * and each tfc_dist_train_step applies the gradients of the first ranks - b ranks to arrive
+ * (rank 0's own among them), weighted by their slices' share of their rows and summed in rank
+ * order, and drops the late ones; the new values go back without rank 0 waiting for a
+ * straggler. tfc_dist_train_chosen gives the ranks the last step applied (bit r: rank r), to
+ * be recorded with the step (e.g. as a metric, committed with the checkpoint);
+ * tfc_dist_train_replay makes the next step (tfc_dist_train_step on every rank, or
+ * tfc_dist_train_step_local) apply exactly those ranks', so a replay gives the same bits. */
+TFC_API tfc_status tfc_dist_train_set_backups(tfc_dist_train *t, int backups);
+TFC_API unsigned long long tfc_dist_train_chosen(const tfc_dist_train *t);
+TFC_API tfc_status tfc_dist_train_replay(tfc_dist_train *t, unsigned long long ranks);
 /* Data-parallel steps of a stored training op (sched/dist_op.c; what `mpirun tfc train` runs):
  * train_op groups optimizer updates (tfc_minimize's). A step on every rank computes, for its
  * slice, the gradients those updates read and the fetches; rank 0 sums them (float32 scalar

@@ -6,7 +6,11 @@
  * OWNERS is size (variables sharded by size) or rank0, or op: tfc_minimize's train op stepped
  * by tfc_dist_op_step (what `mpirun tfc train` runs), which must give the same bits. OUT gets the raw float32 bytes of every
  * variable after STEPS synchronous steps of Adam over global batches of 24 rows. Exits 1 on an
- * error, or when training left the variables as they started. Prints the mean step time. */
+ * error, or when training left the variables as they started. Prints the mean step time.
+ * Backup workers (tests/test_dist_mpi.sh): DIST_MLP_BACKUPS=b sets b backups, and rank 0 writes
+ * the ranks each step applied to OUT.chosen (a mask a line); DIST_MLP_SLOW_RANK=r sleeps
+ * DIST_MLP_SLOW_MS ms in each of rank r's steps (a straggler); DIST_MLP_REPLAY=FILE (local
+ * mode) applies each step the ranks of FILE's line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +158,19 @@ int main(int argc, char **argv)
         CHECK(tfc_batcher_create_shard(2, (tfc_value *[]){xs, ys}, BATCH, 3,
                                        TFC_BATCHER_SHUFFLE | TFC_BATCHER_DROP_LAST, r, ranks, &b[r]), "batcher");
     tfc_tensor *feeds[2] = {x, y};
+    const char *backups = getenv("DIST_MLP_BACKUPS"), *slow = getenv("DIST_MLP_SLOW_RANK");
+    const char *slow_ms = getenv("DIST_MLP_SLOW_MS"), *replay = getenv("DIST_MLP_REPLAY");
+    if (backups && tfc_dist_train_set_backups(t, atoi(backups))) {
+        fprintf(stderr, "dist_mlp: backups: %s\n", tfc_dist_train_errmsg(t));
+        return 1;
+    }
+    FILE *chosen = NULL, *replayed = replay ? fopen(replay, "r") : NULL;
+    if (replay && !replayed) { perror(replay); return 1; }
+    if (backups && rank == 0) {
+        char cpath[512];
+        snprintf(cpath, sizeof cpath, "%s.chosen", argv[5]);
+        if (!(chosen = fopen(cpath, "w"))) { perror(cpath); return 1; }
+    }
     int k0 = 0;
     if (resume && restore(s, store, b, first, last, &k0)) return 1;
     double t0 = now_s();
@@ -163,6 +180,12 @@ int main(int argc, char **argv)
     for (int k = k0; k < steps; k++) {
         if (mpi && fail_rank && atoi(fail_rank) == rank && k == 2) {
             fprintf(stderr, "dist_mlp: rank %d gives up at step %d (DIST_MLP_FAIL_RANK)\n", rank, k);
+            return 1;
+        }
+        if (mpi && slow && atoi(slow) == rank) usleep(1000 * (useconds_t)atoi(slow_ms ? slow_ms : "300"));
+        unsigned long long mask = 0;
+        if (replayed && (fscanf(replayed, "%llx", &mask) != 1 || tfc_dist_train_replay(t, mask))) {
+            fprintf(stderr, "dist_mlp: replay: no mask for step %d, or a bad one\n", k);
             return 1;
         }
         tfc_value *slices[8 * 2];
@@ -176,7 +199,10 @@ int main(int argc, char **argv)
                     use_op ? tfc_dist_op_errmsg(op) : tfc_dist_train_errmsg(t));
             return 1;
         }
+        if (chosen) fprintf(chosen, "%llx\n", tfc_dist_train_chosen(t));
     }
+    if (chosen) fclose(chosen);
+    if (replayed) fclose(replayed);
     double per_step = (now_s() - t0) / (steps > k0 ? steps - k0 : 1);
     if (save) {
         if (tfc_dist_train_gather(t, ctx, s)) {
