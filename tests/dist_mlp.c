@@ -10,7 +10,9 @@
  * Backup workers (tests/test_dist_mpi.sh): DIST_MLP_BACKUPS=b sets b backups, and rank 0 writes
  * the ranks each step applied to OUT.chosen (a mask a line); DIST_MLP_SLOW_RANK=r sleeps
  * DIST_MLP_SLOW_MS ms in each of rank r's steps (a straggler); DIST_MLP_REPLAY=FILE (local
- * mode) applies each step the ranks of FILE's line. */
+ * mode) applies each step the ranks of FILE's line. With a store to save, rank 0 also logs
+ * the masks as the metric "dist/chosen" of steps 1..STEPS, which the checkpoint commits: then
+ * DIST_MLP_REPLAY=STORE.db replays them from there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,10 +95,10 @@ static int restore(tfc_session *s, const char *path, tfc_batcher **b, int first,
 }
 
 /* A checkpoint of step k with the batcher's position, written by this process alone. */
-static int checkpoint(tfc_session *s, const char *path, tfc_batcher *b, int k)
+static int checkpoint(tfc_session *s, const char *path, tfc_store *open, tfc_batcher *b, int k)
 {
-    tfc_store *st;
-    CHECK(tfc_store_open(path, TFC_STORE_CREATE | TFC_STORE_TRAINER, &st), "store");
+    tfc_store *st = open;
+    if (!st) CHECK(tfc_store_open(path, TFC_STORE_CREATE | TFC_STORE_TRAINER, &st), "store");
     tfc_input_position pos = {.seed = 3};
     tfc_batcher_position(b, &pos.epoch, &pos.step);
     CHECK(tfc_store_checkpoint(st, s, k, &pos), "checkpoint");
@@ -164,7 +166,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "dist_mlp: backups: %s\n", tfc_dist_train_errmsg(t));
         return 1;
     }
-    FILE *chosen = NULL, *replayed = replay ? fopen(replay, "r") : NULL;
+    size_t rlen = replay ? strlen(replay) : 0;
+    int replay_db = rlen > 3 && !strcmp(replay + rlen - 3, ".db");
+    FILE *chosen = NULL, *replayed = replay && !replay_db ? fopen(replay, "r") : NULL;
+    double *masks = NULL;
+    int n_masks = 0;
+    if (replay_db) { /* the masks the checkpoint committed */
+        tfc_store *rs;
+        int64_t *at = NULL;
+        CHECK(tfc_store_open(replay, TFC_STORE_READONLY, &rs), "replay store");
+        CHECK(tfc_store_read_metric(rs, "dist/chosen", &n_masks, &at, &masks), "dist/chosen");
+        free(at);
+        tfc_store_close(rs);
+        replay = NULL;
+    }
+    tfc_store *chosen_store = NULL;
+    if (backups && save && rank == 0)
+        CHECK(tfc_store_open(store, TFC_STORE_CREATE | TFC_STORE_TRAINER, &chosen_store), "store");
     if (replay && !replayed) { perror(replay); return 1; }
     if (backups && rank == 0) {
         char cpath[512];
@@ -184,7 +202,9 @@ int main(int argc, char **argv)
         }
         if (mpi && slow && atoi(slow) == rank) usleep(1000 * (useconds_t)atoi(slow_ms ? slow_ms : "300"));
         unsigned long long mask = 0;
-        if (replayed && (fscanf(replayed, "%llx", &mask) != 1 || tfc_dist_train_replay(t, mask))) {
+        if (masks && k < n_masks) mask = (unsigned long long)masks[k];
+        if ((masks && (k >= n_masks || tfc_dist_train_replay(t, mask))) ||
+            (replayed && (fscanf(replayed, "%llx", &mask) != 1 || tfc_dist_train_replay(t, mask)))) {
             fprintf(stderr, "dist_mlp: replay: no mask for step %d, or a bad one\n", k);
             return 1;
         }
@@ -200,16 +220,20 @@ int main(int argc, char **argv)
             return 1;
         }
         if (chosen) fprintf(chosen, "%llx\n", tfc_dist_train_chosen(t));
+        if (chosen_store)
+            CHECK(tfc_store_log_metric(chosen_store, k + 1, "dist/chosen",
+                                       (double)tfc_dist_train_chosen(t)), "log dist/chosen");
     }
     if (chosen) fclose(chosen);
     if (replayed) fclose(replayed);
+    free(masks);
     double per_step = (now_s() - t0) / (steps > k0 ? steps - k0 : 1);
     if (save) {
         if (tfc_dist_train_gather(t, ctx, s)) {
             fprintf(stderr, "dist_mlp: gather: %s\n", tfc_dist_train_errmsg(t));
             return 1;
         }
-        if (rank == 0 && checkpoint(s, store, b[first], steps)) return 1;
+        if (rank == 0 && checkpoint(s, store, chosen_store, b[first], steps)) return 1;
     }
     char path[512];
     snprintf(path, sizeof path, mpi ? "%s.%d" : "%s", argv[5], rank);

@@ -119,11 +119,12 @@ done
 # backup workers: 3 ranks, rank 2 sleeping 300 ms in each step (a straggler). Without backups
 # every step waits for it; with 1 backup rank 0 applies the first 2 gradients to arrive, so its
 # steps must take well under the sleep, and one process replaying the recorded ranks of each
-# step must give every rank's bits (the straggler's too: it takes the values late).
+# step must give every rank's bits (the straggler's too: it takes the values late); the ranks
+# come from the checkpoint's store, where rank 0 logged them as the metric dist/chosen.
 ms() { sed -n "s/^rank 0 of 3: [0-9]* steps, \([0-9.]*\) ms per step.*/\1/p" "$1"; }
 DIST_MLP_SLOW_RANK=2 DIST_MLP_SLOW_MS=300 timeout 120 $mpi 3 "$prog" mpi - size 6 "$work/slow0" > "$work/slow0.log" 2>&1 ||
     { echo "FAIL: a straggler without backups: mpirun failed"; cat "$work/slow0.log"; fail=1; }
-DIST_MLP_BACKUPS=1 DIST_MLP_SLOW_RANK=2 DIST_MLP_SLOW_MS=300 timeout 120 $mpi 3 "$prog" mpi - size 6 "$work/slow1" > "$work/slow1.log" 2>&1 ||
+DIST_MLP_BACKUPS=1 DIST_MLP_SLOW_RANK=2 DIST_MLP_SLOW_MS=300 timeout 120 $mpi 3 "$prog" mpi - size 6 "$work/slow1" "$work/slow1.db" save > "$work/slow1.log" 2>&1 ||
     { echo "FAIL: a straggler with 1 backup: mpirun failed"; cat "$work/slow1.log"; fail=1; }
 without=$(ms "$work/slow0.log") with=$(ms "$work/slow1.log")
 if [ -n "$without" ] && [ -n "$with" ] && awk -v a="$without" -v b="$with" 'BEGIN { exit !(b < 0.6 * a) }'; then
@@ -132,7 +133,7 @@ else echo "FAIL: a straggler: rank 0's step '$without' ms without backups, '$wit
 if [ "$(wc -l < "$work/slow1.chosen")" = 6 ] && ! grep -qv '^3$' "$work/slow1.chosen"; then
     echo "ok: 1 backup: every step applied ranks 0 and 1 (mask 3), never the straggler"
 else echo "FAIL: the ranks applied per step (masks) are not 6 lines of 3:"; cat "$work/slow1.chosen"; fail=1; fi
-DIST_MLP_REPLAY=$work/slow1.chosen "$prog" local 3 size 6 "$work/replay" > "$work/replay.log" 2>&1 ||
+DIST_MLP_REPLAY=$work/slow1.db "$prog" local 3 size 6 "$work/replay" > "$work/replay.log" 2>&1 ||
     { echo "FAIL: the replay"; cat "$work/replay.log"; fail=1; }
 for r in 0 1 2; do
     if cmp -s "$work/replay" "$work/slow1.$r"; then echo "ok: 1 backup: rank $r has the bits of the replay of the recorded ranks"
