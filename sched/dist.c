@@ -64,6 +64,33 @@ tfc_status tfc_dist_broadcast(float *buf, size_t n, int owner, char *msg)
 #endif
 }
 
+tfc_status tfc_dist_copy(void *buf, size_t bytes, int from, int to, char *msg)
+{
+#ifdef TFC_HAVE_MPI
+    return tfc_dist_mpi_copy(buf, bytes, from, to, msg);
+#else
+    (void)buf, (void)bytes, (void)from, (void)to;
+    return no_mpi(msg);
+#endif
+}
+
+#ifndef TFC_HAVE_MPI
+tfc_status tfc_dist_backup_sum(const float *mine, size_t n, int need, long long step,
+                               int64_t global_rows, unsigned long long replay,
+                               unsigned long long *chosen, float *out, char *msg)
+{
+    (void)mine, (void)n, (void)need, (void)step, (void)global_rows, (void)replay, (void)chosen;
+    (void)out;
+    return no_mpi(msg);
+}
+
+tfc_status tfc_dist_backup_values(float *buf, size_t n, long long step, char *msg)
+{
+    (void)buf, (void)n, (void)step;
+    return no_mpi(msg);
+}
+#endif
+
 void tfc_dist_step_is(long long step)
 {
 #ifdef TFC_HAVE_MPI

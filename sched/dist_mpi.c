@@ -157,6 +157,7 @@ tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg)
 
 void tfc_dist_mpi_stop(void)
 {
+    tfc_dist_backup_drain();
     stop_watchdog();
     starpu_mpi_shutdown();
     live = 0;
@@ -179,16 +180,22 @@ static starpu_mpi_tag_t take_tags(int n)
 /* The one place handles meet StarPU-MPI (ARCHITECTURE decision 10): n floats owned by rank
  * `owner` under `tag`; a rank that does not own them registers no memory (home -1) and
  * receives a copy when StarPU-MPI brings one. */
-static void dist_register(starpu_data_handle_t *h, void *ptr, size_t n, int owner,
-                          starpu_mpi_tag_t tag)
+static void dist_register_elems(starpu_data_handle_t *h, void *ptr, size_t n, size_t elem,
+                                int owner, starpu_mpi_tag_t tag)
 {
     int me = 0;
     starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
     if (me == owner)
-        starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)ptr, (uint32_t)n, sizeof(float));
+        starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)ptr, (uint32_t)n, elem);
     else
-        starpu_vector_data_register(h, -1, 0, (uint32_t)n, sizeof(float));
+        starpu_vector_data_register(h, -1, 0, (uint32_t)n, elem);
     starpu_mpi_data_register(*h, tag, owner);
+}
+
+static void dist_register(starpu_data_handle_t *h, void *ptr, size_t n, int owner,
+                          starpu_mpi_tag_t tag)
+{
+    dist_register_elems(h, ptr, n, sizeof(float), owner, tag);
 }
 
 /* Brings h to rank `to` (every rank calls it; a no-op on the others; blocking on both ends)
@@ -298,5 +305,18 @@ tfc_status tfc_dist_mpi_broadcast(float *buf, size_t n, int owner, char *msg)
     for (int r = 0; r < ranks; r++)
         if (r != owner) dist_fetch(h, r, buf, bytes);
     dist_unregister(h, me == owner ? (owner + 1) % ranks : owner);
+    return TFC_OK;
+}
+
+tfc_status tfc_dist_mpi_copy(void *buf, size_t bytes, int from, int to, char *msg)
+{
+    if (bytes >= (1u << 31)) return too_big(bytes, msg);
+    if (from == to || bytes == 0) return TFC_OK;
+    int me = 0;
+    starpu_mpi_comm_rank(MPI_COMM_WORLD, &me);
+    starpu_data_handle_t h;
+    dist_register_elems(&h, me == from ? buf : NULL, bytes, 1, from, take_tags(1));
+    dist_fetch(h, to, buf, bytes);
+    dist_unregister(h, me == from ? to : from);
     return TFC_OK;
 }

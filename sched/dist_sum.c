@@ -14,3 +14,19 @@ void tfc_dist_weighted_sum(const float *const *parts, int n_parts, int64_t globa
         for (size_t j = 0; j < n; j++) out[j] += w * parts[r][j];
     }
 }
+
+void tfc_dist_chosen_sum(const float *const *parts, int n_parts, unsigned long long mask,
+                         int64_t global_rows, size_t n, float *out)
+{
+    int64_t total = 0;
+    for (int r = 0; r < n_parts; r++)
+        if (mask >> r & 1)
+            total += global_rows * (r + 1) / n_parts - global_rows * r / n_parts;
+    memset(out, 0, n * sizeof *out);
+    for (int r = 0; r < n_parts; r++) {
+        if (!(mask >> r & 1)) continue;
+        int64_t rows = global_rows * (r + 1) / n_parts - global_rows * r / n_parts;
+        float w = (float)((double)rows / (double)total);
+        for (size_t j = 0; j < n; j++) out[j] += w * parts[r][j];
+    }
+}

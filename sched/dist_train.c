@@ -12,24 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dist.h"
-
-struct tfc_dist_train {
-    int n_vars, n_ranks;
-    tfc_tensor **vars, **grads;  /* the variables and their gradients of the loss */
-    tfc_tensor **grad_in, **apply; /* placeholder of the summed gradient, its update */
-    tfc_tensor **value_in, **assign; /* placeholder of the owner's value, its assign */
-    int *owner;
-    size_t *bytes;
-    long long steps;             /* steps begun (named by the TFC_DIST_TIMEOUT watchdog) */
-    char msg[TFC_MSG_LEN];
-};
+#include "dist_train.h"
 
 void tfc_dist_train_destroy(tfc_dist_train *t)
 {
     if (!t) return;
     free(t->vars), free(t->grads), free(t->grad_in), free(t->apply);
     free(t->value_in), free(t->assign), free(t->owner), free(t->bytes);
+    free(t->state), free(t->state_var);
     free(t);
 }
 
@@ -81,9 +71,12 @@ static tfc_status build_updates(tfc_dist_train *t, tfc_graph *g, const tfc_optim
         snprintf(name, sizeof name, "%s/value_%d", prefix, i);
         t->value_in[i] = tfc_placeholder(g, name, TFC_FLOAT32, tfc_tensor_shape(v));
         if (!t->grad_in[i] || !t->value_in[i]) return graph_failed(g);
+        int before = tfc_graph_num_nodes(g);
         t->apply[i] = tfc_apply_gradients(g, 1, &t->grad_in[i], &t->vars[i], opt, NULL);
         t->assign[i] = tfc_assign(g, v, t->value_in[i]);
         if (!t->apply[i] || !t->assign[i]) return graph_failed(g);
+        tfc_status st = tfc_dist_note_state(t, g, before, i);
+        if (st) return st;
         tfc_shape s = tfc_tensor_shape(v);
         t->bytes[i] = sizeof(float);
         for (int d = 0; d < s.rank; d++) t->bytes[i] *= (size_t)s.dims[d];
@@ -173,7 +166,10 @@ static void sum_slices(const tfc_dist_train *t, const float *all, size_t n, int6
 {
     const float *parts[t->n_ranks];
     for (int r = 0; r < t->n_ranks; r++) parts[r] = all + (size_t)r * n;
-    tfc_dist_weighted_sum(parts, t->n_ranks, global_rows, n, out);
+    if (t->replay) /* a replayed step of backup workers: the ranks it applied */
+        tfc_dist_chosen_sum(parts, t->n_ranks, t->replay, global_rows, n, out);
+    else
+        tfc_dist_weighted_sum(parts, t->n_ranks, global_rows, n, out);
 }
 
 /* A float32 value shaped like variable i, for its summed gradient or its value. */
@@ -304,6 +300,71 @@ static tfc_status broadcast_values(tfc_dist_train *t, tfc_session *s, int me, tf
     return st;
 }
 
+tfc_status tfc_dist_train_set_backups(tfc_dist_train *t, int backups)
+{
+    if (!t) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_set_backups: NULL");
+    if (backups < 0 || backups >= t->n_ranks || t->n_ranks > 64)
+        return tfc_fail(t->msg, TFC_ERR_INVALID_ARGUMENT, "dist_train_set_backups: %d backups "
+                        "among %d ranks (0 to ranks - 1, at most 64 ranks)", backups, t->n_ranks);
+    t->backups = backups;
+    if (backups) choose_owners(t, 1); /* rank 0 waits for the first; it owns everything */
+    return TFC_OK;
+}
+
+unsigned long long tfc_dist_train_chosen(const tfc_dist_train *t)
+{
+    return t ? t->chosen : 0;
+}
+
+tfc_status tfc_dist_train_replay(tfc_dist_train *t, unsigned long long ranks)
+{
+    if (!t) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_replay: NULL");
+    if (t->n_ranks < 64 && ranks >> t->n_ranks)
+        return tfc_fail(t->msg, TFC_ERR_INVALID_ARGUMENT, "dist_train_replay: mask 0x%llx names "
+                        "ranks beyond the %d ranks", ranks, t->n_ranks);
+    if (ranks && !(ranks & 1))
+        return tfc_fail(t->msg, TFC_ERR_INVALID_ARGUMENT, "dist_train_replay: mask 0x%llx "
+                        "leaves out rank 0, whose gradient is always applied", ranks);
+    t->replay = ranks;
+    return TFC_OK;
+}
+
+/* A step with backup workers: rank 0 owns every variable (tfc_dist_train_set_backups). */
+static tfc_status backup_step(tfc_dist_train *t, int me, tfc_value **grads, int64_t global_rows,
+                              tfc_session *s)
+{
+    size_t n = pack_size(t, 0);
+    float *mine = malloc(n * sizeof *mine), *sum = malloc(n * sizeof *sum);
+    tfc_value *vals[t->n_vars];
+    memset(vals, 0, sizeof vals);
+    tfc_status st = mine && sum ? TFC_OK : no_pack_memory(t, n);
+    if (!st) pack_values(t, 0, grads, mine, 1);
+    unsigned long long chosen = 0;
+    if (!st) st = tfc_dist_backup_sum(mine, n, t->n_ranks - t->backups, t->steps - 1, global_rows,
+                                      t->replay, &chosen, sum, t->msg);
+    t->replay = 0;
+    if (!st) st = owner_values(t, 0, vals);
+    if (!st && me == 0) {
+        t->chosen = chosen;
+        pack_values(t, 0, vals, sum, 0);
+        st = run_some(t, s, vals, 1);
+        free_values(vals, t->n_vars);
+        for (int i = 0; !st && i < t->n_vars; i++)
+            if (tfc_session_read_variable(s, t->vars[i], &vals[i])) st = session_failed(t, s, "read");
+        if (!st) pack_values(t, 0, vals, sum, 1);
+        free_values(vals, t->n_vars);
+    }
+    if (!st) st = tfc_dist_backup_values(sum, n, t->steps - 1, t->msg);
+    if (!st && me != 0) {
+        pack_values(t, 0, vals, sum, 0);
+        st = run_some(t, s, vals, 0);
+    }
+    free_values(vals, t->n_vars);
+    free(mine);
+    free(sum);
+    return st;
+}
+
 tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s, int n_feeds,
                                tfc_tensor *const *feeds, tfc_value *const *slice,
                                int64_t global_rows)
@@ -319,6 +380,11 @@ tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s, 
     memset(grads, 0, sizeof grads);
     memset(vals, 0, sizeof vals);
     st = slice_gradients(t, s, n_feeds, feeds, slice, grads);
+    if (!st && (t->backups || t->replay)) {
+        st = backup_step(t, me, grads, global_rows, s);
+        free_values(grads, t->n_vars);
+        return st;
+    }
     if (!st) st = gather_and_sum(t, me, grads, global_rows, vals);
     free_values(grads, t->n_vars);
     if (!st) st = run_some(t, s, vals, 1);
@@ -356,6 +422,8 @@ tfc_status tfc_dist_train_step_local(tfc_dist_train *t, tfc_session *s, int n_fe
     }
     for (int i = 0; !st && i < t->n_vars; i++)
         sum_slices(t, all[i], t->bytes[i] / sizeof(float), global_rows, tfc_value_data(sums[i]));
+    t->chosen = t->replay ? t->replay : (t->n_ranks < 64 ? (1ull << t->n_ranks) - 1 : ~0ull);
+    t->replay = 0;
     if (!st) st = run_some(t, s, sums, 1);
     free_values(sums, t->n_vars);
     for (int i = 0; i < t->n_vars; i++) free(all[i]);

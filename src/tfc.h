@@ -161,6 +161,18 @@ TFC_API tfc_status tfc_ctx_create_dist(tfc_dist_mode mode, tfc_ctx **out);
 TFC_API int tfc_dist_rank(const tfc_ctx *ctx);
 TFC_API int tfc_dist_size(const tfc_ctx *ctx);
 TFC_API int tfc_dist_available(void);
+/* This process's StarPU workers (sched/dist_workers.c): writes the first `capacity` to out (may
+ * be NULL with capacity 0, to count) and returns how many there are (0 for a NULL ctx).
+ * bind_pu is the logical index (hwloc's L#) of the processing unit StarPU bound the worker to,
+ * -1 when unbound: `tfc info --topology` prints it next to hwloc's view of the machine. */
+typedef struct tfc_worker_info {
+    int id;
+    char name[64];   /* StarPU's, e.g. "CPU 0" */
+    char kind[32];   /* StarPU's: "STARPU_CPU_WORKER", "STARPU_CUDA_WORKER", ... */
+    int bind_pu;     /* logical PU index (hwloc L#), -1: none */
+    int memory_node; /* StarPU memory node */
+} tfc_worker_info;
+TFC_API int tfc_ctx_workers(const tfc_ctx *ctx, tfc_worker_info *out, int capacity);
 
 /* What StarPU runs with, read back from StarPU itself. */
 typedef struct tfc_ctx_info {
@@ -1372,6 +1384,48 @@ TFC_API tfc_status tfc_dist_train_step_local(tfc_dist_train *t, tfc_session *s, 
                                              tfc_tensor *const *feeds,
                                              tfc_value *const *slices, int64_t global_rows);
 TFC_API const char *tfc_dist_train_errmsg(const tfc_dist_train *t);
+/* Checkpoints across ranks (sched/dist_state.c): every rank calls it between steps, in the
+ * same order; the owners send rank 0 the variables only they keep current (the optimizer slots
+ * and iteration counter of each update), so that rank 0's session holds the whole training
+ * state as one consistent cut. Rank 0 then takes the checkpoint with tfc_store_checkpoint (the
+ * ordinary store format, read by `tfc`); the others open no store for writing. A restart, on
+ * any number of ranks, restores that checkpoint on every rank (tfc_store_restore; ranks other
+ * than 0 open the store TFC_STORE_READONLY), builds its trainer for the new number of ranks and
+ * seeks its shard batcher to the saved position: it goes on with the bits of a run that
+ * changed its number of ranks at that step without stopping. Without MPI and with one rank:
+ * nothing to do. */
+TFC_API tfc_status tfc_dist_train_gather(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s);
+/* Backup workers (the TensorFlow paper's section 4.4; sched/dist_backup.c): with b backups
+ * (0 <= b < ranks, at most 64 ranks; every rank sets the same b), rank 0 owns every variable
+ * and each tfc_dist_train_step applies the gradients of the first ranks - b ranks to arrive
+ * (rank 0's own among them), weighted by their slices' share of their rows and summed in rank
+ * order, and drops the late ones; the new values go back without rank 0 waiting for a
+ * straggler. tfc_dist_train_chosen gives the ranks the last step applied (bit r: rank r), to
+ * be recorded with the step (e.g. as a metric, committed with the checkpoint);
+ * tfc_dist_train_replay makes the next step (tfc_dist_train_step on every rank, or
+ * tfc_dist_train_step_local) apply exactly those ranks', so a replay gives the same bits. */
+TFC_API tfc_status tfc_dist_train_set_backups(tfc_dist_train *t, int backups);
+TFC_API unsigned long long tfc_dist_train_chosen(const tfc_dist_train *t);
+TFC_API tfc_status tfc_dist_train_replay(tfc_dist_train *t, unsigned long long ranks);
+/* Data-parallel steps of a stored training op (sched/dist_op.c; what `mpirun tfc train` runs):
+ * train_op groups optimizer updates (tfc_minimize's). A step on every rank computes, for its
+ * slice, the gradients those updates read and the fetches; rank 0 sums them (float32 scalar
+ * fetches too) in rank order weighted by each slice's share of the global_rows rows, runs
+ * train_op with the sums fed in the gradients' place (and its own slice, for whatever else the
+ * op reads), and sends every variable of the graph to the other ranks: rank 0 holds the whole
+ * state and takes the checkpoints. fetched[k] (owned by the caller): on rank 0 the global
+ * batch's value of a float32 scalar fetch, the slice's otherwise. With one rank, a plain run
+ * of train_op. A gradient clipped by its global norm is clipped per slice. Errors:
+ * TFC_ERR_INVALID_ARGUMENT, TFC_ERR_DTYPE (a gradient not float32), TFC_ERR_RUNTIME; messages
+ * on tfc_dist_op_errmsg (creation: tfc_errmsg). */
+typedef struct tfc_dist_op tfc_dist_op;
+TFC_API tfc_status tfc_dist_op_create(tfc_graph *g, tfc_tensor *train_op, tfc_dist_op **out);
+TFC_API void tfc_dist_op_destroy(tfc_dist_op *d);
+TFC_API tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s, int n_feeds,
+                                    tfc_tensor *const *feeds, tfc_value *const *slice,
+                                    int64_t global_rows, int n_fetches,
+                                    tfc_tensor *const *fetches, tfc_value **fetched);
+TFC_API const char *tfc_dist_op_errmsg(const tfc_dist_op *d);
 
 #ifdef __cplusplus
 }

@@ -232,6 +232,62 @@ static void test_train_one_rank_is_minimize(void)
     CU_ASSERT(memcmp(got[0], got[1], 37 * sizeof(float)) == 0);
 }
 
+/* Backup workers, replay, the gathered state and the train-op steps, in one process: their
+ * argument checks, the state a trainer found (each Adam update's slots and counter), a replay
+ * of all ranks equal to the plain reference, and one that drops a rank differing from it. */
+static void test_backups_replay_and_op(void)
+{
+    struct tiny m;
+    tiny_build(&m);
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.05);
+    tfc_dist_train *t;
+    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3, 0, &t) == TFC_OK);
+    CU_ASSERT_EQUAL(tfc_dist_train_set_backups(t, 3), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_dist_train_errmsg(t), "3 backups among 3 ranks") != NULL);
+    CU_ASSERT_EQUAL(tfc_dist_train_set_backups(t, -1), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_EQUAL(tfc_dist_train_set_backups(t, 1), TFC_OK);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(tfc_dist_train_owner(t, i), 0);
+    CU_ASSERT_EQUAL(tfc_dist_train_replay(t, 0x8), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_dist_train_errmsg(t), "beyond the 3 ranks") != NULL);
+    CU_ASSERT_EQUAL(tfc_dist_train_replay(t, 0x6), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_dist_train_errmsg(t), "leaves out rank 0") != NULL);
+    CU_ASSERT_EQUAL(tfc_dist_train_gather(NULL, test_ctx, NULL), TFC_ERR_INVALID_ARGUMENT);
+    tfc_session *s;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, m.g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    CU_ASSERT_EQUAL(tfc_dist_train_gather(t, test_ctx, s), TFC_OK); /* one process: all here */
+    /* the same step three ways: all slices, a replay of all, a replay without rank 2 */
+    float got[3][64];
+    for (int way = 0; way < 3; way++) {
+        CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+        if (way) CU_ASSERT_EQUAL(tfc_dist_train_replay(t, way == 1 ? 0x7 : 0x3), TFC_OK);
+        tfc_value *v[6];
+        for (int r = 0; r < 3; r++) v[2 * r] = tiny_data(2, 4, (float)r), v[2 * r + 1] = tiny_data(2, 2, (float)r + 5);
+        CU_ASSERT_EQUAL(tfc_dist_train_step_local(t, s, 2, (tfc_tensor *[]){m.x, m.t}, v, 6), TFC_OK);
+        CU_ASSERT_EQUAL(tfc_dist_train_chosen(t), way == 2 ? 0x3u : 0x7u);
+        for (int k = 0; k < 6; k++) tfc_value_destroy(v[k]);
+        int pos = 0;
+        for (int i = 0; i < 4; i++) {
+            tfc_value *val;
+            CU_ASSERT_FATAL(tfc_session_read_variable(s, m.vars[i], &val) == TFC_OK);
+            memcpy(got[way] + pos, tfc_value_data(val), tfc_value_nbytes(val));
+            pos += (int)(tfc_value_nbytes(val) / sizeof(float));
+            tfc_value_destroy(val);
+        }
+    }
+    CU_ASSERT(memcmp(got[0], got[1], 37 * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(got[0], got[2], 37 * sizeof(float)) != 0);
+    tfc_session_destroy(s);
+    tfc_dist_train_destroy(t);
+    /* a train op that groups no optimizer update */
+    tfc_dist_op *op = (tfc_dist_op *)1;
+    tfc_tensor *none = tfc_group(m.g, 1, &m.loss);
+    CU_ASSERT_EQUAL(tfc_dist_op_create(m.g, none, &op), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT_PTR_NULL(op);
+    CU_ASSERT(strstr(tfc_errmsg(), "groups no optimizer update") != NULL);
+    tfc_graph_destroy(m.g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -241,5 +297,6 @@ int main(void)
     TEST_ADD(test_dist_api_local);
     TEST_ADD(test_train_owners_and_errors);
     TEST_ADD(test_train_one_rank_is_minimize);
+    TEST_ADD(test_backups_replay_and_op);
     return test_main();
 }

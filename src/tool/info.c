@@ -6,9 +6,11 @@
 #include <string.h>
 #include <time.h>
 #include "tool.h"
+#include "info_topology.h"
 
 static const char info_usage[] =
-    "usage: tfc info MODEL.db\n\n"
+    "usage: tfc info MODEL.db\n"
+    "       tfc info --topology   (the node and StarPU's workers: tfc info --topology --help)\n\n"
     "Prints a summary of the model: node count and nodes by op, the parameter count (elements\n"
     "of the variables, not counting optimizer slots \"<var>/<slot>\" and integer counters such\n"
     "as global_step, which are counted apart), the \"train\" and \"predict\" signatures, every\n"
@@ -187,6 +189,11 @@ static void print_metrics(tfc_store *store)
 
 int cmd_info(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--topology")) {
+        if (argc == 2) return tool_topology();
+        fputs(tool_topology_usage, strcmp(argv[2], "--help") ? stderr : stdout);
+        return strcmp(argv[2], "--help") ? TOOL_USAGE : -1;
+    }
     struct tool_opts o;
     int rc = tool_parse(argc, argv, 0, info_usage, &o);
     if (rc) return rc;

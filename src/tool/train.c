@@ -50,7 +50,13 @@ static const char train_usage[] =
     "cannot be written (disk full, file size limit, store locked) stops training at once with\n"
     "exit status 1 and a message naming the cause; the next run resumes from the last\n"
     "checkpoint announced. Progress (step, loss, examples/s, time left) goes to stderr; epoch\n"
-    "summaries and checkpoint notes to stdout.\n\n";
+    "summaries and checkpoint notes to stdout.\n\n"
+    "Under mpirun (`mpirun -np N tfc train MODEL.db ...`, a library built with MPI) the ranks\n"
+    "train data-parallel: each computes the gradients of its slice of every batch, rank 0 sums\n"
+    "them in rank order, updates and sends the variables to the others. Rank 0 alone writes\n"
+    "the store (checkpoints, metrics of the whole batch) and prints; a run resumes from the\n"
+    "last checkpoint on any number of ranks. A signal ends the job at once (no last\n"
+    "checkpoint); --val-data is not available there yet.\n\n";
 
 static const char eval_usage[] =
     "usage: tfc eval MODEL.db --data NAME=FILE ... [--batch B]\n\n"
@@ -200,6 +206,12 @@ struct trainer {
     struct validation val;
     tfc_tensor *flag;      /* the graph's training flag, fed 1 by training steps; NULL: none */
     tfc_value *flag_on;    /* float32 1 */
+    /* under mpirun (issue 15): the data-parallel steps; rank 0 alone writes the store and
+     * prints, the others open it read-only */
+    tfc_dist_op *dist;
+    int distributed;       /* a distributed context (its steps go through dist) */
+    int rank, ranks;
+    int64_t global_rows;   /* rows of the current step's global batch */
 };
 
 static void say_committed(const struct taken_ckpt *c)
@@ -215,6 +227,7 @@ static void say_committed(const struct taken_ckpt *c)
  * training: the message names the checkpoint or metrics not written and the cause. */
 static int announce_committed(struct trainer *t, int wait)
 {
+    if (t->rank) return TOOL_OK; /* its store is read-only */
     int64_t committed = 0;
     tfc_status status = wait ? tfc_store_flush(t->m.store) : TFC_OK;
     /* the count comes with an error too: what did commit before the failure is announced */
@@ -246,6 +259,10 @@ static int checkpoint(struct trainer *t, const char *why)
     tfc_input_position pos = {.seed = t->seed};
     tfc_batcher_position(t->batcher, &pos.epoch, &pos.step);
     if (t->last_ckpt == t->gstep) return TOOL_OK;
+    if (t->rank) { /* rank 0 checkpoints the job */
+        t->last_ckpt = t->gstep;
+        return TOOL_OK;
+    }
     if (t->n_taken == MAX_TAKEN && announce_committed(t, 1)) return TOOL_FAIL;
     if (tfc_store_checkpoint(t->m.store, t->m.session, t->gstep, &pos))
         return store_failed(t, "checkpoint", "");
@@ -298,8 +315,9 @@ static int train_resume(struct trainer *t, const struct tool_opts *o, int64_t ba
         fprintf(stderr, "tfc train: note: --seed %llu differs from the checkpoint's seed %llu: "
                         "the rows come in a new order\n",
                 (unsigned long long)o->seed, (unsigned long long)p->seed);
-    if (tfc_batcher_create(t->feeds.n, t->feeds.values, batch, t->seed, TFC_BATCHER_SHUFFLE,
-                           &t->batcher))
+    if (tfc_batcher_create_shard(t->feeds.n, t->feeds.values, batch, t->seed,
+                                 TFC_BATCHER_SHUFFLE, t->rank, t->dist ? t->ranks : 1,
+                                 &t->batcher))
         return tool_error("train", "%s", tfc_errmsg());
     t->steps = tfc_batcher_steps_per_epoch(t->batcher);
     if (t->restored && tfc_batcher_seek(t->batcher, p->epoch, p->step)) {
@@ -329,7 +347,7 @@ static int train_count_steps(struct trainer *t, int keep)
         t->gstep = t->restored ? t->report.step : 0;
     }
     t->last_ckpt = t->restored ? t->gstep : -1;
-    if (tfc_store_set_retention(t->m.store, keep, 0))
+    if (t->rank == 0 && tfc_store_set_retention(t->m.store, keep, 0))
         return tool_error("train", "%s", tfc_store_errmsg(t->m.store));
     return TOOL_OK;
 }
@@ -449,10 +467,16 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
     memcpy(ft, t->feeds.tensors, sizeof *ft * (size_t)n);
     memcpy(fv, b, sizeof *fv * (size_t)n);
     if (t->flag) ft[n] = t->flag, fv[n++] = t->flag_on;
-    if (tfc_session_run(t->m.session, n, ft, fv, t->f.n, t->f.tensors, t->out, 1, &t->train_op))
+    if (t->dist && tfc_dist_op_step(t->dist, t->m.ctx, t->m.session, n, ft, fv, t->global_rows,
+                                    t->f.n, t->f.tensors, t->out))
+        return tool_error("train", "rank %d: step %lld: %s", t->rank, (long long)t->gstep + 1,
+                          tfc_dist_op_errmsg(t->dist));
+    if (!t->dist &&
+        tfc_session_run(t->m.session, n, ft, fv, t->f.n, t->f.tensors, t->out, 1, &t->train_op))
         return tool_error("train", "step %lld: %s", (long long)t->gstep + 1,
                           tfc_session_errmsg(t->m.session));
-    int64_t r = tfc_value_shape(b[0]).dims[0];
+    /* distributed, rank 0's scalar fetches are the global batch's */
+    int64_t r = t->dist ? t->global_rows : tfc_value_shape(b[0]).dims[0];
     int failed = 0;
     t->gstep++;
     if (announce_committed(t, 0)) failed = 1; /* a failed write stops training now */
@@ -463,7 +487,7 @@ static int train_step(struct trainer *t, tfc_value **b, struct epoch_run *e)
         double x = tool_value_mean(t->out[k]);
         tfc_value_destroy(t->out[k]);
         t->sums[k] += x * (double)r;
-        if (!failed && tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x))
+        if (!failed && t->rank == 0 && tfc_store_log_metric(t->m.store, t->gstep, t->f.names[k], x))
             failed = store_failed(t, "logging ", t->f.names[k]);
     }
     return failed;
@@ -478,6 +502,10 @@ static int train_epoch(struct trainer *t, struct epoch_run *e)
     memset(t->sums, 0, sizeof *t->sums * (size_t)t->f.n);
     for (int epoch_done = 0; !epoch_done && !stop_signal;) {
         tfc_value *b[TOOL_MAX_DATA];
+        int64_t at_epoch, at_step; /* the global batch: every rank's slice of it */
+        tfc_batcher_position(t->batcher, &at_epoch, &at_step);
+        t->global_rows = t->feeds.rows - at_step * t->batch < t->batch
+                             ? t->feeds.rows - at_step * t->batch : t->batch;
         if (tfc_batcher_next(t->batcher, b, &epoch_done))
             return tool_error("train", "%s", tfc_batcher_errmsg(t->batcher));
         if (train_step(t, b, e)) return TOOL_FAIL;
@@ -578,16 +606,18 @@ static int train_run(struct trainer *t)
     }
     fflush(stdout);
     /* the steps after the checkpoint that an earlier, crashed run logged are taken again */
-    if (tfc_store_truncate_metrics(t->m.store, t->gstep))
+    if (t->rank == 0 && tfc_store_truncate_metrics(t->m.store, t->gstep))
         return tool_error("train", "%s", tfc_store_errmsg(t->m.store));
 
-    /* StarPU installs its own handlers when it starts: ours go in after it */
+    /* StarPU installs its own handlers when it starts: ours go in after it. Not under mpirun:
+     * the ranks would stop after different steps; the signal ends the job there, and the next
+     * run resumes from the last checkpoint. */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    if (!t->dist) sigaction(SIGINT, &sa, NULL);
+    if (!t->dist) sigaction(SIGTERM, &sa, NULL);
 
     t->out = calloc((size_t)t->f.n + 1, sizeof *t->out);
     t->sums = calloc((size_t)t->f.n + 1, sizeof *t->sums);
@@ -604,6 +634,49 @@ static int train_run(struct trainer *t)
     }
     if (val_stops(&t->val)) return say_stopped_early(t, "stopped early");
     printf("trained to epoch %lld, step %lld\n", (long long)t->epochs, (long long)t->gstep);
+    return TOOL_OK;
+}
+
+/* The ranks mpirun (Open MPI) or a PMI launcher (srun) says the job has; 0: not launched so. */
+static int getenv_ranks(void)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    return n ? atoi(n) : 0;
+}
+
+/* Opens the model: as one process, or under mpirun as one rank of a distributed context (rank
+ * 0 holds the store's training lock; the others read it and print nothing on stdout). */
+static int train_start(struct trainer *t, const struct tool_opts *o)
+{
+    int ranks = getenv_ranks();
+    t->ranks = 1;
+    if (ranks == 0 || (ranks == 1 && !tfc_dist_available()))
+        return tool_model_open("train", o->model, 1, 1, &t->m);
+    if (o->n_val_data) {
+        fprintf(stderr, "tfc train: --val-data is not available under mpirun yet (%d ranks)\n",
+                ranks);
+        return TOOL_USAGE;
+    }
+    tfc_ctx *ctx;
+    if (tfc_ctx_create_dist(TFC_DIST_MPI, &ctx))
+        return tool_error("train", "under mpirun (%d ranks): %s", ranks, tfc_errmsg());
+    t->distributed = 1;
+    t->rank = tfc_dist_rank(ctx);
+    t->ranks = tfc_dist_size(ctx);
+    if (tool_model_open("train", o->model, t->rank == 0, 0, &t->m)) {
+        tfc_ctx_destroy(ctx);
+        return TOOL_FAIL;
+    }
+    t->m.ctx = ctx;
+    if (tfc_session_create(ctx, t->m.graph, &t->m.session)) {
+        t->m.session = NULL;
+        return tool_error("train", "%s: %s", o->model, tfc_errmsg());
+    }
+    if (t->rank) {
+        t->quiet = 1;
+        if (!freopen("/dev/null", "w", stdout)) return tool_error("train", "no /dev/null");
+    }
     return TOOL_OK;
 }
 
@@ -633,8 +706,14 @@ int cmd_train(int argc, char **argv)
     /* past the file size limit (ulimit -f) a write then fails with EFBIG, which the store
      * reports, instead of SIGXFSZ killing the process in the middle of a transaction */
     signal(SIGXFSZ, SIG_IGN);
-    if (tool_model_open("train", o.model, 1, 1, &t.m)) return TOOL_FAIL;
+    rc = train_start(&t, &o);
+    if (rc) {
+        tool_model_close(&t.m);
+        return rc;
+    }
     rc = train_open(&t, &o);
+    if (!rc && t.distributed && tfc_dist_op_create(t.m.graph, t.train_op, &t.dist))
+        rc = tool_error("train", "%s", tfc_errmsg());
     if (!rc) rc = val_open(&t, &o);
     if (!rc)
         rc = train_resume(&t, &o, batch) || train_count_steps(&t, keep) || val_resume(&t)
@@ -647,6 +726,7 @@ int cmd_train(int argc, char **argv)
     tfc_value_destroy(t.flag_on);
     tfc_restore_report_clear(&t.report);
     tfc_signature_free(t.sig);
+    tfc_dist_op_destroy(t.dist);
     tool_model_close(&t.m);
     return rc;
 }
