@@ -6,7 +6,8 @@
  *   fashion_rnn [--epochs N] [--max-steps N] [--seed S] [--batch B] [--lr LR] [--data DIR]
  *               [--save MODEL.db] [--while-loop] [--quiet]
  *
- * Defaults: 5 epochs at batch 128, Adam with the learning rate 1e-3 decayed along a cosine.
+ * Defaults: 10 epochs at batch 128 (seed 1 reaches 0.8806; 5 epochs reach 0.8629), Adam
+ * with the learning rate 1e-3 decayed along a cosine.
  * --max-steps N stops after N training steps in all (a short run for CI). --while-loop runs
  * the time loop as a tfc_while_loop instead of the unrolled graph: forward only until
  * gradients through while_loop exist (training then fails with a message naming the loop).
@@ -35,7 +36,7 @@ int main(int argc, char **argv)
     struct trainer_options o;
     struct rnn_example c = {0};
     trainer_defaults(&o, "fashion_rnn", "[--epochs N] [--max-steps N] [--seed S] [--batch B] "
-                     "[--lr LR] [--data DIR] [--save MODEL.db] [--while-loop] [--quiet]", 5);
+                     "[--lr LR] [--data DIR] [--save MODEL.db] [--while-loop] [--quiet]", 10);
     o.count_steps = 1;
     const struct trainer_flag own[] = {
         {"--max-steps", "a whole number, 0 or more", trainer_set_steps, &o.max_steps},
