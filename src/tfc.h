@@ -767,6 +767,40 @@ TFC_API tfc_tensor *tfc_batch_norm_layer(tfc_graph *g, tfc_tensor *x, tfc_tensor
 TFC_API tfc_tensor *tfc_layer_norm_layer(tfc_graph *g, tfc_tensor *x, int n_axes,
                                          double epsilon, const char *name);
 
+/* Recurrent layers (graph/layers_rnn.c). The time loop runs as a tfc_while_loop or unrolled
+ * into a static graph of `steps` steps; both give the same bits. MODE_DEFAULT is the unrolled
+ * graph for now: training needs gradients through tfc_while_loop, which are not there yet. */
+typedef enum tfc_rnn_mode {
+    TFC_RNN_MODE_DEFAULT, TFC_RNN_UNROLLED, TFC_RNN_WHILE_LOOP
+} tfc_rnn_mode;
+
+typedef struct tfc_rnn_opts {
+    int return_sequences;  /* 0: the last state [batch, units]; 1: every step's output
+                            * [batch, steps, units] (zeros at a row's steps past its length) */
+    tfc_tensor *initial_h; /* [batch, units] of x's dtype, or NULL: zeros */
+    tfc_tensor *initial_c; /* LSTM's initial cell state, the same; NULL: zeros */
+    tfc_tensor *lengths;   /* int32 [batch]: row b runs lengths[b] steps and then keeps its
+                            * state (masked); NULL: every row runs all steps */
+    tfc_rnn_mode mode;
+} tfc_rnn_opts;
+
+/* An LSTM layer over x = [batch, steps, features] (float32 or float64; steps and features
+ * known), gates i, f, g, o as Keras and PyTorch: c = f c + i g, h = o tanh(c). Inside the name
+ * scope `name` (NULL: "lstm"; taken: name_1, ...) it creates the trainable "kernel" [features,
+ * 4 units] and "recurrent_kernel" [units, 4 units] (Glorot uniform, seeded by the full name)
+ * and "bias" [4 units] (zeros; the forget gate adds a constant 1 on top, Keras's
+ * unit_forget_bias). opts may be NULL (last state, zero initial state, full lengths, the
+ * default mode). Errors (units < 1, x not rank 3, a state of the wrong shape, lengths not
+ * int32 [batch], an unknown mode) are recorded on g and name the layer; the result is NULL. */
+TFC_API tfc_tensor *tfc_lstm_layer(tfc_graph *g, tfc_tensor *x, int64_t units,
+                                   const tfc_rnn_opts *opts, const char *name);
+/* A GRU layer, the same way, in PyTorch's (and cuDNN's, Keras's reset_after) form: r and z
+ * from x and h, n = tanh(x W_n + b_n + r (h U_n + rb_n)), h = (1 - z) n + z h; variables
+ * "kernel" [features, 3 units], "recurrent_kernel" [units, 3 units], "bias" and
+ * "recurrent_bias" [3 units] (zeros), gates ordered r, z, n. initial_c must be NULL. */
+TFC_API tfc_tensor *tfc_gru_layer(tfc_graph *g, tfc_tensor *x, int64_t units,
+                                  const tfc_rnn_opts *opts, const char *name);
+
 /* ---- Scheduling hints ------------------------------------------------------------------ */
 
 /* Placement hints. device is "cpu", "cuda", "cuda:N", "opencl" or "opencl:N" (N: the N-th
