@@ -192,15 +192,16 @@ static void test_modes_same_bits(void)
     }
 }
 
-/* d(sum of the sequences)/d(each weight) through the unrolled layer, float64, with lengths,
- * against central differences of the reference. */
-static void check_gradient(int gru)
+/* d(sum of the sequences)/d(each weight) through the layer in either mode (the loop's
+ * gradient is the reverse loop of graph/control_flow_grad.c), float64, with lengths, against
+ * central differences of the reference. */
+static void check_gradient(int gru, tfc_rnn_mode mode)
 {
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(3, (int64_t[]){B, T, F}));
     tfc_tensor *len = tfc_placeholder(g, "len", TFC_INT32, tfc_shape_of(1, (int64_t[]){B}));
-    tfc_rnn_opts o = {.return_sequences = 1, .lengths = len, .mode = TFC_RNN_UNROLLED};
+    tfc_rnn_opts o = {.return_sequences = 1, .lengths = len, .mode = mode};
     tfc_tensor *y = gru ? tfc_gru_layer(g, x, H, &o, NULL) : tfc_lstm_layer(g, x, H, &o, NULL);
     tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
     const char *names[4] = {"kernel", "recurrent_kernel", "bias", "recurrent_bias"};
@@ -212,7 +213,9 @@ static void check_gradient(int gru)
         vars[k] = tfc_graph_find(g, full);
         CU_ASSERT_FATAL(vars[k] != NULL);
     }
-    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, nv, vars, dv), TFC_OK);
+    if (tfc_gradients(g, 1, &loss, NULL, nv, vars, dv) != TFC_OK)
+        fprintf(stderr, "gradients: %s\n", tfc_graph_errmsg(g));
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
     tfc_session *s;
     CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
     CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
@@ -249,8 +252,10 @@ static void check_gradient(int gru)
     tfc_graph_destroy(g);
 }
 
-static void test_lstm_gradient(void) { check_gradient(0); }
-static void test_gru_gradient(void) { check_gradient(1); }
+static void test_lstm_gradient(void) { check_gradient(0, TFC_RNN_UNROLLED); }
+static void test_gru_gradient(void) { check_gradient(1, TFC_RNN_UNROLLED); }
+static void test_lstm_gradient_loop(void) { check_gradient(0, TFC_RNN_WHILE_LOOP); }
+static void test_gru_gradient_loop(void) { check_gradient(1, TFC_RNN_WHILE_LOOP); }
 
 static int fails_with(tfc_graph *g, tfc_status want, const char *text)
 {
@@ -323,6 +328,8 @@ int main(void)
     TEST_ADD(test_modes_same_bits);
     TEST_ADD(test_lstm_gradient);
     TEST_ADD(test_gru_gradient);
+    TEST_ADD(test_lstm_gradient_loop);
+    TEST_ADD(test_gru_gradient_loop);
     TEST_ADD(test_variables_and_errors);
     return test_main();
 }
