@@ -24,7 +24,8 @@
  *
  * Convolutions, their adjoints and pooling split over the batch instead (split_batch): one
  * task per block of images, the filter read whole; the filter gradient's blocks write partial
- * sums that one reduce task adds, as split-K's do. */
+ * sums that one reduce task adds, as split-K's do. Large optimizer updates split over their
+ * variable's rows (split_update): the variable, its slots and the gradient in blocks of rows. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,6 +514,83 @@ static int split_batch(struct tiler *tl, int si, int64_t b)
     return 0;
 }
 
+/* ---- optimizer updates: one task per block of the variable's rows ------------------------- */
+
+/* Whether step st is an optimizer update (apply_*) worth splitting over its variable's first
+ * dimension: above the threshold of batch splits (the update is memory bound: its bytes count),
+ * every operand either of the variable's shape (the variable, its slots, the gradient) or a
+ * scalar (learning rate, step count), someone to share it with. Each element is updated
+ * alone, so a block of rows is the same computation on a shorter variable: the result is
+ * bit-identical. The CNN's Adam on its 3136x1024 dense kernel took 7.8 ms as one task near
+ * the end of the step while the other worker idled. */
+static int big_update(const struct step *st, const struct plan_options *opt)
+{
+    const struct tfc_kargs *a = st->args;
+    if (opt->tile_min <= 0 || st->cl != &tfc_cl_optimizer || a->kind == TFC_K_LR_SCHEDULE)
+        return 0;
+    if (a->flops + a->bytes < opt->tile_min / BATCH_MIN_DIVISOR) return 0;
+    if (opt->tile_size == 0 && opt->tile_workers < 2) return 0; /* auto: nobody to share with */
+    const struct tfc_kdesc *v = &a->d[0];
+    if (v->rank < 1 || v->dims[0] < 2 || v->numel < 2 || v->numel > UINT32_MAX) return 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (d->buf < 0) return 0;
+        if (d->numel != 1 && (d->numel != v->numel || d->dims[0] != v->dims[0])) return 0;
+    }
+    return 1;
+}
+
+/* Rows of the variable per task of update step st, or 0 when it stays whole: TFC_TILE_SIZE
+ * when set, else the rows over TILES_PER_WORKER tasks per worker. */
+static int64_t update_block(const struct step *st, const struct plan_options *opt)
+{
+    if (!big_update(st, opt)) return 0;
+    int64_t rows = st->args->d[0].dims[0], b = opt->tile_size;
+    if (b <= 0) {
+        int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
+        b = cdiv(rows, (int64_t)TILES_PER_WORKER * w);
+    }
+    return cdiv(rows, b) > 1 ? b : 0;
+}
+
+/* Appends the steps of update step si over blocks of b rows of its variable: each operand of
+ * the variable's shape, seen as [rows, numel / rows], is partitioned into blocks of b rows
+ * (contiguous: whole rows), written in place for the variable and its slots, read for the
+ * gradient; task t updates block t, the scalars read whole. */
+static int split_update(struct tiler *tl, int si, int64_t b)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    int64_t rows = a->d[0].dims[0], cols = a->d[0].numel / rows, nt = cdiv(rows, b);
+    int bpart[STARPU_NMAXBUFS]; /* per buffer: its partition, or -1 when read whole */
+    for (int j = 0; j < st->n_buf; j++) bpart[j] = -1;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (d->numel == 1 || bpart[d->buf] >= 0) continue;
+        int s = st->buf_slot[d->buf];
+        if (add_part(p, &tl->cap_parts, s, st->modes[d->buf] == STARPU_R, rows, cols, b, cols))
+            return -1;
+        bpart[d->buf] = p->n_parts - 1;
+    }
+    for (int j = 0; j < st->n_buf; j++) tl->live[st->buf_slot[j]] = -1; /* none stays live */
+    for (int t = 0; t < nt; t++) {
+        struct step *ts = push_tile(tl, st, st->n_buf);
+        if (!ts) return -1;
+        struct tfc_kargs *ka = ts->args;
+        for (int i = 0; i < ka->n_in + ka->n_out; i++)
+            if (ka->d[i].numel != 1) {
+                ka->d[i].dims[0] = (t + 1) * b <= rows ? b : rows - t * b;
+                set_numel(&ka->d[i]);
+            }
+        for (int j = 0; j < ts->n_buf; j++)
+            if (bpart[j] >= 0) ts->buf_part[j] = bpart[j], ts->buf_child[j] = t;
+        tfc_kargs_finish(ka);
+        ts->cost = st->cost * (double)ka->d[0].numel / (double)a->d[0].numel;
+    }
+    return 0;
+}
+
 /* ---- element-wise: a fused step over the tiles of a live input ---------------------------- */
 
 /* How operand d of a fused step relates to an [m, n] output tiled by grid pt. */
@@ -769,7 +847,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     for (int i = 0; i < p->n_steps; i++) {
         edge[i] = tile_of(p, &p->steps[i], opt);
         if (!edge[i]) edge[i] = -kchunk_of(p, &p->steps[i], opt);
-        any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0;
+        any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0 ||
+               update_block(&p->steps[i], opt) != 0;
     }
     if (!any) {
         free(edge); free(split);
@@ -789,6 +868,9 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
             split[i] = 1;
         } else if ((b = batch_block(p, st, opt)) > 0) {
             rc = split_batch(&tl, i, b);
+            split[i] = 1;
+        } else if ((b = update_block(st, opt)) > 0) {
+            rc = split_update(&tl, i, b);
             split[i] = 1;
         } else if ((q = fused_source(&tl, i)) >= 0) {
             rc = split_fused(&tl, i, q);

@@ -745,6 +745,80 @@ static void test_conv_batch_default(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- optimizer updates over the variable's rows --------------------------------------------- */
+
+/* Three steps of opt on w [37, ...] (loss = sum(w * w * x), x fed) with tiling at tile_min
+ * (0: off) and tile (rows per task, 0: auto); the tasks they ran and w after them. */
+static void update_steps(const tfc_optimizer *opt, enum tfc_dtype dt, int rank,
+                         const int64_t *dims, double tile_min, int tile, uint64_t *tasks,
+                         tfc_value **w_out)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *w = tfc_variable(g, "w", dt, tfc_shape_of(rank, dims), tfc_init_glorot_uniform(3));
+    tfc_tensor *x = tfc_placeholder(g, "x", dt, tfc_shape_of(rank, dims));
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, tfc_mul(g, w, w), x), 0, NULL, 0);
+    tfc_tensor *step = tfc_minimize(g, loss, 1, &w, opt, NULL);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, tile_min, tile) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    tfc_value *xv = nd_value(dt, rank, dims, 11);
+    tfc_session_stats before, after;
+    tfc_session_get_stats(s, &before);
+    for (int it = 0; it < 3; it++) {
+        tfc_status st = tfc_session_run(s, 1, &x, &xv, 0, NULL, NULL, 1, &step);
+        if (st) fprintf(stderr, "update run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+    }
+    tfc_session_get_stats(s, &after);
+    *tasks = after.tasks - before.tasks;
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, w, w_out) == TFC_OK);
+    tfc_value_destroy(xv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A large optimizer update splits over its variable's first dimension (37 rows: blocks of 8,
+ * the last of 5; then the automatic rule, TILES_PER_WORKER blocks per worker), the variable,
+ * its slots and the gradient in blocks: float32 Adam (its typed fast path) on [37, 5], and
+ * float64 centered RMSprop with momentum (three slots) on [37, 2, 3]. Each element is updated
+ * alone, so after three steps the variable equals the untiled one bit for bit on CPU workers;
+ * each step runs the blocks' extra tasks. */
+static void test_update_rows(void)
+{
+    tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, 0.05);
+    tfc_optimizer rms = tfc_optimizer_default(TFC_OPT_RMSPROP, 0.01);
+    rms.momentum = 0.5;
+    rms.centered = 1;
+    const tfc_optimizer *opts[2] = {&adam, &rms};
+    const int64_t dims[2][3] = {{37, 5}, {37, 2, 3}};
+    int workers = (int)starpu_worker_get_count();
+    int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
+    for (int k = 0; k < 2; k++) {
+        enum tfc_dtype dt = k ? TFC_FLOAT64 : TFC_FLOAT32;
+        uint64_t t_whole, t_tiled;
+        tfc_value *whole = NULL, *tiled = NULL;
+        update_steps(opts[k], dt, 2 + k, dims[k], 0, 0, &t_whole, &whole);
+        for (int mode = 0; mode < 2; mode++) { /* blocks of 8 rows; automatic */
+            int blk = mode ? (int)cdiv(37, 4 * workers) : 8;
+            int extra = mode && workers < 2 ? 0 : (int)cdiv(37, blk) - 1;
+            update_steps(opts[k], dt, 2 + k, dims[k], 1, mode ? 0 : 8, &t_tiled, &tiled);
+            int ok = same_values(tiled, whole, exact, tol_of(dt));
+            if (t_tiled != t_whole + 3 * (uint64_t)extra || !ok)
+                fprintf(stderr, "%s update, %s: %llu tasks (whole %llu, want %d more a step), %s\n",
+                        k ? "rmsprop f64" : "adam f32", mode ? "auto" : "blocks of 8",
+                        (unsigned long long)t_tiled, (unsigned long long)t_whole, extra,
+                        ok ? "same values" : "values differ");
+            CU_ASSERT_EQUAL(t_tiled, t_whole + 3 * (uint64_t)extra);
+            CU_ASSERT(ok);
+            tfc_value_destroy(tiled);
+        }
+        tfc_value_destroy(whole);
+    }
+}
+
 /* ---- defaults and errors ------------------------------------------------------------------- */
 
 /* With the defaults, a small matmul stays one task and a 512^3 one (at the threshold) is
@@ -1256,6 +1330,7 @@ int main(void)
     TEST_ADD(test_training);
     TEST_ADD(test_conv_batch);
     TEST_ADD(test_conv_batch_default);
+    TEST_ADD(test_update_rows);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
