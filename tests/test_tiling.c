@@ -745,6 +745,56 @@ static void test_conv_batch_default(void)
     tfc_graph_destroy(g);
 }
 
+/* The element-wise steps after a batch split follow its blocks of images: relu(conv(x, w) + b)
+ * with b [1, 6, 1, 1] (a fused chain), a max pool of it (reading the relu's blocks in place),
+ * and p * p after the pool (one op, made a fused step because its input is split). Blocks of
+ * 3 images (3 tasks per node) and the automatic rule; every result equals the whole one bit
+ * for bit on CPU workers (each image is computed alone). */
+static void test_batch_elementwise(void)
+{
+    const int64_t xd[4] = {8, 4, 9, 7}, wd[4] = {6, 4, 3, 3}, bd[4] = {1, 6, 1, 1};
+    tfc_conv_params cp = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
+    int workers = (int)starpu_worker_get_count();
+    int exact = starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == workers;
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, xd));
+    tfc_tensor *w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(4, wd));
+    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(4, bd));
+    tfc_tensor *y = tfc_relu(g, tfc_add(g, tfc_conv(g, x, w, &cp), b));
+    tfc_tensor *pool = tfc_max_pool(g, y, &pp, NULL);
+    tfc_tensor *z = tfc_mul(g, pool, pool);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_tensor *ft[3] = {x, w, b};
+    tfc_value *fv[3] = {nd_value(TFC_FLOAT32, 4, xd, 21), nd_value(TFC_FLOAT32, 4, wd, 22),
+                        nd_value(TFC_FLOAT32, 4, bd, 23)};
+    tfc_tensor *outs[3] = {y, pool, z};
+    for (int k = 0; k < 3; k++) {
+        const char *name = tfc_tensor_name(outs[k]);
+        int n_whole, n_tiles;
+        uint64_t t_whole, t_tiled;
+        tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
+        CU_ASSERT_EQUAL(n_whole, 1);
+        for (int mode = 0; mode < 2; mode++) { /* blocks of 3; automatic */
+            int want = mode ? (workers < 2 ? 1 : (int)cdiv(8, cdiv(8, 4 * workers))) : 3;
+            tfc_value *tiled = run_tiled(g, 1, mode ? 0 : 3, 3, ft, fv, outs[k], name, &n_tiles,
+                                         &t_tiled);
+            int ok = same_values(tiled, whole, exact, tol_of(TFC_FLOAT32));
+            if (n_tiles != want || !ok)
+                fprintf(stderr, "%s after a batch split, %s: %d tasks (want %d), %s\n", name,
+                        mode ? "auto" : "blocks of 3", n_tiles, want,
+                        ok ? "same values" : "values differ");
+            CU_ASSERT_EQUAL(n_tiles, want);
+            CU_ASSERT(ok);
+            tfc_value_destroy(tiled);
+        }
+        tfc_value_destroy(whole);
+    }
+    for (int i = 0; i < 3; i++) tfc_value_destroy(fv[i]);
+    tfc_graph_destroy(g);
+}
+
 /* ---- optimizer updates over the variable's rows --------------------------------------------- */
 
 /* Three steps of opt on w [37, ...] (loss = sum(w * w * x), x fed) with tiling at tile_min
@@ -1331,6 +1381,7 @@ int main(void)
     TEST_ADD(test_conv_batch);
     TEST_ADD(test_conv_batch_default);
     TEST_ADD(test_update_rows);
+    TEST_ADD(test_batch_elementwise);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
