@@ -46,8 +46,9 @@ static const int64_t tile_edges[] = {1024, 512, 256};
  * their bytes as work too (pooling's cost is its memory traffic): a block of images needs no
  * partial sums (the filter gradient's few aside), and a whole batch's activations overflow
  * the caches. The CNN's conv1 filter gradient (0.16 GFLOP) took 7.7 ms as one task and 2.1 ms
- * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled. */
-#define BATCH_MIN_DIVISOR 16
+ * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled,
+ * and so did the second pool (12.8 MB, 2.9 ms; below a sixteenth, 16.7 MB). */
+#define BATCH_MIN_DIVISOR 32
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 

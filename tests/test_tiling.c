@@ -704,12 +704,14 @@ static void test_conv_batch(void)
 
 /* With the default threshold (2 * 512^3 flops) the CNN's first layer splits over its batch of
  * 128 on two or more workers: its convolution and filter gradient (0.16 GFLOP each, below the
- * matmul threshold; the batch split starts at a sixteenth of it) and its 2x2 max pool (16 MB
- * of operands, counted as work). One worker keeps them whole. The blocks equal the whole
- * results bit for bit (the filter gradient within float summation error). */
+ * matmul threshold; the batch split starts at a 32nd of it) and its 2x2 max pool (16 MB of
+ * operands, counted as work), and the second layer's max pool with indices ([128, 64, 14, 14]:
+ * 12.8 MB). One worker keeps them whole. The blocks equal the whole results bit for bit (the
+ * filter gradient within float summation error). */
 static void test_conv_batch_default(void)
 {
     const int64_t xd[4] = {128, 1, 28, 28}, wd[4] = {32, 1, 5, 5}, yd[4] = {128, 32, 28, 28};
+    const int64_t hd[4] = {128, 64, 14, 14};
     const double tile_min = 2.0 * 512 * 512 * 512;
     tfc_conv_params cp = {.pads_begin = {2, 2}, .pads_end = {2, 2}};
     tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
@@ -720,18 +722,19 @@ static void test_conv_batch_default(void)
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, xd));
     tfc_tensor *w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(4, wd));
     tfc_tensor *dy = tfc_placeholder(g, "dy", TFC_FLOAT32, tfc_shape_of(4, yd));
-    tfc_tensor *outs[3] = {tfc_conv(g, x, w, &cp), tfc_conv_backprop_filter(g, x, dy, w, &cp),
-                           tfc_max_pool(g, dy, &pp, NULL)};
+    tfc_tensor *h = tfc_placeholder(g, "h", TFC_FLOAT32, tfc_shape_of(4, hd)), *idx = NULL;
+    tfc_tensor *outs[4] = {tfc_conv(g, x, w, &cp), tfc_conv_backprop_filter(g, x, dy, w, &cp),
+                           tfc_max_pool(g, dy, &pp, NULL), tfc_max_pool(g, h, &pp, &idx)};
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-    tfc_tensor *ft[3] = {x, w, dy};
-    tfc_value *fv[3] = {nd_value(TFC_FLOAT32, 4, xd, 6), nd_value(TFC_FLOAT32, 4, wd, 7),
-                        nd_value(TFC_FLOAT32, 4, yd, 8)};
-    for (int k = 0; k < 3; k++) {
+    tfc_tensor *ft[4] = {x, w, dy, h};
+    tfc_value *fv[4] = {nd_value(TFC_FLOAT32, 4, xd, 6), nd_value(TFC_FLOAT32, 4, wd, 7),
+                        nd_value(TFC_FLOAT32, 4, yd, 8), nd_value(TFC_FLOAT32, 4, hd, 9)};
+    for (int k = 0; k < 4; k++) {
         const char *name = tfc_tensor_name(outs[k]);
         int filter = k == 1, n_whole, n_tiles;
         uint64_t t_whole, t_tiled;
-        tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
-        tfc_value *tiled = run_tiled(g, tile_min, 0, 3, ft, fv, outs[k], name, &n_tiles, &t_tiled);
+        tfc_value *whole = run_tiled(g, 0, 0, 4, ft, fv, outs[k], name, &n_whole, &t_whole);
+        tfc_value *tiled = run_tiled(g, tile_min, 0, 4, ft, fv, outs[k], name, &n_tiles, &t_tiled);
         int want = workers < 2 ? 1 : (filter ? 2 * workers + 1 : 4 * workers);
         int ok = same_values(tiled, whole, exact && !filter, tol_of(TFC_FLOAT32));
         if (n_tiles != want || !ok)
@@ -741,7 +744,7 @@ static void test_conv_batch_default(void)
         CU_ASSERT(ok);
         tfc_value_destroy(tiled), tfc_value_destroy(whole);
     }
-    for (int i = 0; i < 3; i++) tfc_value_destroy(fv[i]);
+    for (int i = 0; i < 4; i++) tfc_value_destroy(fv[i]);
     tfc_graph_destroy(g);
 }
 
