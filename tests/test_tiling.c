@@ -642,7 +642,7 @@ static int same_values(const tfc_value *got, const tfc_value *want, int exact, d
  * dy by w (the backprop-input kernel again, its own attributes), each run whole and split
  * over the batch: blocks of 3 images (TFC_TILE_SIZE 3: 3 tasks, the last of 2 images; the
  * filter gradient one more task summing the 3 partials), then the automatic rule (tiling on
- * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, 2 for the filter gradient). The
+ * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, the filter gradient too). The
  * convolution, its input gradient, the pools and conv_transpose equal the whole results bit
  * for bit on CPU workers (the kernels compute each image alone); the filter gradient sums the
  * images in another order: equal within float summation error. */
@@ -682,7 +682,7 @@ static void test_conv_batch(void)
             tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
             CU_ASSERT_EQUAL(n_whole, 1);
             for (int mode = 0; mode < 2; mode++) { /* blocks of 3; automatic */
-                int per = filter ? 2 : 4, blk = mode ? (int)cdiv(8, per * workers) : 3;
+                int blk = mode ? (int)cdiv(8, 4 * workers) : 3;
                 int want = mode && workers < 2 ? 1 : (int)cdiv(8, blk) + (filter && blk < 8);
                 tfc_value *tiled = run_tiled(g, 1, mode ? 0 : 3, 3, ft, fv, outs[k], name,
                                              &n_tiles, &t_tiled);
@@ -735,7 +735,7 @@ static void test_conv_batch_default(void)
         uint64_t t_whole, t_tiled;
         tfc_value *whole = run_tiled(g, 0, 0, 4, ft, fv, outs[k], name, &n_whole, &t_whole);
         tfc_value *tiled = run_tiled(g, tile_min, 0, 4, ft, fv, outs[k], name, &n_tiles, &t_tiled);
-        int want = workers < 2 ? 1 : (filter ? 2 * workers + 1 : 4 * workers);
+        int want = workers < 2 ? 1 : 4 * workers + filter;
         int ok = same_values(tiled, whole, exact && !filter, tol_of(TFC_FLOAT32));
         if (n_tiles != want || !ok)
             fprintf(stderr, "%s at the default threshold: %d tasks (want %d), %s\n", name,
