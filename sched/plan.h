@@ -157,7 +157,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
  * slot), and tile tasks (their children do not order them by slot). Every other step ends
  * before one of those starts, so a run is over when they are. */
 void tfc_plan_mark_sinks(struct plan *p);
-/* Whether the tiling pass will split step st (a large 2-D matmul) with these options. */
+/* Whether the tiling pass will split step st (a large 2-D matmul, or a convolution or pooling
+ * op over its batch, whose output it then holds in tiles) with these options. */
 int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt);
 /* Whether slot is partitioned by some step (a TEMP slot then needs a home buffer: StarPU 1.3
  * cannot partition lazily allocated data asynchronously). */

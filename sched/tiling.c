@@ -24,7 +24,8 @@
  *
  * Convolutions, their adjoints and pooling split over the batch instead (split_batch): one
  * task per block of images, the filter read whole; the filter gradient's blocks write partial
- * sums that one reduce task adds, as split-K's do. */
+ * sums that one reduce task adds, as split-K's do. Large optimizer updates split over their
+ * variable's rows (split_update): the variable, its slots and the gradient in blocks of rows. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +46,9 @@ static const int64_t tile_edges[] = {1024, 512, 256};
  * their bytes as work too (pooling's cost is its memory traffic): a block of images needs no
  * partial sums (the filter gradient's few aside), and a whole batch's activations overflow
  * the caches. The CNN's conv1 filter gradient (0.16 GFLOP) took 7.7 ms as one task and 2.1 ms
- * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled. */
-#define BATCH_MIN_DIVISOR 16
+ * as 4 blocks and their sum; its 2x2 max pool (16 MB) held one worker while the other idled,
+ * and so did the second pool (12.8 MB, 2.9 ms; below a sixteenth, 16.7 MB). */
+#define BATCH_MIN_DIVISOR 32
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
@@ -125,9 +127,15 @@ static int64_t kchunk_of(const struct plan *p, const struct step *st,
     return cdiv(k, c) > 1 ? c : 0;
 }
 
+static int64_t batch_block(const struct plan *p, const struct step *st,
+                           const struct plan_options *opt);
+
+/* (a filter gradient's blocks are partial sums: its output is whole) */
 int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt)
 {
-    return opt && tile_of(p, st, opt) != 0;
+    if (!opt) return 0;
+    if (tile_of(p, st, opt)) return 1;
+    return batch_block(p, st, opt) > 0 && st->args->kind != TFC_K_CONV_BP_FILTER;
 }
 
 static int add_part(struct plan *p, int *cap, int slot, int readonly, int64_t rows, int64_t cols,
@@ -159,6 +167,14 @@ static int64_t tile_cols(const struct plan_part *pt, int j)
 static int same_grid(const struct plan_part *x, const struct plan_part *y)
 {
     return x->rows == y->rows && x->cols == y->cols && x->tr == y->tr && x->tc == y->tc;
+}
+
+/* Whether partition pt's tiles are whole rows, so contiguous: they are vectors then, which
+ * every kernel reads as a whole tensor of the shape its descriptor gives (a block of images
+ * [b, C, H, W] is one; as a matrix its row stride would be C*H*W, not W). */
+static int whole_rows(const struct plan_part *pt)
+{
+    return pt->tc == pt->cols;
 }
 
 static int same_placement(const struct step *x, const struct step *y)
@@ -446,8 +462,9 @@ static int big_batch_op(const struct plan *p, const struct step *st,
 }
 
 /* Images per task of step st, or 0 when it stays whole: TFC_TILE_SIZE when set, else the
- * batch over TILES_PER_WORKER tasks per worker (KCHUNKS_PER_WORKER for the filter gradient,
- * whose blocks are summed afterwards, as split-K's). */
+ * batch over TILES_PER_WORKER tasks per worker. The filter gradient too, though its blocks'
+ * partial sums are added afterwards: a filter is small (the CNN's conv2: 51 200 floats, their
+ * sum 0.2-0.3 ms), while its 4 blocks of ~6 ms left the step's tail to one worker. */
 static int64_t batch_block(const struct plan *p, const struct step *st,
                            const struct plan_options *opt)
 {
@@ -455,8 +472,7 @@ static int64_t batch_block(const struct plan *p, const struct step *st,
     int64_t n = st->args->d[0].dims[0], b = opt->tile_size;
     if (b <= 0) {
         int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
-        int per = st->args->kind == TFC_K_CONV_BP_FILTER ? KCHUNKS_PER_WORKER : TILES_PER_WORKER;
-        b = cdiv(n, (int64_t)per * w);
+        b = cdiv(n, (int64_t)TILES_PER_WORKER * w);
     }
     return cdiv(n, b) > 1 ? b : 0;
 }
@@ -484,6 +500,12 @@ static int split_batch(struct tiler *tl, int si, int64_t b)
         const struct tfc_kdesc *d = &a->d[i];
         if (!(split >> i & 1) || d->buf < 0 || bpart[d->buf] >= 0) continue;
         int s = st->buf_slot[d->buf];
+        struct plan_part want = {s, i < a->n_in, n, d->numel / n, b, d->numel / n};
+        if (i < a->n_in && tl->live[s] >= 0 && same_grid(&p->parts[tl->live[s]], &want) &&
+            same_placement(&p->steps[tl->live_from[s]], st)) {
+            bpart[d->buf] = tl->live[s]; /* the same blocks, written before: read in place */
+            continue;
+        }
         if (add_part(p, &tl->cap_parts, s, i < a->n_in, n, d->numel / n, b, d->numel / n))
             return -1;
         bpart[d->buf] = p->n_parts - 1;
@@ -509,7 +531,189 @@ static int split_batch(struct tiler *tl, int si, int64_t b)
         ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
     }
     if (filter) return push_block_sum(tl, st, ps, nt, so);
-    tl->live[so] = -1; /* its consumers read it whole (they are not 2-D tile readers) */
+    /* its blocks hold its outputs: a fused step (split_fused_batch) or another batch split
+     * over the same blocks reads them in place */
+    for (int i = a->n_in; i < a->n_in + a->n_out; i++)
+        if (split >> i & 1 && a->d[i].buf >= 0)
+            set_live(tl, st->buf_slot[a->d[i].buf], bpart[a->d[i].buf], si);
+    return 0;
+}
+
+/* ---- element-wise after a batch split: a fused step over the same blocks of images -------- */
+
+/* How operand d of a fused step relates to its output o split over the batch: of o's shape
+ * (split too), not varying over the batch (a lower rank, or a batch dim of 1: read whole, the
+ * kernel broadcasts it over the block as over the batch), or neither. */
+enum { BATCH_NONE, BATCH_FULL, BATCH_WHOLE };
+
+static int batch_kind(const struct tfc_kdesc *d, const struct tfc_kdesc *o)
+{
+    if (d->buf < 0 || d->numel > UINT32_MAX || d->dtype != o->dtype) return BATCH_NONE;
+    if (d->rank < o->rank || (d->rank == o->rank && d->dims[0] == 1)) return BATCH_WHOLE;
+    if (d->rank != o->rank) return BATCH_NONE;
+    for (int r = 0; r < d->rank; r++)
+        if (d->dims[r] != o->dims[r]) return BATCH_NONE;
+    return BATCH_FULL;
+}
+
+/* The live batch partition (blocks of whole images, split_batch) fused step si follows, or -1:
+ * an input of its output's shape held in such blocks by a step placed like it; every operand
+ * of that shape or not varying over the batch; inputs of the output's shape live only in the
+ * same blocks; its outputs intermediates of that shape. The conv's bias add and ReLU ran as
+ * one task after the conv's blocks (the CNN's conv1: 1.4 ms while the other worker idled). */
+static int batch_fused_source(const struct tiler *tl, int si)
+{
+    const struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    if (st->cl != &tfc_cl_fused || a->kind != TFC_K_FUSED) return -1;
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    if (o->rank < 2 || o->dims[0] < 2) return -1;
+    int q = -1;
+    for (int k = 0; k < a->n_in && q < 0; k++) {
+        int s = a->d[k].buf >= 0 ? st->buf_slot[a->d[k].buf] : -1;
+        if (s < 0 || tl->live[s] < 0 || batch_kind(&a->d[k], o) != BATCH_FULL) continue;
+        const struct plan_part *pt = &p->parts[tl->live[s]];
+        if (whole_rows(pt) && pt->rows == o->dims[0] && pt->rows * pt->cols == o->numel &&
+            same_placement(&p->steps[tl->live_from[s]], st))
+            q = tl->live[s];
+    }
+    if (q < 0) return -1;
+    for (int k = 0; k < a->n_in + a->n_out; k++) {
+        const struct tfc_kdesc *d = &a->d[k];
+        int kind = batch_kind(d, o);
+        if (kind == BATCH_NONE || (k >= a->n_in && kind != BATCH_FULL)) return -1;
+        int s = st->buf_slot[d->buf];
+        if (k >= a->n_in && (p->slots[s].kind != SLOT_TEMP || tl->live[s] >= 0)) return -1;
+        if (k < a->n_in && tl->live[s] >= 0 &&
+            (kind != BATCH_FULL || !same_grid(&p->parts[tl->live[s]], &p->parts[q])))
+            return -1;
+    }
+    return q;
+}
+
+/* Appends the tile steps of fused step si over the blocks of live batch partition q: block t
+ * reads block t of each input of the output's shape (live ones in place, others through a
+ * read-only partition of the same blocks), the others whole, and writes block t of its
+ * outputs, which become live. */
+static int split_fused_batch(struct tiler *tl, int si, int q)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    const struct plan_part grid = p->parts[q]; /* a copy: add_part may move p->parts */
+    const struct tfc_kdesc *o = &a->d[a->n_in];
+    int bpart[STARPU_NMAXBUFS]; /* per buffer: its partition, or -1 when read whole */
+    for (int j = 0; j < st->n_buf; j++) bpart[j] = -1;
+    for (int k = 0; k < a->n_in + a->n_out; k++) {
+        const struct tfc_kdesc *d = &a->d[k];
+        int s = st->buf_slot[d->buf];
+        if (batch_kind(d, o) != BATCH_FULL || bpart[d->buf] >= 0) continue;
+        if (k < a->n_in && tl->live[s] >= 0) {
+            bpart[d->buf] = tl->live[s];
+            continue;
+        }
+        if (add_part(p, &tl->cap_parts, s, k < a->n_in, grid.rows, grid.cols, grid.tr, grid.tc))
+            return -1;
+        bpart[d->buf] = p->n_parts - 1;
+    }
+    const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+    for (int t = 0; t < grid.nr; t++) {
+        struct step *ts = push_tile(tl, st, st->n_buf);
+        if (!ts) return -1;
+        struct tfc_kargs *ka = ts->args;
+        int64_t tm = tile_rows(&grid, t);
+        for (int k = 0; k < a->n_in + a->n_out; k++)
+            if (batch_kind(&a->d[k], o) == BATCH_FULL) {
+                ka->d[k].dims[0] = tm;
+                set_numel(&ka->d[k]);
+            }
+        for (int j = 0; j < ts->n_buf; j++)
+            if (bpart[j] >= 0) ts->buf_part[j] = bpart[j], ts->buf_child[j] = t;
+        tfc_kargs_finish(ka); /* and the program, as passes.c's emit() does */
+        ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
+        ka->flops = (double)(tm * grid.cols) * (pg->n_ops ? pg->n_ops : 1);
+        ts->cost = st->cost * (double)tm / (double)grid.rows;
+    }
+    for (int k = a->n_in; k < a->n_in + a->n_out; k++)
+        set_live(tl, st->buf_slot[a->d[k].buf], bpart[a->d[k].buf], si);
+    return 0;
+}
+
+/* ---- optimizer updates: one task per block of the variable's rows ------------------------- */
+
+/* Whether step st is an optimizer update (apply_*) worth splitting over its variable's first
+ * dimension: above the threshold of batch splits (the update is memory bound: its bytes count),
+ * every operand either of the variable's shape (the variable, its slots, the gradient) or a
+ * scalar (learning rate, step count), someone to share it with. Each element is updated
+ * alone, so a block of rows is the same computation on a shorter variable: the result is
+ * bit-identical. The CNN's Adam on its 3136x1024 dense kernel took 7.8 ms as one task near
+ * the end of the step while the other worker idled. */
+static int big_update(const struct step *st, const struct plan_options *opt)
+{
+    const struct tfc_kargs *a = st->args;
+    if (opt->tile_min <= 0 || st->cl != &tfc_cl_optimizer || a->kind == TFC_K_LR_SCHEDULE)
+        return 0;
+    if (a->flops + a->bytes < opt->tile_min / BATCH_MIN_DIVISOR) return 0;
+    if (opt->tile_size == 0 && opt->tile_workers < 2) return 0; /* auto: nobody to share with */
+    const struct tfc_kdesc *v = &a->d[0];
+    if (v->rank < 1 || v->dims[0] < 2 || v->numel < 2 || v->numel > UINT32_MAX) return 0;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (d->buf < 0) return 0;
+        if (d->numel != 1 && (d->numel != v->numel || d->dims[0] != v->dims[0])) return 0;
+    }
+    return 1;
+}
+
+/* Rows of the variable per task of update step st, or 0 when it stays whole: TFC_TILE_SIZE
+ * when set, else the rows over TILES_PER_WORKER tasks per worker. */
+static int64_t update_block(const struct step *st, const struct plan_options *opt)
+{
+    if (!big_update(st, opt)) return 0;
+    int64_t rows = st->args->d[0].dims[0], b = opt->tile_size;
+    if (b <= 0) {
+        int w = opt->tile_workers > 1 ? opt->tile_workers : 1;
+        b = cdiv(rows, (int64_t)TILES_PER_WORKER * w);
+    }
+    return cdiv(rows, b) > 1 ? b : 0;
+}
+
+/* Appends the steps of update step si over blocks of b rows of its variable: each operand of
+ * the variable's shape, seen as [rows, numel / rows], is partitioned into blocks of b rows
+ * (contiguous: whole rows), written in place for the variable and its slots, read for the
+ * gradient; task t updates block t, the scalars read whole. */
+static int split_update(struct tiler *tl, int si, int64_t b)
+{
+    struct plan *p = tl->p;
+    const struct step *st = &p->steps[si];
+    const struct tfc_kargs *a = st->args;
+    int64_t rows = a->d[0].dims[0], cols = a->d[0].numel / rows, nt = cdiv(rows, b);
+    int bpart[STARPU_NMAXBUFS]; /* per buffer: its partition, or -1 when read whole */
+    for (int j = 0; j < st->n_buf; j++) bpart[j] = -1;
+    for (int i = 0; i < a->n_in + a->n_out; i++) {
+        const struct tfc_kdesc *d = &a->d[i];
+        if (d->numel == 1 || bpart[d->buf] >= 0) continue;
+        int s = st->buf_slot[d->buf];
+        if (add_part(p, &tl->cap_parts, s, st->modes[d->buf] == STARPU_R, rows, cols, b, cols))
+            return -1;
+        bpart[d->buf] = p->n_parts - 1;
+    }
+    for (int j = 0; j < st->n_buf; j++) tl->live[st->buf_slot[j]] = -1; /* none stays live */
+    for (int t = 0; t < nt; t++) {
+        struct step *ts = push_tile(tl, st, st->n_buf);
+        if (!ts) return -1;
+        struct tfc_kargs *ka = ts->args;
+        for (int i = 0; i < ka->n_in + ka->n_out; i++)
+            if (ka->d[i].numel != 1) {
+                ka->d[i].dims[0] = (t + 1) * b <= rows ? b : rows - t * b;
+                set_numel(&ka->d[i]);
+            }
+        for (int j = 0; j < ts->n_buf; j++)
+            if (bpart[j] >= 0) ts->buf_part[j] = bpart[j], ts->buf_child[j] = t;
+        tfc_kargs_finish(ka);
+        ts->cost = st->cost * (double)ka->d[0].numel / (double)a->d[0].numel;
+    }
     return 0;
 }
 
@@ -769,7 +973,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     for (int i = 0; i < p->n_steps; i++) {
         edge[i] = tile_of(p, &p->steps[i], opt);
         if (!edge[i]) edge[i] = -kchunk_of(p, &p->steps[i], opt);
-        any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0;
+        any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0 ||
+               update_block(&p->steps[i], opt) != 0;
     }
     if (!any) {
         free(edge); free(split);
@@ -790,8 +995,14 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         } else if ((b = batch_block(p, st, opt)) > 0) {
             rc = split_batch(&tl, i, b);
             split[i] = 1;
+        } else if ((b = update_block(st, opt)) > 0) {
+            rc = split_update(&tl, i, b);
+            split[i] = 1;
         } else if ((q = fused_source(&tl, i)) >= 0) {
             rc = split_fused(&tl, i, q);
+            split[i] = 1;
+        } else if ((q = batch_fused_source(&tl, i)) >= 0) {
+            rc = split_fused_batch(&tl, i, q);
             split[i] = 1;
         } else if ((q = reduce_source(&tl, i)) >= 0) {
             rc = split_reduce(&tl, i, q);
@@ -834,7 +1045,8 @@ int tfc_tiling_is_parent(const struct plan *p, int slot)
 /* ---- runs ------------------------------------------------------------------------------- */
 
 /* The filter: a contiguous vector of rows x cols elements into nr x nc matrix tiles (nx =
- * tile columns, the contiguous dimension; ny = tile rows; ld = cols), one level. */
+ * tile columns, the contiguous dimension; ny = tile rows; ld = cols), one level; tiles of
+ * whole rows are vectors. */
 static void tile_filter(void *father, void *child, struct starpu_data_filter *f, unsigned id,
                         unsigned nparts)
 {
@@ -846,6 +1058,21 @@ static void tile_filter(void *father, void *child, struct starpu_data_filter *f,
     int64_t ny = r0 + pt->tr <= pt->rows ? pt->tr : pt->rows - r0;
     int64_t nx = c0 + pt->tc <= pt->cols ? pt->tc : pt->cols - c0;
     size_t es = v->elemsize, off = (size_t)(r0 * pt->cols + c0) * es;
+    (void)nparts;
+    if (whole_rows(pt)) {
+        struct starpu_vector_interface *vc = child;
+        memset(vc, 0, sizeof *vc);
+        vc->id = STARPU_VECTOR_INTERFACE_ID;
+        vc->nx = (uint32_t)(nx * ny);
+        vc->elemsize = es;
+        vc->allocsize = (size_t)(nx * ny) * es;
+        if (v->dev_handle) { /* the parent is allocated on this node: a view of it */
+            if (v->ptr) vc->ptr = v->ptr + off;
+            vc->dev_handle = v->dev_handle;
+            vc->offset = v->offset + off;
+        }
+        return;
+    }
     memset(mx, 0, sizeof *mx);
     mx->id = STARPU_MATRIX_INTERFACE_ID;
     mx->nx = (uint32_t)nx;
@@ -858,13 +1085,13 @@ static void tile_filter(void *father, void *child, struct starpu_data_filter *f,
         mx->dev_handle = v->dev_handle;
         mx->offset = v->offset + off;
     }
-    (void)nparts;
 }
 
 static struct starpu_data_interface_ops *tile_child_ops(struct starpu_data_filter *f, unsigned id)
 {
-    (void)f; (void)id;
-    return &starpu_interface_matrix_ops;
+    (void)id;
+    return whole_rows(f->filter_arg_ptr) ? &starpu_interface_vector_ops
+                                         : &starpu_interface_matrix_ops;
 }
 
 starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,

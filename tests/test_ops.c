@@ -147,7 +147,7 @@ static const struct {
     {"conv_transpose", "test_conv_transpose"},
     {"max_pool", "test_pool"},
     {"avg_pool", "test_pool"},
-    {"max_pool_grad", "test_pool"},
+    {"max_pool_grad", "test_pool, test_pool_grad_range"},
     {"max_pool_gather", "test_pool"},
     {"avg_pool_grad", "test_pool"},
     {"pad", "test_pad"},
@@ -3040,6 +3040,55 @@ static void test_errors(void)
     }
 }
 
+/* max_pool_grad of float32 (codelets/pool.c's float scatter): an index outside the plane fails
+ * the run with the kernel's message naming the node, position and range, and the session goes
+ * on; -1 (a window of padding only) adds nothing; equal indices add up. */
+static void test_pool_grad_range(void)
+{
+    tfc_graph *g = NULL;
+    tfc_session *s = NULL;
+    g_cases++;
+    if (tfc_graph_create(&g)) {
+        REPORT("pool grad range: tfc_graph_create");
+        return;
+    }
+    ht x = ht_rand(F32, S(1, 1, 2, 2), -1, 1, 0);
+    tfc_value *vx = ht_value(&x);
+    tfc_tensor *dy = tfc_placeholder(g, "dy", F32, S(1, 1, 1, 3));
+    tfc_tensor *ix = tfc_placeholder(g, "ix", I64, S(1, 1, 1, 3));
+    tfc_tensor *in[3] = {dy, ix, tfc_constant(g, "x", vx)};
+    tfc_tensor *dx = tfc_op(g, "max_pool_grad", 3, in, NULL, NULL, 0);
+    if (dx) tfc_tensor_set_name(dx, "bad_pool_grad");
+    if (tfc_graph_status(g) || open_session(g, &s)) {
+        REPORT("pool grad range: build: %s", tfc_graph_errmsg(g));
+        tfc_value_destroy(vx), ht_free(&x);
+        tfc_graph_destroy(g);
+        return;
+    }
+    ht vdy = ht_vals(F32, S(1, 1, 1, 3), (double[]){0.5, -2, 3});
+    ht bad = ht_vals(I64, S(1, 1, 1, 3), (double[]){1, 4, 0});
+    ht good = ht_vals(I64, S(1, 1, 1, 3), (double[]){-1, 3, 3});
+    tfc_value *vd = ht_value(&vdy), *vb = ht_value(&bad), *vg = ht_value(&good);
+    expect_run_error(s, "max_pool_grad f32 index 4 outside a plane of 4", dy, vd, ix, vb, dx,
+                     "bad_pool_grad");
+    tfc_tensor *ft[2] = {dy, ix};
+    tfc_value *fv[2] = {vd, vg}, *got = NULL;
+    tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &dx, &got, 0, NULL);
+    if (st) {
+        REPORT("max_pool_grad f32 after an error: run failed (%s): %s", tfc_status_string(st),
+               tfc_session_errmsg(s));
+    } else {
+        ht want = ht_vals(F32, S(1, 1, 2, 2), (double[]){0, 0, 0, 1});
+        check_value("max_pool_grad f32, indices -1 3 3", "dx", got, &want, 0);
+        ht_free(&want);
+    }
+    tfc_value_destroy(got);
+    tfc_value_destroy(vd), tfc_value_destroy(vb), tfc_value_destroy(vg), tfc_value_destroy(vx);
+    ht_free(&vdy), ht_free(&bad), ht_free(&good), ht_free(&x);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 /* ---- coverage ------------------------------------------------------------------------------ */
 
 static void test_op_table(void)
@@ -3936,6 +3985,7 @@ static const struct {
     {"batch_norm/layer_norm", test_norm},
     {"squeeze/unsqueeze/flatten", test_squeeze},
     {"kernel errors", test_errors},
+    {"max_pool_grad index range", test_pool_grad_range},
     {"conv", test_conv},
     {"conv shape errors", test_conv_errors},
     {"conv batch tiles", test_conv_batch_tiles},

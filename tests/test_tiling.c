@@ -649,7 +649,7 @@ static int same_values(const tfc_value *got, const tfc_value *want, int exact, d
  * dy by w (the backprop-input kernel again, its own attributes), each run whole and split
  * over the batch: blocks of 3 images (TFC_TILE_SIZE 3: 3 tasks, the last of 2 images; the
  * filter gradient one more task summing the 3 partials), then the automatic rule (tiling on
- * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, 2 for the filter gradient). The
+ * from 1 flop: TILES_PER_WORKER = 4 blocks per worker, the filter gradient too). The
  * convolution, its input gradient, the pools and conv_transpose equal the whole results bit
  * for bit on CPU workers (the kernels compute each image alone); the filter gradient sums the
  * images in another order: equal within float summation error. */
@@ -690,7 +690,7 @@ static void test_conv_batch(void)
             tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
             CU_ASSERT_EQUAL(n_whole, 1);
             for (int mode = 0; mode < 2; mode++) { /* blocks of 3; automatic */
-                int per = filter ? 2 : 4, blk = mode ? (int)cdiv(8, per * workers) : 3;
+                int blk = mode ? (int)cdiv(8, 4 * workers) : 3;
                 int want = mode && workers < 2 ? 1 : (int)cdiv(8, blk) + (filter && blk < 8);
                 tfc_value *tiled = run_tiled(g, 1, mode ? 0 : 3, 3, ft, fv, outs[k], name,
                                              &n_tiles, &t_tiled);
@@ -712,12 +712,14 @@ static void test_conv_batch(void)
 
 /* With the default threshold (2 * 512^3 flops) the CNN's first layer splits over its batch of
  * 128 on two or more workers: its convolution and filter gradient (0.16 GFLOP each, below the
- * matmul threshold; the batch split starts at a sixteenth of it) and its 2x2 max pool (16 MB
- * of operands, counted as work). One worker keeps them whole. The blocks equal the whole
- * results bit for bit (the filter gradient within float summation error). */
+ * matmul threshold; the batch split starts at a 32nd of it) and its 2x2 max pool (16 MB of
+ * operands, counted as work), and the second layer's max pool with indices ([128, 64, 14, 14]:
+ * 12.8 MB). One worker keeps them whole. The blocks equal the whole results bit for bit (the
+ * filter gradient within float summation error). */
 static void test_conv_batch_default(void)
 {
     const int64_t xd[4] = {128, 1, 28, 28}, wd[4] = {32, 1, 5, 5}, yd[4] = {128, 32, 28, 28};
+    const int64_t hd[4] = {128, 64, 14, 14};
     const double tile_min = 2.0 * 512 * 512 * 512;
     tfc_conv_params cp = {.pads_begin = {2, 2}, .pads_end = {2, 2}};
     tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
@@ -729,19 +731,20 @@ static void test_conv_batch_default(void)
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, xd));
     tfc_tensor *w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(4, wd));
     tfc_tensor *dy = tfc_placeholder(g, "dy", TFC_FLOAT32, tfc_shape_of(4, yd));
-    tfc_tensor *outs[3] = {tfc_conv(g, x, w, &cp), tfc_conv_backprop_filter(g, x, dy, w, &cp),
-                           tfc_max_pool(g, dy, &pp, NULL)};
+    tfc_tensor *h = tfc_placeholder(g, "h", TFC_FLOAT32, tfc_shape_of(4, hd)), *idx = NULL;
+    tfc_tensor *outs[4] = {tfc_conv(g, x, w, &cp), tfc_conv_backprop_filter(g, x, dy, w, &cp),
+                           tfc_max_pool(g, dy, &pp, NULL), tfc_max_pool(g, h, &pp, &idx)};
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-    tfc_tensor *ft[3] = {x, w, dy};
-    tfc_value *fv[3] = {nd_value(TFC_FLOAT32, 4, xd, 6), nd_value(TFC_FLOAT32, 4, wd, 7),
-                        nd_value(TFC_FLOAT32, 4, yd, 8)};
-    for (int k = 0; k < 3; k++) {
+    tfc_tensor *ft[4] = {x, w, dy, h};
+    tfc_value *fv[4] = {nd_value(TFC_FLOAT32, 4, xd, 6), nd_value(TFC_FLOAT32, 4, wd, 7),
+                        nd_value(TFC_FLOAT32, 4, yd, 8), nd_value(TFC_FLOAT32, 4, hd, 9)};
+    for (int k = 0; k < 4; k++) {
         const char *name = tfc_tensor_name(outs[k]);
         int filter = k == 1, n_whole, n_tiles;
         uint64_t t_whole, t_tiled;
-        tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
-        tfc_value *tiled = run_tiled(g, tile_min, 0, 3, ft, fv, outs[k], name, &n_tiles, &t_tiled);
-        int want = workers < 2 ? 1 : (filter ? 2 * workers + 1 : 4 * workers);
+        tfc_value *whole = run_tiled(g, 0, 0, 4, ft, fv, outs[k], name, &n_whole, &t_whole);
+        tfc_value *tiled = run_tiled(g, tile_min, 0, 4, ft, fv, outs[k], name, &n_tiles, &t_tiled);
+        int want = workers < 2 ? 1 : 4 * workers + filter;
         int ok = same_values(tiled, whole, exact && !filter, tol_of(TFC_FLOAT32));
         if (n_tiles != want || !ok)
             fprintf(stderr, "%s at the default threshold: %d tasks (want %d), %s\n", name,
@@ -750,8 +753,134 @@ static void test_conv_batch_default(void)
         CU_ASSERT(ok);
         tfc_value_destroy(tiled), tfc_value_destroy(whole);
     }
+    for (int i = 0; i < 4; i++) tfc_value_destroy(fv[i]);
+    tfc_graph_destroy(g);
+}
+
+/* The element-wise steps after a batch split follow its blocks of images: relu(conv(x, w) + b)
+ * with b [1, 6, 1, 1] (a fused chain), a max pool of it (reading the relu's blocks in place),
+ * and p * p after the pool (one op, made a fused step because its input is split). Blocks of
+ * 3 images (3 tasks per node) and the automatic rule; every result equals the whole one bit
+ * for bit on CPU workers (each image is computed alone). */
+static void test_batch_elementwise(void)
+{
+    const int64_t xd[4] = {8, 4, 9, 7}, wd[4] = {6, 4, 3, 3}, bd[4] = {1, 6, 1, 1};
+    tfc_conv_params cp = {.pads_begin = {1, 1}, .pads_end = {1, 1}};
+    tfc_pool_params pp = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
+    int workers = sharing_workers();
+    int exact =
+        starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == (int)starpu_worker_get_count();
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(4, xd));
+    tfc_tensor *w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(4, wd));
+    tfc_tensor *b = tfc_placeholder(g, "b", TFC_FLOAT32, tfc_shape_of(4, bd));
+    tfc_tensor *y = tfc_relu(g, tfc_add(g, tfc_conv(g, x, w, &cp), b));
+    tfc_tensor *pool = tfc_max_pool(g, y, &pp, NULL);
+    tfc_tensor *z = tfc_mul(g, pool, pool);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_tensor *ft[3] = {x, w, b};
+    tfc_value *fv[3] = {nd_value(TFC_FLOAT32, 4, xd, 21), nd_value(TFC_FLOAT32, 4, wd, 22),
+                        nd_value(TFC_FLOAT32, 4, bd, 23)};
+    tfc_tensor *outs[3] = {y, pool, z};
+    for (int k = 0; k < 3; k++) {
+        const char *name = tfc_tensor_name(outs[k]);
+        int n_whole, n_tiles;
+        uint64_t t_whole, t_tiled;
+        tfc_value *whole = run_tiled(g, 0, 0, 3, ft, fv, outs[k], name, &n_whole, &t_whole);
+        CU_ASSERT_EQUAL(n_whole, 1);
+        for (int mode = 0; mode < 2; mode++) { /* blocks of 3; automatic */
+            int want = mode ? (workers < 2 ? 1 : (int)cdiv(8, cdiv(8, 4 * workers))) : 3;
+            tfc_value *tiled = run_tiled(g, 1, mode ? 0 : 3, 3, ft, fv, outs[k], name, &n_tiles,
+                                         &t_tiled);
+            int ok = same_values(tiled, whole, exact, tol_of(TFC_FLOAT32));
+            if (n_tiles != want || !ok)
+                fprintf(stderr, "%s after a batch split, %s: %d tasks (want %d), %s\n", name,
+                        mode ? "auto" : "blocks of 3", n_tiles, want,
+                        ok ? "same values" : "values differ");
+            CU_ASSERT_EQUAL(n_tiles, want);
+            CU_ASSERT(ok);
+            tfc_value_destroy(tiled);
+        }
+        tfc_value_destroy(whole);
+    }
     for (int i = 0; i < 3; i++) tfc_value_destroy(fv[i]);
     tfc_graph_destroy(g);
+}
+
+/* ---- optimizer updates over the variable's rows --------------------------------------------- */
+
+/* Three steps of opt on w [37, ...] (loss = sum(w * w * x), x fed) with tiling at tile_min
+ * (0: off) and tile (rows per task, 0: auto); the tasks they ran and w after them. */
+static void update_steps(const tfc_optimizer *opt, enum tfc_dtype dt, int rank,
+                         const int64_t *dims, double tile_min, int tile, uint64_t *tasks,
+                         tfc_value **w_out)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *w = tfc_variable(g, "w", dt, tfc_shape_of(rank, dims), tfc_init_glorot_uniform(3));
+    tfc_tensor *x = tfc_placeholder(g, "x", dt, tfc_shape_of(rank, dims));
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, tfc_mul(g, w, w), x), 0, NULL, 0);
+    tfc_tensor *step = tfc_minimize(g, loss, 1, &w, opt, NULL);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_tiling(s, tile_min, tile) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    tfc_value *xv = nd_value(dt, rank, dims, 11);
+    tfc_session_stats before, after;
+    tfc_session_get_stats(s, &before);
+    for (int it = 0; it < 3; it++) {
+        tfc_status st = tfc_session_run(s, 1, &x, &xv, 0, NULL, NULL, 1, &step);
+        if (st) fprintf(stderr, "update run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+    }
+    tfc_session_get_stats(s, &after);
+    *tasks = after.tasks - before.tasks;
+    CU_ASSERT_FATAL(tfc_session_read_variable(s, w, w_out) == TFC_OK);
+    tfc_value_destroy(xv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
+/* A large optimizer update splits over its variable's first dimension (37 rows: blocks of 8,
+ * the last of 5; then the automatic rule, TILES_PER_WORKER blocks per worker), the variable,
+ * its slots and the gradient in blocks: float32 Adam (its typed fast path) on [37, 5], and
+ * float64 centered RMSprop with momentum (three slots) on [37, 2, 3]. Each element is updated
+ * alone, so after three steps the variable equals the untiled one bit for bit on CPU workers;
+ * each step runs the blocks' extra tasks. */
+static void test_update_rows(void)
+{
+    tfc_optimizer adam = tfc_optimizer_default(TFC_OPT_ADAM, 0.05);
+    tfc_optimizer rms = tfc_optimizer_default(TFC_OPT_RMSPROP, 0.01);
+    rms.momentum = 0.5;
+    rms.centered = 1;
+    const tfc_optimizer *opts[2] = {&adam, &rms};
+    const int64_t dims[2][3] = {{37, 5}, {37, 2, 3}};
+    int workers = sharing_workers();
+    int exact =
+        starpu_worker_get_count_by_type(STARPU_CPU_WORKER) == (int)starpu_worker_get_count();
+    for (int k = 0; k < 2; k++) {
+        enum tfc_dtype dt = k ? TFC_FLOAT64 : TFC_FLOAT32;
+        uint64_t t_whole, t_tiled;
+        tfc_value *whole = NULL, *tiled = NULL;
+        update_steps(opts[k], dt, 2 + k, dims[k], 0, 0, &t_whole, &whole);
+        for (int mode = 0; mode < 2; mode++) { /* blocks of 8 rows; automatic */
+            int blk = mode ? (int)cdiv(37, 4 * workers) : 8;
+            int extra = mode && workers < 2 ? 0 : (int)cdiv(37, blk) - 1;
+            update_steps(opts[k], dt, 2 + k, dims[k], 1, mode ? 0 : 8, &t_tiled, &tiled);
+            int ok = same_values(tiled, whole, exact, tol_of(dt));
+            if (t_tiled != t_whole + 3 * (uint64_t)extra || !ok)
+                fprintf(stderr, "%s update, %s: %llu tasks (whole %llu, want %d more a step), %s\n",
+                        k ? "rmsprop f64" : "adam f32", mode ? "auto" : "blocks of 8",
+                        (unsigned long long)t_tiled, (unsigned long long)t_whole, extra,
+                        ok ? "same values" : "values differ");
+            CU_ASSERT_EQUAL(t_tiled, t_whole + 3 * (uint64_t)extra);
+            CU_ASSERT(ok);
+            tfc_value_destroy(tiled);
+        }
+        tfc_value_destroy(whole);
+    }
 }
 
 /* ---- defaults and errors ------------------------------------------------------------------- */
@@ -1276,6 +1405,8 @@ int main(void)
     TEST_ADD(test_conv_batch);
     TEST_ADD(test_conv_batch_default);
     TEST_ADD(test_sharing_workers);
+    TEST_ADD(test_update_rows);
+    TEST_ADD(test_batch_elementwise);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
