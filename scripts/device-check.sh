@@ -75,7 +75,7 @@ case " $steps " in *" tiles "*)
 case " $steps " in *" tests "*)
     for t in ${DEVICE_TESTS:-test_value test_graph test_plan test_session test_sched test_report \
              test_optim test_train test_errors test_env test_passes test_tiling test_control_flow \
-             test_layers}; do
+             test_layers test_cflow_grad test_rnn}; do
         [ -x "$bin/$t" ] && run "$t" 60 env STARPU_SCHED=dmda "$bin/$t"
     done ;; esac
 case " $steps " in *" cnn "*)

@@ -24,7 +24,7 @@ progs="tests/test_ops tests/test_grad tests/test_optim tests/test_train tests/te
        tests/test_errors tests/test_env bench/mlp_step bench/overhead bench/priority
        examples/mnist_mlp"
 for extra in bench/tiled_matmul bench/cnn_step tests/test_passes tests/test_tiling tests/test_conv_cudnn \
-             tests/test_control_flow tests/test_layers; do
+             tests/test_control_flow tests/test_layers tests/test_cflow_grad tests/test_rnn; do
     [ -x "$build/$extra" ] && progs="$progs $extra"
 done
 for p in $progs; do
