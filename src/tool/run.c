@@ -264,6 +264,9 @@ static int load_whole(struct predictor *p, const struct tool_opts *o, int k)
 /* The whole feeds, then the batched ones from the other --data files. */
 static int load_feeds(struct predictor *p, const struct tool_opts *o)
 {
+    if (p->sig->n_feeds == 0 && o->n_data > 0)
+        return tool_error("run", "%s: the signature has no feeds: nothing to read the --data "
+                          "files into", o->model);
     for (int d = 0; d < o->n_data; d++) {
         int found = 0;
         for (int i = 0; i < p->sig->n_feeds; i++) found |= same_feed(o->data[d].name, p->sig->feeds[i]);
