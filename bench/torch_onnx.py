@@ -115,8 +115,9 @@ def finetune(args, model):
                    stdout=subprocess.DEVNULL)
     got = np.load(os.path.join(out, "output.npy"))
     ok = np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    diff = float(np.abs(got - want).max())
     print("torch_mlp: one SGD step of tfc train after tfc import --loss vs torch.optim.SGD: "
-          "max abs diff %.3g: %s" % (float(np.abs(got - want).max()), "match" if ok else "MISMATCH"))
+          "max abs diff %.3g: %s" % (diff, "match" if ok else "MISMATCH"))
 
     def loss():
         r = subprocess.run([args.tfc, "eval", db] + data, check=True, capture_output=True,

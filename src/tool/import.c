@@ -36,6 +36,7 @@ typedef struct import_args {
     const char *loss, *labels, *output;
     tfc_optimizer_kind optimizer;
     double lr;
+    int tuned; /* --optimizer or --lr given (they need --loss) */
 } import_args;
 
 /* The value of option argv[*i], which must follow it. */
@@ -63,6 +64,7 @@ static int parse_option(int argc, char **argv, int *i, import_args *a)
         return TOOL_USAGE;
     }
     if (!(v = option_value(argc, argv, i))) return TOOL_USAGE;
+    a->tuned |= !strcmp(opt, "--optimizer") || !strcmp(opt, "--lr");
     if (!strcmp(opt, "--loss")) {
         if (strcmp(v, "softmax_cross_entropy") && strcmp(v, "mse")) {
             fprintf(stderr, "tfc import: --loss '%s' is not a loss we make (softmax_cross_entropy, "
@@ -100,8 +102,8 @@ static int check_training_args(const import_args *a)
         why = "--loss needs --trainable (a loss on constants has nothing to train)";
     else if (a->loss && !a->labels)
         why = "--loss needs --labels NAME (the placeholder the loss compares the output with)";
-    else if (!a->loss && (a->labels || a->output))
-        why = "--labels and --output only go with --loss KIND";
+    else if (!a->loss && (a->labels || a->output || a->tuned))
+        why = "--labels, --output, --optimizer and --lr only go with --loss KIND";
     if (why) fprintf(stderr, "tfc import: %s\n", why);
     return why ? TOOL_USAGE : 0;
 }
