@@ -4,7 +4,9 @@ a small CNN (conv 3x3 + ReLU + 2x2 max pool, conv + ReLU + global average pool, 
 and an MLP with random weights are exported at ONNX opset 13 with a dynamic batch axis; then
 `tfc import` stores each, `tfc run` computes it on a random batch, and the outputs must match
 PyTorch's within rtol 1e-4 (same maths, different kernels and summation orders). The stored
-model is exported back (`tfc export`) and, when onnxruntime imports, run there too.
+model is exported back (`tfc export`) and, when onnxruntime imports, run there too. The MLP
+(logits out) is then fine-tuned: `tfc import --trainable --loss softmax_cross_entropy`, one
+`tfc train` SGD step matched against torch.optim.SGD's, more epochs lower the loss.
 
     python3 bench/torch_onnx.py --tfc build/src/tfc [--work DIR]
 
@@ -81,6 +83,57 @@ def check(args, name, model, shape):
     return ok
 
 
+def finetune(args, model):
+    """The MLP's export imported with --trainable --loss softmax_cross_entropy (its output is
+    logits): `tfc train` with SGD, one step on the whole batch, must give the outputs of one
+    torch.optim.SGD step on the same batch (same loss, same gradient); then more epochs must
+    lower the loss that `tfc eval` reports, and the fine-tuned store exports."""
+    torch.manual_seed(1)
+    n, lr = 64, 0.1
+    x = torch.rand(n, 20)
+    y = torch.randint(0, 5, (n,), dtype=torch.int32)
+    xf, yf = (os.path.join(args.work, f) for f in ("ft-x.npy", "ft-y.npy"))
+    np.save(xf, x.numpy())
+    np.save(yf, y.numpy())
+    db = os.path.join(args.work, "torch_mlp-ft.db")
+    if os.path.exists(db):
+        os.remove(db)
+    subprocess.run([args.tfc, "import", os.path.join(args.work, "torch_mlp.onnx"), db,
+                    "--trainable", "--loss", "softmax_cross_entropy", "--labels", "labels",
+                    "--optimizer", "sgd", "--lr", str(lr)], check=True, stdout=subprocess.DEVNULL)
+    data = ["--data", "input=" + xf, "--data", "labels=" + yf]
+    subprocess.run([args.tfc, "train", db] + data + ["--batch", str(n), "--quiet"],
+                   check=True, stdout=subprocess.DEVNULL)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y.long()).backward()
+    opt.step()
+    with torch.no_grad():
+        want = model(x).numpy()
+    out = os.path.join(args.work, "torch_mlp-ft-out")
+    subprocess.run([args.tfc, "run", db, "--data", "input=" + xf, "--out", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    got = np.load(os.path.join(out, "output.npy"))
+    ok = np.allclose(got, want, rtol=1e-4, atol=1e-5)
+    diff = float(np.abs(got - want).max())
+    print("torch_mlp: one SGD step of tfc train after tfc import --loss vs torch.optim.SGD: "
+          "max abs diff %.3g: %s" % (diff, "match" if ok else "MISMATCH"))
+
+    def loss():
+        r = subprocess.run([args.tfc, "eval", db] + data, check=True, capture_output=True,
+                           text=True).stdout
+        return float([l for l in r.splitlines() if l.startswith("loss: ")][0][6:])
+    before = loss()
+    subprocess.run([args.tfc, "train", db] + data + ["--batch", "16", "--epochs", "20", "--quiet"],
+                   check=True, stdout=subprocess.DEVNULL)
+    after = loss()
+    subprocess.run([args.tfc, "export", db, os.path.join(args.work, "torch_mlp-ft.onnx"),
+                    "--with-variables"], check=True, stdout=subprocess.DEVNULL)
+    print("torch_mlp: fine-tuned 19 more epochs by tfc train: loss %.4f -> %.4f: %s; exported"
+          % (before, after, "falls" if after < before else "DOES NOT FALL"))
+    return ok and after < before
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tfc", required=True)
@@ -88,7 +141,9 @@ def main():
     args = p.parse_args()
     args.work = args.work or tempfile.mkdtemp(prefix="torch_onnx.")
     ok = check(args, "torch_cnn", SmallCNN(), (4, 1, 28, 28))
-    ok &= check(args, "torch_mlp", mlp(), (8, 20))
+    model = mlp()
+    ok &= check(args, "torch_mlp", model, (8, 20))
+    ok &= finetune(args, model)
     return 0 if ok else 1
 
 
