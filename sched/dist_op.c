@@ -195,8 +195,8 @@ tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s, int n_
     tfc_tensor *want[n_out];
     tfc_value *got[n_out];
     memset(got, 0, sizeof got);
-    memcpy(want, d->grads, (size_t)d->n_grads * sizeof *want);
-    memcpy(want + d->n_grads, fetches, (size_t)n_fetches * sizeof *want);
+    if (d->n_grads) memcpy(want, d->grads, (size_t)d->n_grads * sizeof *want);
+    if (n_fetches) memcpy(want + d->n_grads, fetches, (size_t)n_fetches * sizeof *want);
     tfc_status st = tfc_session_run(s, n_feeds, feeds, slice, n_out, want, got, 0, NULL)
                         ? tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op gradients: %s",
                                    tfc_session_errmsg(s)) : TFC_OK;

@@ -81,7 +81,7 @@ static void attr_graph(Onnx__NodeProto *n, char *name, Onnx__GraphProto *g)
     a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
     a->g = g;
     Onnx__AttributeProto **as = mk(sizeof *as * (n->n_attribute + 1));
-    memcpy(as, n->attribute, sizeof *as * n->n_attribute);
+    if (n->n_attribute) memcpy(as, n->attribute, sizeof *as * n->n_attribute);
     as[n->n_attribute++] = a;
     n->attribute = as;
 }
