@@ -25,6 +25,7 @@ struct bound {
 struct env {                 /* the values a region sees: its inputs and what it computed */
     int n, cap;
     struct bound *b;
+    struct bound *local;     /* the caller's stack buffer b starts in (not ours to free) */
 };
 
 struct hold {                /* one segment submission, held until the run ends */
@@ -76,8 +77,11 @@ static int env_bind(struct env *e, tfc_tensor *t, const struct bound *v)
 {
     if (e->n == e->cap) {
         int cap = e->cap ? e->cap * 2 : 16;
-        struct bound *b = realloc(e->b, sizeof *b * (size_t)cap);
+        int grow_local = e->b == e->local; /* leaving the stack buffer: copy, not realloc */
+        struct bound *b = grow_local ? malloc(sizeof *b * (size_t)cap)
+                                     : realloc(e->b, sizeof *b * (size_t)cap);
         if (!b) return -1;
+        if (grow_local && e->n) memcpy(b, e->b, sizeof *b * (size_t)e->n);
         e->b = b;
         e->cap = cap;
     }
@@ -171,8 +175,11 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
                                  tfc_tensor *const *targets, struct bound *out, char *msg)
 {
     tfc_session *s = cr->s;
-    tfc_tensor **ft = malloc(sizeof *ft * (size_t)(env->n + 1));
-    tfc_value **fv = calloc((size_t)env->n + 1, sizeof *fv);
+    tfc_tensor *ft_local[16]; /* the plan key's feeds: on the stack when few (every iteration) */
+    tfc_value *fv_local[16] = {0};
+    int small = env->n < 16;
+    tfc_tensor **ft = small ? ft_local : malloc(sizeof *ft * (size_t)(env->n + 1));
+    tfc_value **fv = small ? fv_local : calloc((size_t)env->n + 1, sizeof *fv);
     tfc_status st = ft && fv ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory");
     for (int i = 0; !st && i < env->n; i++) { /* the plan key reads only dtypes and shapes */
         ft[i] = env->b[i].t;
@@ -202,8 +209,10 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
         pthread_mutex_unlock(&s->lock);
     }
     for (int i = 0; fv && i < env->n; i++) tfc_value_destroy(fv[i]);
-    free(fv);
-    free(ft);
+    if (!small) {
+        free(fv);
+        free(ft);
+    }
     return st;
 }
 
@@ -268,13 +277,14 @@ static tfc_status run_region(struct tfc_cf_run *cr, const struct tfc_cflow *cf, 
                              const struct bound *vars, const struct bound *in,
                              struct bound *out, char *msg)
 {
-    struct env e = {0};
+    struct bound local[16]; /* a loop iteration's region mostly fits: no malloc per iteration */
+    struct env e = {0, 16, local, local};
     tfc_status st = region_env(cf, r, vars, in, &e)
                         ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run")
                         : exec_region(cr, &e, &cf->reg[r], cf->reg[r].n_out, cf->reg[r].out, 0,
                                       NULL, out,
                                       msg);
-    free(e.b);
+    if (e.b != e.local) free(e.b);
     return st;
 }
 
@@ -641,10 +651,16 @@ static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env,
 {
     tfc_graph *g = cr->s->g;
     int N = g->n_nodes;
-    struct cut c = {g, env, reg ? reg->lo : 0, reg ? reg->hi : N - 1, calloc((size_t)N + 1, 1),
-                    calloc((size_t)N + 1, 1), malloc(sizeof(int) * (size_t)(N + 1))};
-    tfc_status st = c.needed && c.done && c.stack
-                        ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    /* the marks and the walk's stack in one block, on the stack for the small graphs whose
+     * loop bodies run many times (a malloc and a memset per region run otherwise) */
+    size_t n1 = (size_t)N + 1, size = n1 * sizeof(int) + 2 * n1;
+    int local[256];
+    char *blk = size <= sizeof local ? (char *)local : malloc(size);
+    if (blk) memset(blk + n1 * sizeof(int), 0, 2 * n1);
+    struct cut c = {g, env, reg ? reg->lo : 0, reg ? reg->hi : N - 1,
+                    blk ? blk + n1 * sizeof(int) : NULL, blk ? blk + n1 * sizeof(int) + n1 : NULL,
+                    blk ? (int *)blk : NULL};
+    tfc_status st = blk ? TFC_OK : tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int j = 0; !st && j < n_fetch + n_targets; j++)
         mark_from(&c, j < n_fetch ? fetch[j] : targets[j - n_fetch], j >= n_fetch, c.needed, 0);
     for (int id = c.lo; !st && id <= c.hi; id++) { /* node ids are a topological order */
@@ -656,9 +672,7 @@ static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env,
     }
     if (!st) st = segment_last(cr, &c, env, n_fetch, fetch, n_targets, targets, msg);
     for (int j = 0; !st && j < n_fetch; j++) out[j] = *env_find(env, fetch[j]);
-    free(c.needed);
-    free(c.done);
-    free(c.stack);
+    if (blk != (char *)local) free(blk);
     return st;
 }
 
