@@ -3,7 +3,9 @@
  * keeps current; for a checkpoint, the owners send theirs to rank 0, whose session then holds
  * the whole training state as one consistent cut between steps, written by rank 0 alone in the
  * ordinary store format. A restart restores that checkpoint on every rank, whatever their
- * number: every rank then holds the whole state, so any owner assignment goes on from it. */
+ * number: every rank then holds the whole state, so any owner assignment goes on from it.
+ * A tiled variable's slots come to rank 0 tile by tile from the tiles' owners (its iteration
+ * counter, which every tile's owner advances, from its first tile's). */
 #include <stdlib.h>
 #include <string.h>
 #include "dist_train.h"
@@ -26,13 +28,45 @@ tfc_status tfc_dist_note_state(tfc_dist_train *t, tfc_graph *g, int before, int 
     return TFC_OK;
 }
 
-/* The state variables of owner o (at most n_state), into list; returns how many. */
+/* Whether state variable j is a slot of a tiled variable (shaped like it: tiled alike). */
+static int tiled_slot(const tfc_dist_train *t, int j)
+{
+    int i = t->state_var[j];
+    tfc_shape s = tfc_tensor_shape(t->state[j]);
+    size_t n = tfc_tensor_dtype(t->state[j]) == TFC_FLOAT32 ? sizeof(float) : 0;
+    for (int d = 0; d < s.rank; d++) n *= (size_t)s.dims[d];
+    return t->tiles[i] > 1 && n == t->bytes[i];
+}
+
+/* The state variables of owner o kept whole (at most n_state), into list; returns how many. */
 static int owner_state(const tfc_dist_train *t, int o, tfc_tensor **list)
 {
     int n = 0;
     for (int j = 0; j < t->n_state; j++)
-        if (t->owner[t->state_var[j]] == o) list[n++] = t->state[j];
+        if (t->owner[t->state_var[j]] == o && !tiled_slot(t, j)) list[n++] = t->state[j];
     return n;
+}
+
+/* Rank 0 gets the rows of the slot state[j] that the other ranks' tiles keep current (every
+ * rank takes part in each copy: StarPU-MPI's tags come from a counter). */
+static tfc_status gather_tiled_slot(tfc_dist_train *t, tfc_session *s, int me, int j)
+{
+    int i = t->state_var[j];
+    tfc_value *v = NULL;
+    tfc_status st = TFC_OK;
+    if (tfc_session_read_variable(s, t->state[j], &v))
+        return tfc_fail(t->msg, TFC_ERR_RUNTIME, "dist_train gather: %s", tfc_session_errmsg(s));
+    for (int p = 0; !st && p < t->n_pieces; p++) {
+        const struct tfc_dist_piece *c = &t->pieces[p];
+        if (c->var == i && c->owner != 0)
+            st = tfc_dist_copy((float *)tfc_value_data(v) + c->first, c->count * sizeof(float),
+                               c->owner, 0, t->msg);
+    }
+    if (!st && me == 0 && tfc_session_write_variable(s, t->state[j], v))
+        st = tfc_fail(t->msg, TFC_ERR_RUNTIME, "dist_train gather: '%s': %s",
+                      tfc_tensor_name(t->state[j]), tfc_session_errmsg(s));
+    tfc_value_destroy(v);
+    return st;
 }
 
 /* Values shaped like list's variables (the owner reads them instead), their bytes in all. */
@@ -106,5 +140,7 @@ tfc_status tfc_dist_train_gather(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s
                         "%d ranks, the trainer was made for %d", ranks, t->n_ranks);
     tfc_status st = TFC_OK;
     for (int o = 1; !st && o < ranks; o++) st = gather_owner(t, s, me, o);
+    for (int j = 0; !st && j < t->n_state; j++)
+        if (tiled_slot(t, j)) st = gather_tiled_slot(t, s, me, j);
     return st;
 }

@@ -20,28 +20,8 @@ void tfc_dist_train_destroy(tfc_dist_train *t)
     free(t->vars), free(t->grads), free(t->grad_in), free(t->apply);
     free(t->value_in), free(t->assign), free(t->owner), free(t->bytes);
     free(t->state), free(t->state_var);
+    free(t->pieces), free(t->tiles);
     free(t);
-}
-
-/* Owners: all on rank 0, or the largest variable first to the rank with the fewest bytes so
- * far (lowest rank on ties), so every owner receives about the same traffic. */
-static void choose_owners(tfc_dist_train *t, int all_on_rank0)
-{
-    size_t load[t->n_ranks];
-    memset(load, 0, sizeof load);
-    int done[t->n_vars];
-    memset(done, 0, sizeof done);
-    for (int k = 0; k < t->n_vars; k++) {
-        int big = -1;
-        for (int i = 0; i < t->n_vars; i++)
-            if (!done[i] && (big < 0 || t->bytes[i] > t->bytes[big])) big = i;
-        int r = 0;
-        for (int q = 1; q < t->n_ranks && !all_on_rank0; q++)
-            if (load[q] < load[r]) r = q;
-        done[big] = 1;
-        t->owner[big] = r;
-        load[r] += t->bytes[big];
-    }
 }
 
 static tfc_status graph_failed(tfc_graph *g)
@@ -94,8 +74,9 @@ static tfc_status alloc_train(tfc_dist_train *t, int n)
     t->assign = calloc((size_t)n, sizeof *t->assign);
     t->owner = calloc((size_t)n, sizeof *t->owner);
     t->bytes = calloc((size_t)n, sizeof *t->bytes);
+    t->tiles = calloc((size_t)n, sizeof *t->tiles);
     if (!t->vars || !t->grads || !t->grad_in || !t->apply || !t->value_in || !t->assign ||
-        !t->owner || !t->bytes)
+        !t->owner || !t->bytes || !t->tiles)
         return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "dist_train_create: no memory");
     return TFC_OK;
 }
@@ -112,25 +93,30 @@ tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
     if (n_ranks < 1)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_create: %d ranks (at "
                                "least 1)", n_ranks);
-    if (flags & ~(unsigned)TFC_DIST_OWNERS_RANK0)
+    if (flags & ~(unsigned)(TFC_DIST_OWNERS_RANK0 | TFC_DIST_WHOLE_VARIABLES))
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "dist_train_create: unknown flags "
                                "0x%x", flags);
     tfc_dist_train *t = calloc(1, sizeof *t);
     if (!t) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "dist_train_create: no memory");
     t->n_vars = n_vars;
     t->n_ranks = n_ranks;
-    tfc_status st = alloc_train(t, n_vars);
+    t->all_on_rank0 = (flags & TFC_DIST_OWNERS_RANK0) != 0;
+    t->whole_only = opt->clip_norm > 0; /* the norm of a tile is not the variable's */
+    tfc_status st = tfc_dist_tile_bytes_from_env(&t->tile_bytes, t->msg);
+    if (st) st = tfc_fail_global(st, "dist_train_create: %s", t->msg);
+    if (!st) st = alloc_train(t, n_vars);
     if (!st) {
         memcpy(t->vars, vars, (size_t)n_vars * sizeof *vars);
         st = tfc_gradients(g, 1, &loss, NULL, n_vars, t->vars, t->grads);
         if (st) st = graph_failed(g);
     }
     if (!st) st = build_updates(t, g, opt);
+    if (!st && (flags & TFC_DIST_WHOLE_VARIABLES)) t->tile_bytes = 0;
+    if (!st && tfc_dist_assign(t)) st = tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "%s", t->msg);
     if (st) {
         tfc_dist_train_destroy(t);
         return st;
     }
-    choose_owners(t, (flags & TFC_DIST_OWNERS_RANK0) != 0);
     *out = t;
     return TFC_OK;
 }
@@ -216,38 +202,40 @@ static tfc_status check_step(tfc_dist_train *t, tfc_session *s, int n_feeds,
     return TFC_OK;
 }
 
-/* The floats of owner o's variables, packed in variable order: one message per owner and
- * rank each way instead of one per variable (each costs about 1 ms on this oversubscribed box;
- * the sums and copies are element-wise, so packing changes no bit). */
+/* Gradients and values travel packed, one message per owner and rank each way instead of one
+ * per variable or tile (each costs about 1 ms on this oversubscribed box; the sums and copies
+ * are element-wise, so packing changes no bit): sched/dist_tile.c's tfc_dist_pack. */
 static size_t pack_size(const tfc_dist_train *t, int o)
 {
-    size_t n = 0;
-    for (int i = 0; i < t->n_vars; i++)
-        if (t->owner[i] == o) n += t->bytes[i] / sizeof(float);
-    return n;
+    return tfc_dist_pack_size(t, o);
 }
 
-/* Copies the values of owner o's variables into pack (to 1) or out of it (to 0). */
 static void pack_values(const tfc_dist_train *t, int o, tfc_value **vals, float *pack, int to)
 {
-    size_t at = 0;
-    for (int i = 0; i < t->n_vars; i++) {
-        if (t->owner[i] != o) continue;
-        if (to) memcpy(pack + at, tfc_value_data(vals[i]), t->bytes[i]);
-        else memcpy(tfc_value_data(vals[i]), pack + at, t->bytes[i]);
-        at += t->bytes[i] / sizeof(float);
-    }
+    tfc_dist_pack(t, o, vals, pack, to);
 }
 
-/* Values shaped like owner o's variables (vals[i], for the owner's i). */
+/* Values shaped like the variables of which owner o has a piece (vals[i] where still NULL),
+ * zeros: a tile's owner feeds its update zeros outside the tile's rows (rows whose results
+ * the other tiles' owners' values replace). */
 static tfc_status owner_values(tfc_dist_train *t, int o, tfc_value **vals)
 {
-    for (int i = 0; i < t->n_vars; i++) {
-        if (t->owner[i] != o) continue;
+    for (int p = 0; p < t->n_pieces; p++) {
+        int i = t->pieces[p].var;
+        if (t->pieces[p].owner != o || vals[i]) continue;
         tfc_status st = var_value(t, i, &vals[i]);
         if (st) return st;
+        memset(tfc_value_data(vals[i]), 0, t->bytes[i]);
     }
     return TFC_OK;
+}
+
+/* Whether rank o owns a piece of variable i. */
+static int owns(const tfc_dist_train *t, int o, int i)
+{
+    for (int p = 0; p < t->n_pieces; p++)
+        if (t->pieces[p].var == i && t->pieces[p].owner == o) return 1;
+    return 0;
 }
 
 static tfc_status no_pack_memory(tfc_dist_train *t, size_t n)
@@ -283,7 +271,7 @@ static tfc_status broadcast_values(tfc_dist_train *t, tfc_session *s, int me, tf
     memset(mine, 0, sizeof mine);
     tfc_status st = TFC_OK;
     for (int i = 0; !st && i < t->n_vars; i++)
-        if (t->owner[i] == me && tfc_session_read_variable(s, t->vars[i], &mine[i]))
+        if (owns(t, me, i) && tfc_session_read_variable(s, t->vars[i], &mine[i]))
             st = session_failed(t, s, "read");
     for (int o = 0; !st && o < t->n_ranks; o++) {
         size_t n = pack_size(t, o);
@@ -296,6 +284,13 @@ static tfc_status broadcast_values(tfc_dist_train *t, tfc_session *s, int me, tf
         if (!st && o != me) pack_values(t, o, vals, pack, 0);
         free(pack);
     }
+    /* a tiled variable: this rank's own tiles too (its update left the others' rows stale) */
+    for (int p = 0; !st && p < t->n_pieces; p++) {
+        const struct tfc_dist_piece *c = &t->pieces[p];
+        if (c->owner == me && vals[c->var])
+            memcpy((float *)tfc_value_data(vals[c->var]) + c->first,
+                   (const float *)tfc_value_data(mine[c->var]) + c->first, c->count * sizeof(float));
+    }
     free_values(mine, t->n_vars);
     return st;
 }
@@ -307,8 +302,8 @@ tfc_status tfc_dist_train_set_backups(tfc_dist_train *t, int backups)
         return tfc_fail(t->msg, TFC_ERR_INVALID_ARGUMENT, "dist_train_set_backups: %d backups "
                         "among %d ranks (0 to ranks - 1, at most 64 ranks)", backups, t->n_ranks);
     t->backups = backups;
-    if (backups) choose_owners(t, 1); /* rank 0 waits for the first; it owns everything */
-    return TFC_OK;
+    t->all_on_rank0 |= backups > 0; /* rank 0 waits for the first; it owns everything whole */
+    return tfc_dist_assign(t);
 }
 
 unsigned long long tfc_dist_train_chosen(const tfc_dist_train *t)

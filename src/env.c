@@ -57,6 +57,10 @@ static const struct knob knobs[] = {
     {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
      "seconds a distributed rank may wait for another before it ends the job naming that rank "
      "and the step; 0 or off: wait forever", "off", 0},
+    {"TFC_DIST_TILE_BYTES", KNOB_INT, 0, 1LL << 53,
+     "data-parallel training splits a variable of more than this many bytes into row tiles "
+     "owned by different ranks (tfc_dist_train_set_tiling); 0 or off: none; unset: above the "
+     "model's bytes / ranks", "off", 0},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

@@ -1404,13 +1404,28 @@ TFC_API tfc_status tfc_onnx_export(tfc_graph *g, const tfc_signature *sig,
  * epoch has fewer): it weights each slice. Errors name the variable or the run; messages on
  * tfc_dist_train_errmsg (creation: tfc_errmsg). */
 typedef struct tfc_dist_train tfc_dist_train;
-enum { TFC_DIST_OWNERS_RANK0 = 1u << 0 };
+enum { TFC_DIST_OWNERS_RANK0 = 1u << 0, TFC_DIST_WHOLE_VARIABLES = 1u << 1 };
 TFC_API tfc_status tfc_dist_train_create(tfc_graph *g, tfc_tensor *loss, int n_vars,
                                          tfc_tensor *const *vars, const tfc_optimizer *opt,
                                          int n_ranks, unsigned flags, tfc_dist_train **out);
 TFC_API void tfc_dist_train_destroy(tfc_dist_train *t);
-/* The owner rank of vars[i] (-1 outside the list). */
+/* The owner rank of vars[i] (of its first tile when tiled; -1 outside the list). */
 TFC_API int tfc_dist_train_owner(const tfc_dist_train *t, int i);
+/* Tiles (sched/dist_tile.c): a variable of more than TFC_DIST_TILE_BYTES bytes (default: of
+ * more than the model's bytes / ranks) is split into row tiles, min(ranks, rows) ranges of its
+ * leading dimension as even as the batcher's slices, each owned by a different rank (the
+ * largest pieces first to the rank with the fewest bytes, as whole variables are); the owner
+ * of a tile sums that tile's gradient slices in rank order, updates the tile (optimizer slots
+ * tiled alike; the updates are element-wise, so the bits are the whole variable's) and sends
+ * it to the others. None with TFC_DIST_WHOLE_VARIABLES, TFC_DIST_OWNERS_RANK0, backup workers
+ * or an optimizer with clip_norm (the global norm needs the whole gradient). set_tiling (before
+ * the first step) sets the threshold: min_bytes > 0, 0 no tiles, -1 the default; it re-chooses
+ * the owners. tiles: variable i's number of tiles (1: whole; -1 outside the list); tile: the
+ * owner of its tile k and the tile's rows [*row0, *row1) (-1 outside). */
+TFC_API tfc_status tfc_dist_train_set_tiling(tfc_dist_train *t, long long min_bytes);
+TFC_API int tfc_dist_train_tiles(const tfc_dist_train *t, int i);
+TFC_API int tfc_dist_train_tile(const tfc_dist_train *t, int i, int k, int64_t *row0,
+                                int64_t *row1);
 TFC_API tfc_status tfc_dist_train_step(tfc_dist_train *t, tfc_ctx *ctx, tfc_session *s,
                                        int n_feeds, tfc_tensor *const *feeds,
                                        tfc_value *const *slice, int64_t global_rows);

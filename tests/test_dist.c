@@ -148,14 +148,16 @@ static tfc_value *tiny_data(int rows, int cols, float seed)
     return test_f32(2, (int64_t[]){rows, cols}, p);
 }
 
-/* Owners by size, all on rank 0, and the trainer's argument errors. */
+/* Owners by size (variables kept whole), all on rank 0, and the trainer's argument errors. */
 static void test_train_owners_and_errors(void)
 {
     struct tiny m;
     tiny_build(&m); /* h/kernel 20, h/bias 5, y/kernel 10, y/bias 2 floats */
     tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.1);
     tfc_dist_train *t;
-    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3, 0, &t) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3,
+                                          TFC_DIST_WHOLE_VARIABLES, &t) == TFC_OK);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(tfc_dist_train_tiles(t, i), 1);
     int want[4] = {0, 2, 1, 2}; /* 20 -> 0, 10 -> 1, 5 -> 2, 2 -> 2 (2 has 5, 1 has 10) */
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL(tfc_dist_train_owner(t, i), want[i]);
@@ -186,6 +188,87 @@ static void test_train_owners_and_errors(void)
     tfc_tensor *loss2 = tfc_add(m.g, m.loss, tfc_cast(m.g, tfc_mul(m.g, i64, i64), TFC_FLOAT32));
     CU_ASSERT_EQUAL(tfc_dist_train_create(m.g, loss2, 1, &i64, &opt, 2, 0, &t), TFC_ERR_DTYPE);
     CU_ASSERT(strstr(tfc_errmsg(), "variable 'count' is not float32") != NULL);
+    tfc_graph_destroy(m.g);
+}
+
+/* Checks variable i's tiles: rows[k] its first row (rows[n] its row count), owner[k] its owner. */
+static void check_tiles(tfc_dist_train *t, int i, int n, const int64_t *rows, const int *owner)
+{
+    CU_ASSERT_EQUAL_FATAL(tfc_dist_train_tiles(t, i), n);
+    for (int k = 0; k < n; k++) {
+        int64_t r0 = -1, r1 = -1;
+        int o = tfc_dist_train_tile(t, i, k, &r0, &r1);
+        CU_ASSERT(o == owner[k] && r0 == rows[k] && r1 == rows[k + 1]);
+        if (o != owner[k] || r0 != rows[k] || r1 != rows[k + 1])
+            printf("\n  variable %d tile %d: rows [%lld, %lld) on rank %d\n", i, k,
+                   (long long)r0, (long long)r1, o);
+    }
+    CU_ASSERT_EQUAL(tfc_dist_train_tile(t, i, n, NULL, NULL), -1);
+    CU_ASSERT_EQUAL(tfc_dist_train_owner(t, i), owner[0]);
+}
+
+/* Large variables split into row tiles owned by different ranks (sched/dist_tile.c): which
+ * rank owns which rows, by default (above the model's bytes / ranks), with a threshold, and
+ * the cases that keep every variable whole. */
+static void test_train_tiles(void)
+{
+    struct tiny m;
+    tiny_build(&m); /* h/kernel [4,5] 80 B, h/bias [5] 20 B, y/kernel [5,2] 40 B, y/bias 8 B */
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.1);
+    tfc_dist_train *t;
+    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3, 0, &t) == TFC_OK);
+    /* 80 B > 148 B / 3: h/kernel in 3 tiles of rows [0,1) [1,2) [2,4) (5, 5, 10 floats). Largest
+     * first to the lightest rank holding no other tile of it: h/kernel's rows [2,4) -> 0,
+     * y/kernel -> 1, rows [0,1) -> 2, rows [1,2) -> 1 (0 and 2 hold tiles), h/bias -> 2,
+     * y/bias -> 0 (0 and 2 both have 40 B) */
+    check_tiles(t, 0, 3, (int64_t[]){0, 1, 2, 4}, (int[]){2, 1, 0});
+    check_tiles(t, 1, 1, (int64_t[]){0, 5}, (int[]){2});
+    check_tiles(t, 2, 1, (int64_t[]){0, 5}, (int[]){1});
+    check_tiles(t, 3, 1, (int64_t[]){0, 2}, (int[]){0});
+    /* above 20 B: y/kernel too, rows [0,1) [1,3) [3,5) (2, 4, 4 floats); h/bias (20 B) whole.
+     * h/kernel [2,4) -> 0, [0,1) -> 1, [1,2) -> 2, h/bias -> 1 (1 and 2 have 20 B), y/kernel
+     * [1,3) -> 2, [3,5) -> 0 (0 and 1 have 40 B), [0,1) -> 1, y/bias -> 2 */
+    CU_ASSERT_FATAL(tfc_dist_train_set_tiling(t, 20) == TFC_OK);
+    check_tiles(t, 0, 3, (int64_t[]){0, 1, 2, 4}, (int[]){1, 2, 0});
+    check_tiles(t, 1, 1, (int64_t[]){0, 5}, (int[]){1});
+    check_tiles(t, 2, 3, (int64_t[]){0, 1, 3, 5}, (int[]){1, 2, 0});
+    check_tiles(t, 3, 1, (int64_t[]){0, 2}, (int[]){2});
+    CU_ASSERT_EQUAL(tfc_dist_train_set_tiling(t, -2), TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_dist_train_errmsg(t), "set_tiling: -2 bytes") != NULL);
+    CU_ASSERT_FATAL(tfc_dist_train_set_tiling(t, 0) == TFC_OK); /* none: owners by size */
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(tfc_dist_train_tiles(t, i), 1);
+    CU_ASSERT_EQUAL(tfc_dist_train_owner(t, 0), 0);
+    CU_ASSERT_EQUAL(tfc_dist_train_tiles(t, 4), -1);
+    CU_ASSERT_EQUAL(tfc_dist_train_tile(t, 0, 1, NULL, NULL), -1);
+    /* 2 ranks: 2 tiles of 2 rows, on ranks 0 and 1 */
+    CU_ASSERT_FATAL(tfc_dist_train_set_tiling(t, -1) == TFC_OK);
+    tfc_dist_train_destroy(t);
+    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 2, 0, &t) == TFC_OK);
+    check_tiles(t, 0, 2, (int64_t[]){0, 2, 4}, (int[]){0, 1});
+    /* backup workers put everything on rank 0, whole */
+    CU_ASSERT_FATAL(tfc_dist_train_set_backups(t, 1) == TFC_OK);
+    check_tiles(t, 0, 1, (int64_t[]){0, 4}, (int[]){0});
+    tfc_dist_train_destroy(t);
+    /* TFC_DIST_TILE_BYTES sets the threshold; a bad value is an error naming it */
+    setenv("TFC_DIST_TILE_BYTES", "off", 1);
+    CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3, 0, &t) == TFC_OK);
+    CU_ASSERT_EQUAL(tfc_dist_train_tiles(t, 0), 1);
+    tfc_dist_train_destroy(t);
+    setenv("TFC_DIST_TILE_BYTES", "lots", 1);
+    CU_ASSERT_EQUAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &opt, 3, 0, &t),
+                    TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(tfc_errmsg(), "TFC_DIST_TILE_BYTES must be an integer") != NULL);
+    unsetenv("TFC_DIST_TILE_BYTES");
+    /* whole: by flag, all on rank 0, and under global-norm clipping (not element-wise) */
+    unsigned flags[2] = {TFC_DIST_WHOLE_VARIABLES, TFC_DIST_OWNERS_RANK0};
+    for (int f = 0; f < 3; f++) {
+        tfc_optimizer o = opt;
+        if (f == 2) o.clip_norm = 1;
+        CU_ASSERT_FATAL(tfc_dist_train_create(m.g, m.loss, 4, m.vars, &o, 3, f < 2 ? flags[f] : 0,
+                                              &t) == TFC_OK);
+        CU_ASSERT_EQUAL(tfc_dist_train_tiles(t, 0), 1);
+        tfc_dist_train_destroy(t);
+    }
     tfc_graph_destroy(m.g);
 }
 
@@ -296,6 +379,7 @@ int main(void)
     TEST_ADD(test_shard_bad_args);
     TEST_ADD(test_dist_api_local);
     TEST_ADD(test_train_owners_and_errors);
+    TEST_ADD(test_train_tiles);
     TEST_ADD(test_train_one_rank_is_minimize);
     TEST_ADD(test_backups_replay_and_op);
     return test_main();
