@@ -3,7 +3,9 @@
  *   dist_mlp mpi   - OWNERS STEPS OUT   under mpirun: every rank writes OUT.<rank>
  *   ... STORE save     then a checkpoint of the step STEPS into STORE (rank 0 writes it)
  *   ... STORE resume   first restores STORE's latest checkpoint, and trains up to step STEPS
- * OWNERS is size (variables sharded by size) or rank0, or op: tfc_minimize's train op stepped
+ * OWNERS is size (variables sharded by size, a large one split into row tiles owned by
+ * different ranks: hidden/kernel is more than 1/R of the model's bytes), whole (by size, no
+ * tiles: TFC_DIST_WHOLE_VARIABLES) or rank0, or op: tfc_minimize's train op stepped
  * by tfc_dist_op_step (what `mpirun tfc train` runs), which must give the same bits. OUT gets the raw float32 bytes of every
  * variable after STEPS synchronous steps of Adam over global batches of 24 rows. Exits 1 on an
  * error, or when training left the variables as they started. Prints the mean step time.
@@ -12,7 +14,9 @@
  * DIST_MLP_SLOW_MS ms in each of rank r's steps (a straggler); DIST_MLP_REPLAY=FILE (local
  * mode) applies each step the ranks of FILE's line. With a store to save, rank 0 also logs
  * the masks as the metric "dist/chosen" of steps 1..STEPS, which the checkpoint commits: then
- * DIST_MLP_REPLAY=STORE.db replays them from there. */
+ * DIST_MLP_REPLAY=STORE.db replays them from there. DIST_MLP_IN=n: n inputs instead of 6
+ * (hidden/kernel n x 16: one dominant variable, for bench/RESULTS.md's bytes per rank).
+ * DIST_MLP_OPT=sgd|momentum: that optimizer instead of Adam. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +24,8 @@
 #include <unistd.h>
 #include <tfc-starpu/tfc.h>
 
-enum { ROWS = 96, IN = 6, CLASSES = 3, BATCH = 24, NV = 4 };
+enum { ROWS = 96, CLASSES = 3, BATCH = 24, NV = 4 };
+static int IN = 6; /* DIST_MLP_IN */
 
 #define CHECK(call, what)                                                          \
     do {                                                                           \
@@ -33,7 +38,7 @@ enum { ROWS = 96, IN = 6, CLASSES = 3, BATCH = 24, NV = 4 };
 /* Deterministic data: x from an LCG, label = argmax of a fixed linear map. */
 static void make_data(tfc_value **x, tfc_value **y)
 {
-    tfc_value_create(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){ROWS, IN}), x);
+    tfc_value_create(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){ROWS, (int64_t)IN}), x);
     tfc_value_create(TFC_INT32, tfc_shape_of(1, (int64_t[]){ROWS}), y);
     float *xp = tfc_value_data(*x);
     int32_t *yp = tfc_value_data(*y);
@@ -114,6 +119,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int mpi = strcmp(argv[1], "mpi") == 0, steps = atoi(argv[4]);
+    if (getenv("DIST_MLP_IN")) IN = atoi(getenv("DIST_MLP_IN"));
+    if (IN < 1 || IN > 256) { fprintf(stderr, "dist_mlp: DIST_MLP_IN is 1 to 256\n"); return 2; }
     const char *store = argc == 8 ? argv[6] : NULL;
     int save = store && strcmp(argv[7], "save") == 0, resume = store && !save;
     tfc_ctx *ctx;
@@ -127,17 +134,24 @@ int main(int argc, char **argv)
     }
     tfc_graph *g;
     tfc_graph_create(&g);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, IN}));
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, (int64_t)IN}));
     tfc_tensor *y = tfc_placeholder(g, "y", TFC_INT32, tfc_shape_of(1, (int64_t[]){-1}));
     tfc_tensor *h = tfc_dense(g, x, 16, TFC_ACT_RELU, "hidden");
     tfc_tensor *logits = tfc_dense(g, h, CLASSES, TFC_ACT_NONE, "out");
     tfc_tensor *loss = tfc_reduce_mean(g, tfc_sparse_softmax_cross_entropy(g, logits, y), 0, NULL, 0);
     tfc_tensor *vars[NV];
     if (tfc_trainable_variables(g, vars, NV) != NV) { fprintf(stderr, "dist_mlp: %s\n", tfc_graph_errmsg(g)); return 1; }
-    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.01);
+    const char *kind = getenv("DIST_MLP_OPT"); /* sgd, momentum or adam (the default) */
+    tfc_optimizer opt = tfc_optimizer_default(!kind || !strcmp(kind, "adam") ? TFC_OPT_ADAM
+                                              : !strcmp(kind, "sgd") ? TFC_OPT_SGD
+                                                                     : TFC_OPT_MOMENTUM, 0.01);
     tfc_dist_train *t;
-    CHECK(tfc_dist_train_create(g, loss, NV, vars, &opt, ranks,
-                                strcmp(argv[3], "rank0") ? 0 : TFC_DIST_OWNERS_RANK0, &t), "trainer");
+    unsigned flags = !strcmp(argv[3], "rank0") ? TFC_DIST_OWNERS_RANK0
+                     : !strcmp(argv[3], "whole") ? TFC_DIST_WHOLE_VARIABLES : 0;
+    CHECK(tfc_dist_train_create(g, loss, NV, vars, &opt, ranks, flags, &t), "trainer");
+    for (int i = 0; i < NV && rank == 0; i++) /* tests/test_dist_mpi.sh checks the tiles */
+        if (tfc_dist_train_tiles(t, i) > 1)
+            printf("tiles: %s in %d\n", tfc_tensor_name(vars[i]), tfc_dist_train_tiles(t, i));
     /* built in every mode, so that every mode has the same graph; its Adam shares the slots
      * and counts its steps as the trainer's counters do */
     tfc_tensor *train_op = tfc_minimize(g, loss, NV, vars, &opt, NULL);
@@ -147,7 +161,7 @@ int main(int argc, char **argv)
     tfc_session *s;
     CHECK(tfc_session_create(ctx, g, &s), "session");
     CHECK(tfc_session_init_variables(s), "init");
-    char before[4096];
+    static char before[1 << 20];
     size_t len;
     int moved;
     if (dump(s, vars, NULL, before, &len, &moved)) return 1;

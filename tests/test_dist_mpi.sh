@@ -3,10 +3,12 @@
 # trains a small MLP for a few steps on N = 1, 2, 3 ranks (oversubscribed, one StarPU CPU
 # worker each) and every rank's variables must be the bits of the one-process reference that
 # computes the N slices in turn and sums them in rank order; with the variables sharded by
-# size and all on rank 0. Then a rank killed with SIGKILL, and a rank returning from main
+# size (hidden/kernel, 384 of the 652 bytes, split into row tiles owned by different ranks),
+# sharded by size whole, and all on rank 0; tiled runs with SGD and momentum too. Then a rank killed with SIGKILL, and a rank returning from main
 # after a failed step, must end the job with a non-zero status within seconds, and a rank stopped with SIGSTOP must end it within TFC_DIST_TIMEOUT
 # (2 s here) plus a little, with a message naming the stopped rank and the step. Checkpoints
-# taken on a ranks and restored on b (2 to 1, 1 to 3, 3 to 2, 2 to 2) go on with the bits of one
+# taken on a ranks and restored on b (2 to 1, 1 to 3, 3 to 2, 2 to 2, 2 to 3: tiles of 2 and
+# 3 ranks) go on with the bits of one
 # process that changed its number of slices at that step. Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
@@ -41,7 +43,7 @@ steps=4
 for n in 1 2 3; do
     "$prog" local $n size $steps "$work/ref$n" > "$work/ref$n.log" 2>&1 ||
         { echo "FAIL: reference of $n ranks"; cat "$work/ref$n.log"; fail=1; continue; }
-    for owners in size rank0; do
+    for owners in size whole rank0; do
         out=$work/run$n-$owners
         if ! timeout 120 $mpi $n "$prog" mpi - $owners $steps "$out" > "$out.log" 2>&1; then
             echo "FAIL: $n ranks, owners $owners: mpirun failed"; cat "$out.log"; fail=1; continue
@@ -54,14 +56,41 @@ for n in 1 2 3; do
             fi
         done
     done
+    # the largest variable is tiled across the ranks (by default: more than 1/N of the bytes),
+    # and the tiled run has the bits of the untiled one
+    if [ $n -gt 1 ]; then
+        if grep -q "^tiles: hidden/kernel in $n$" "$work/run$n-size.log"; then
+            echo "ok: $n ranks: hidden/kernel split into $n tiles"
+        else echo "FAIL: $n ranks: hidden/kernel not split into $n tiles"; cat "$work/run$n-size.log"; fail=1; fi
+        grep -q "^tiles:" "$work/run$n-whole.log" && { echo "FAIL: $n ranks, whole: tiles"; fail=1; }
+        cmp -s "$work/run$n-size.0" "$work/run$n-whole.0" ||
+            { echo "FAIL: $n ranks: tiled and whole runs differ"; fail=1; }
+    fi
+done
+# element-wise updates: a tile's update has the whole variable's bits with SGD and momentum too
+for opt in sgd momentum; do
+    DIST_MLP_OPT=$opt "$prog" local 3 whole $steps "$work/ref3$opt" > "$work/ref3$opt.log" 2>&1 ||
+        { echo "FAIL: reference with $opt"; cat "$work/ref3$opt.log"; fail=1; continue; }
+    out=$work/run3$opt
+    DIST_MLP_OPT=$opt timeout 120 $mpi 3 "$prog" mpi - size $steps "$out" > "$out.log" 2>&1 ||
+        { echo "FAIL: 3 ranks, $opt: mpirun failed"; cat "$out.log"; fail=1; continue; }
+    grep -q "^tiles: hidden/kernel in 3$" "$out.log" || { echo "FAIL: 3 ranks, $opt: no tiles"; fail=1; }
+    for r in 0 1 2; do
+        if cmp -s "$work/ref3$opt" "$out.$r"; then echo "ok: 3 ranks, tiled, $opt, rank $r: the reference's bits"
+        else echo "FAIL: 3 ranks, tiled, $opt, rank $r differs from the reference"; fail=1; fi
+    done
+    cmp -s "$work/ref3$opt" "$work/ref3" && { echo "FAIL: $opt gave Adam's bits"; fail=1; }
 done
 # bytes on the wire (StarPU-MPI's STARPU_COMM_STATS, printed per rank at shutdown) against the
 # analytic minimum of the scheme: each variable's gradient goes once from every other rank to
 # its owner and its new value once back, 2 (N - 1) |W| per step in all, |W| = 163 floats (652
-# bytes); with the variables sharded by size (hidden/kernel 384 B to rank 0, out/kernel 192 B to
-# rank 1, hidden/bias 64 B and out/bias 12 B to rank 2) rank r sends the others' gradients and
-# N - 1 copies of its own variables: 268 + 768 = 1036, 460 + 384 = 844, 576 + 152 = 728 bytes
-for spec in "2 size 652 652" "3 size 1036 844 728" "3 rank0 1304 652 652"; do
+# bytes); with the variables sharded by size whole (hidden/kernel 384 B to rank 0, out/kernel
+# 192 B to rank 1, hidden/bias 64 B and out/bias 12 B to rank 2) rank r sends the others'
+# gradients and N - 1 copies of its own variables: 268 + 768 = 1036, 460 + 384 = 844,
+# 576 + 152 = 728 bytes; with hidden/kernel in 3 tiles of 128 B (out/kernel to rank 0, the
+# tiles to 1, 2 and 0, hidden/bias to 1, out/bias to 2: 320, 192, 140 B), |W| + own bytes:
+# 972, 844, 792, the busiest rank 64 B less
+for spec in "2 size 652 652" "3 whole 1036 844 728" "3 size 972 844 792" "3 rank0 1304 652 652"; do
     set -- $spec
     n=$1 owners=$2
     shift 2
@@ -87,7 +116,7 @@ done
     { echo "FAIL: one-process restart"; cat "$work/ref2x6.log" "$work/local22.log"; fail=1; }
 if cmp -s "$work/ref2x6" "$work/local22"; then echo "ok: one process restarted at step 3: the bits of 6 steps uninterrupted"
 else echo "FAIL: one process restarted at step 3 differs from 6 steps uninterrupted"; fail=1; fi
-for ab in "2 1" "1 3" "3 2" "2 2"; do
+for ab in "2 1" "1 3" "3 2" "2 2" "2 3"; do
     set -- $ab
     a=$1 b=$2 ref=$work/ref$a$b out=$work/restart$a$b
     "$prog" local $a size 3 "$ref.part" "$ref.db" save > "$ref.log" 2>&1 &&
