@@ -2,8 +2,15 @@
  * sched/dist_bind.c). The topology is data here: packages of cores as hwloc lists them, the
  * ranks sharing them; each rank must get cores of its own for its workers, StarPU-MPI's thread
  * and the loader, within what the launcher bound it to, or nothing when there are too few. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "testutil.h"
 #include "../sched/dist_bind.h"
 
@@ -141,6 +148,58 @@ static void test_apply_off_user_and_fallback(void)
     free(keep);
 }
 
+static void *loader_like(void *arg)
+{
+    tfc_dist_bind_loader_thread();
+    sched_getaffinity(0, sizeof(cpu_set_t), arg); /* (this thread's) */
+    return NULL;
+}
+
+/* One rank with the whole machine: the plan is applied (StarPU's variables set, then taken
+ * back), and a loader thread lands on the plan's loader core: one core's PUs, none of the
+ * workers' or the MPI thread's. With fewer than 3 cores there is no loader core and its
+ * thread keeps the process's CPUs. */
+static void test_apply_one_rank_and_loader(void)
+{
+    char msg[512], text[2048];
+    const char *nobind = getenv("STARPU_WORKERS_NOBIND");
+    char *keep = nobind ? strdup(nobind) : NULL;
+    unsetenv("STARPU_WORKERS_NOBIND");
+    unsetenv("STARPU_NCPU");
+    CU_ASSERT_EQUAL_FATAL(tfc_dist_bind_apply(0, 1, 0, msg), TFC_OK);
+    tfc_dist_bind_describe(text, sizeof text);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t before, got;
+    sched_getaffinity(0, sizeof before, &before);
+    if (strstr(text, "binding: none")) { /* a 1-core machine */
+        CU_ASSERT(cpus < 2);
+    } else {
+        CU_ASSERT(strstr(text, "shared by 1 rank") && strstr(text, "MPI thread: core L#"));
+        CU_ASSERT_PTR_NOT_NULL(getenv("STARPU_WORKERS_CPUID"));
+        CU_ASSERT_PTR_NOT_NULL(getenv("STARPU_MPI_THREAD_CPUID"));
+        CU_ASSERT_PTR_NOT_NULL(getenv("STARPU_NCPU"));
+        tfc_dist_bind_started();
+        CU_ASSERT_PTR_NULL(getenv("STARPU_WORKERS_CPUID"));
+        CU_ASSERT_PTR_NULL(getenv("STARPU_MPI_THREAD_CPUID"));
+        CU_ASSERT_PTR_NULL(getenv("STARPU_NCPU"));
+        pthread_t th;
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, loader_like, &got) == 0);
+        pthread_join(th, NULL);
+        const char *loader = strstr(text, "loader: core L#");
+        if (loader) { /* 3 cores or more: one core (all its PUs), fewer CPUs than the process */
+            int n = CPU_COUNT(&got);
+            CU_ASSERT(n >= 1 && n < CPU_COUNT(&before));
+            printf("(loader bound to %d CPU%s: %.40s) ", n, n == 1 ? "" : "s", loader);
+        } else {
+            CU_ASSERT(CPU_EQUAL(&got, &before));
+            printf("(%ld CPUs: no loader core, its thread keeps the process's CPUs) ", cpus);
+        }
+    }
+    tfc_dist_bind_forget();
+    if (keep) setenv("STARPU_WORKERS_NOBIND", keep, 1);
+    free(keep);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -149,5 +208,6 @@ int main(void)
     TEST_ADD(test_launcher_bound_subsets);
     TEST_ADD(test_too_few_cores);
     TEST_ADD(test_apply_off_user_and_fallback);
+    TEST_ADD(test_apply_one_rank_and_loader);
     return test_main();
 }

@@ -38,6 +38,7 @@ want() { # want NAME REGEX: a line of NAME.out matches
 }
 
 run auto -u STARPU_WORKERS_NOBIND
+grep -q "built without StarPU-MPI" "$work/auto.out" && { echo "SKIP: the library was built without MPI"; exit 77; }
 cat "$work/auto.out" "$work/auto.err"
 cores=$(grep -m1 '^rank 0: machine:' "$work/auto.out" | sed 's/.* \([0-9]*\) cores.*/\1/')
 for r in 0 1; do want auto "^rank $r: StarPU workers: 1$"; done

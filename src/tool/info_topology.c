@@ -130,7 +130,8 @@ static int print_workers(hwloc_topology_t topo, hwloc_const_cpuset_t mine)
     int unbound = nobind && atoi(nobind) != 0;
     tfc_ctx *ctx;
     /* under a launcher, a distributed context: its ranks share the node's cores out */
-    int ranked = (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")) && tfc_dist_available();
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
+    int ranked = launched && tfc_dist_available();
     if (ranked ? tfc_ctx_create_dist(TFC_DIST_MPI, &ctx) : tfc_ctx_create(&ctx))
         return tool_error("info", "cannot start StarPU: %s", tfc_errmsg());
     int n = tfc_ctx_workers(ctx, NULL, 0);
@@ -157,6 +158,9 @@ static int print_workers(hwloc_topology_t topo, hwloc_const_cpuset_t mine)
                     core ? (int)core->logical_index : -1, pkg ? (int)pkg->logical_index : -1);
     }
     free(w);
+    if (launched && !ranked)
+        fprintf(out, "binding: none: this libtfc-starpu was built without StarPU-MPI (each rank "
+                "starts StarPU alone)\n");
     if (ranked) {
         print_mpi_thread(topo);
         char binding[2048];
