@@ -7,7 +7,9 @@
 # on a node with fewer than 2 cores per rank (this 2-core machine) it falls back to no binding,
 # said once on stderr (by the node's first rank) and per rank in the report, StarPU binds no
 # worker either, and the job still runs. With 4 cores or more the ranks' cores must differ. TFC_DIST_BIND=0 and the user's own
-# binding (STARPU_WORKERS_NOBIND, which make check sets) leave StarPU alone, and say so.
+# binding (STARPU_WORKERS_NOBIND, which make check sets) leave StarPU alone, and say so. And
+# tests/dist_mlp trained under the binding (1 rank bound, 2 ranks in the fallback) keeps the
+# bits of its one-process reference.
 # Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
@@ -94,6 +96,21 @@ if [ "${cores:-0}" -ge 2 ]; then
     [ "$workers" = "$planned" ] ||
         { echo "FAIL: one rank: $workers StarPU workers for $planned planned cores"; fail=1; }
     mpi="${mpi% --bind-to none -np 1} -np 2"
+fi
+
+# training under the binding (or its fallback) keeps the one-process bits (tests/dist_mlp)
+prog=$build/tests/dist_mlp
+if [ -x "$prog" ]; then
+    "$prog" local 2 size 3 "$work/ref2" > /dev/null 2>&1 && "$prog" local 1 size 3 "$work/ref1" > /dev/null 2>&1 ||
+        { echo "FAIL: dist_mlp's reference"; fail=1; }
+    env -u STARPU_WORKERS_NOBIND $mpi "$prog" mpi - size 3 "$work/got2" > "$work/mlp2.log" 2>&1 ||
+        { echo "FAIL: dist_mlp on 2 ranks"; cat "$work/mlp2.log"; fail=1; }
+    env -u STARPU_WORKERS_NOBIND ${mpi% -np 2} --bind-to none -np 1 "$prog" mpi - size 3 "$work/got1" \
+        > "$work/mlp1.log" 2>&1 || { echo "FAIL: dist_mlp on 1 rank"; cat "$work/mlp1.log"; fail=1; }
+    for f in got2.0 got2.1 got1.0; do
+        cmp -s "$work/ref${f:3:1}" "$work/$f" || { echo "FAIL: dist_mlp $f: not the reference's bits"; fail=1; }
+    done
+    [ $fail = 0 ] && echo "ok: dist_mlp under the binding (1 rank bound, 2 ranks fallback): the reference's bits"
 fi
 
 run off -u STARPU_WORKERS_NOBIND TFC_DIST_BIND=0
