@@ -136,11 +136,18 @@ static void test_apply_off_user_and_fallback(void)
     CU_ASSERT(strstr(text, "left to StarPU (STARPU_WORKERS_NOBIND is set)") != NULL);
     unsetenv("STARPU_WORKERS_NOBIND");
     unsetenv("STARPU_WORKERS_CPUID");
+    unsetenv("STARPU_MPI_NOBIND");
     CU_ASSERT_EQUAL(tfc_dist_bind_apply(5, 4096, 1, msg), TFC_OK);
     tfc_dist_bind_describe(text, sizeof text);
     CU_ASSERT(strstr(text, "binding: none: ") && strstr(text, "for 4096 ranks"));
     CU_ASSERT_PTR_NULL(getenv("STARPU_WORKERS_CPUID"));
     CU_ASSERT_PTR_NULL(getenv("STARPU_MPI_THREAD_CPUID"));
+    /* StarPU binds nothing either until it started, then the environment is as it was */
+    CU_ASSERT_PTR_NOT_NULL(getenv("STARPU_WORKERS_NOBIND"));
+    CU_ASSERT_PTR_NOT_NULL(getenv("STARPU_MPI_NOBIND"));
+    tfc_dist_bind_started();
+    CU_ASSERT_PTR_NULL(getenv("STARPU_WORKERS_NOBIND"));
+    CU_ASSERT_PTR_NULL(getenv("STARPU_MPI_NOBIND"));
     tfc_dist_bind_forget();
     tfc_dist_bind_describe(text, sizeof text);
     CU_ASSERT_STRING_EQUAL(text, "");
