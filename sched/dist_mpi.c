@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <starpu_mpi.h>
 #include "dist.h"
+#include "dist_bind.h"
 #include "../src/env.h"
 
 /* ---- The watchdog (TFC_DIST_TIMEOUT) ------------------------------------------------------
@@ -140,8 +141,10 @@ static tfc_status ensure_mpi(char *msg)
 tfc_status tfc_dist_mpi_start(int *rank, int *size, char *msg)
 {
     tfc_status st = ensure_mpi(msg);
+    if (!st) st = tfc_dist_bind_start(msg); /* this rank's cores, for starpu_init */
     if (st) return st;
     int ret = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, NULL);
+    tfc_dist_bind_started();
     if (ret == -ENODEV)
         return tfc_fail(msg, TFC_ERR_NO_DEVICE, "StarPU-MPI found no worker (check STARPU_NCPU, "
                         "STARPU_NCUDA, STARPU_NOPENCL)");

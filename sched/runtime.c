@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <starpu.h>
 #include "dist.h"
+#include "dist_bind.h"
 #include "sched.h"
 #include "session_priv.h"
 #include "../codelets/kernel.h"
@@ -63,6 +64,7 @@ static tfc_status runtime_start(int *joined, int dist[2], tfc_runtime_prepare_fn
     if (dist && !*joined) {
         tfc_status st = tfc_dist_start(&dist[0], &dist[1], msg);
         if (st) {
+            tfc_dist_bind_forget();
             pthread_mutex_unlock(&life.lock);
             tfc_starpu_home_release(home);
             return st;
@@ -161,6 +163,7 @@ void tfc_runtime_stop(void)
     }
     if (life.n_ctx == 0 && life.dist_size) {
         tfc_dist_stop(); /* StarPU-MPI's shutdown, which ends with starpu_shutdown */
+        tfc_dist_bind_forget();
         life.dist_rank = life.dist_size = 0;
     } else {
         starpu_shutdown(); /* drops our reference; the application's keeps StarPU up */

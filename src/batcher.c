@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "../sched/dist_bind.h"
 
 /* ---- Value helpers ---------------------------------------------------------------------- */
 
@@ -136,6 +137,7 @@ static void fill(tfc_batcher *b, struct slot *s, int64_t index)
 static void *loader_main(void *arg)
 {
     tfc_batcher *b = arg;
+    tfc_dist_bind_loader_thread(); /* its own core, when a distributed rank has one for it */
     pthread_mutex_lock(&b->mu);
     for (;;) {
         struct slot *s = NULL;

@@ -1,12 +1,19 @@
 /* info_topology.c: `tfc info --topology` (issue 15, item 6): what this process sees of its
  * node through hwloc (packages, cores, NUMA nodes, GPUs, the CPUs it may run on) and where
  * StarPU put its workers, so that a rank's binding on a cluster can be checked before a job. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <hwloc.h>
+#include <hwloc/glibc-sched.h>
 #include "tool.h"
 #include "info_topology.h"
+#include "../../sched/dist_bind.h"
 
 /* Everything goes to a buffer first, printed at the end one line at a time under the rank's
  * name, so that the ranks' reports under mpirun do not interleave line by line. */
@@ -17,9 +24,10 @@ const char tool_topology_usage[] =
     "Prints the node as hwloc sees it (packages, cores, processing units, NUMA nodes with\n"
     "their memory, GPUs and other coprocessors, the CPUs this process may run on), then starts\n"
     "StarPU and prints each worker and the core it is bound to. Under mpirun each rank prints\n"
-    "its own view, headed by its rank: StarPU 1.3 binds its workers from the first core unless\n"
-    "STARPU_WORKERS_GETBIND=1 (then within the launcher's binding), so ranks sharing a node\n"
-    "must each get their own cores (README, \"Running on a cluster\").\n";
+    "its own view, headed by its rank, from a distributed context: the ranks sharing a node\n"
+    "(and a launcher binding) share its cores out, and each prints the cores its workers, the\n"
+    "MPI progress thread and the input loader got, or why nothing was bound (TFC_DIST_BIND;\n"
+    "README, \"Running on a cluster\").\n";
 
 /* "L#a-b,c" of the PUs in set (logical indexes, as STARPU_WORKERS_CPUID takes them). */
 static void pu_list(hwloc_topology_t topo, hwloc_const_cpuset_t set, char *buf, size_t len)
@@ -80,6 +88,32 @@ static void print_machine(hwloc_topology_t topo, hwloc_const_cpuset_t mine)
     fprintf(out, "this process may run on PUs %s\n", list);
 }
 
+/* The PUs StarPU-MPI's progress thread (named "MPI") may run on, read back from the system
+ * (Linux: /proc/self/task), so the report shows what the thread got, not what was asked. */
+static void print_mpi_thread(hwloc_topology_t topo)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], name[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(name, sizeof name, f)) name[0] = 0;
+        fclose(f);
+        cpu_set_t cpus;
+        if (strcmp(name, "MPI\n") || sched_getaffinity(atoi(e->d_name), sizeof cpus, &cpus)) continue;
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        char list[512];
+        if (set && !hwloc_cpuset_from_glibc_sched_affinity(topo, set, &cpus, sizeof cpus)) {
+            pu_list(topo, set, list, sizeof list);
+            fprintf(out, "MPI thread may run on PUs %s\n", list);
+        }
+        hwloc_bitmap_free(set);
+    }
+    if (d) closedir(d);
+}
+
 static const char *worker_kind(const char *starpu_kind)
 {
     return !strncmp(starpu_kind, "STARPU_", 7) ? starpu_kind + 7 : starpu_kind;
@@ -95,7 +129,11 @@ static int print_workers(hwloc_topology_t topo, hwloc_const_cpuset_t mine)
     const char *nobind = getenv("STARPU_WORKERS_NOBIND"); /* StarPU binds nothing then */
     int unbound = nobind && atoi(nobind) != 0;
     tfc_ctx *ctx;
-    if (tfc_ctx_create(&ctx)) return tool_error("info", "cannot start StarPU: %s", tfc_errmsg());
+    /* under a launcher, a distributed context: its ranks share the node's cores out */
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
+    int ranked = launched && tfc_dist_available();
+    if (ranked ? tfc_ctx_create_dist(TFC_DIST_MPI, &ctx) : tfc_ctx_create(&ctx))
+        return tool_error("info", "cannot start StarPU: %s", tfc_errmsg());
     int n = tfc_ctx_workers(ctx, NULL, 0);
     tfc_worker_info *w = calloc((size_t)(n > 0 ? n : 1), sizeof *w);
     if (!w) {
@@ -114,11 +152,21 @@ static int print_workers(hwloc_topology_t topo, hwloc_const_cpuset_t mine)
         fprintf(out, "  worker %d %-12s (%s, memory node %d): ", w[i].id, w[i].name, worker_kind(w[i].kind),
                w[i].memory_node);
         if (unbound) fprintf(out, "not bound (STARPU_WORKERS_NOBIND)\n");
+        else if (ranked && tfc_dist_bind_none()) fprintf(out, "not bound (too few cores)\n");
         else if (!pu) fprintf(out, "not bound\n");
         else fprintf(out, "PU L#%u, core L#%d, package L#%d\n", pu->logical_index,
                     core ? (int)core->logical_index : -1, pkg ? (int)pkg->logical_index : -1);
     }
     free(w);
+    if (launched && !ranked)
+        fprintf(out, "binding: none: this libtfc-starpu was built without StarPU-MPI (each rank "
+                "starts StarPU alone)\n");
+    if (ranked) {
+        print_mpi_thread(topo);
+        char binding[2048];
+        tfc_dist_bind_describe(binding, sizeof binding);
+        fprintf(out, "%s", binding);
+    }
     tfc_ctx_destroy(ctx);
     return TOOL_OK;
 }
