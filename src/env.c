@@ -57,6 +57,9 @@ static const struct knob knobs[] = {
     {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
      "seconds a distributed rank may wait for another before it ends the job naming that rank "
      "and the step; 0 or off: wait forever", "off", 0},
+    {"TFC_WHILE_COUNT", KNOB_BOOL, 0, 1,
+     "1 (default): a while loop counting a loop variable to a loop-invariant bound runs its "
+     "computed number of iterations without reading its predicate back; 0: tests it each time"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},
