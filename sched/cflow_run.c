@@ -11,7 +11,8 @@
  * predicate to read back (the count is known). A forward loop whose trip count follows from a
  * counter (sched/cflow_count.c) reads its counter, bound and step once and submits every
  * iteration without a predicate; from its second iteration on, a body of one segment goes
- * straight to that segment's plan (no cut, no plan lookup). */
+ * straight to that segment's plan (no cut, no plan lookup). With TFC_WHILE_SPECULATE=1 other
+ * loops whose regions are pure run one iteration ahead of their predicate's read-back. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ struct hold {                /* one segment submission, held until the run ends 
     starpu_data_handle_t *extra; /* per fetch of the plan: a handle registered on a fetched
                               * folded constant (NULL until fetched) */
     uint64_t seq;            /* submission number within the run */
+    int discarded;           /* a speculative iteration that did not run: its results and
+                              * kernel errors are never seen, its instance never reused */
     struct hold *next;
 };
 
@@ -67,6 +70,7 @@ struct tfc_cf_run {
     int64_t iterations;      /* loop bodies run */
     int count_known_on;      /* TFC_WHILE_COUNT: count-known loops skip their predicate */
     int64_t count_known;     /* loops run without a predicate (their count known) */
+    int speculate_on;        /* TFC_WHILE_SPECULATE: other pure loops run one iteration ahead */
     int64_t branches[2];     /* conds: then, else taken */
 };
 
@@ -232,7 +236,7 @@ static tfc_status recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
 {
     for (struct hold *hd = cr->holds; hd && n-- > 0; hd = hd->next) {
         struct tfc_kerr *e = &hd->sub->inst->err;
-        if (!e->set) continue;
+        if (!e->set || hd->discarded) continue;
         struct tfc_node *nd = cr->s->g->nodes[e->node];
         return tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", nd->name,
                         nd->op->name, e->msg);
@@ -240,9 +244,9 @@ static tfc_status recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
     return TFC_OK;
 }
 
-/* The predicate's one element, read back without the session lock (ARCHITECTURE.md 9). */
-static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const char *node,
-                            int *value, char *msg)
+/* The predicate's one element, read back without the session lock (ARCHITECTURE.md 9); no
+ * check of the kernels before it. */
+static tfc_status read_pred_value(const struct bound *b, const char *node, int *value, char *msg)
 {
     if (!b->h)
         return tfc_fail(msg, TFC_ERR_INTERNAL, "node '%s': predicate '%s' has no data", node,
@@ -252,7 +256,14 @@ static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const 
                         "'%s'", node, b->t->name);
     *value = tfc_cf_pred_value(b->desc.dtype, starpu_data_handle_to_pointer(b->h, STARPU_MAIN_RAM));
     starpu_data_release(b->h);
-    return recent_kernel_error(cr, 3, msg);
+    return TFC_OK;
+}
+
+static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const char *node,
+                            int *value, char *msg)
+{
+    tfc_status st = read_pred_value(b, node, value, msg);
+    return st ? st : recent_kernel_error(cr, 3, msg);
 }
 
 /* ---- regions --------------------------------------------------------------------------- */
@@ -322,7 +333,7 @@ static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const str
                                        * but hold_new reads it under the lock */
     for (struct hold **pp = &cr->holds; *pp && (*pp)->seq >= from;) {
         struct hold *hd = *pp;
-        if (hd->seq >= to || hold_refers(hd, vars, n_vars)) {
+        if (hd->seq >= to || hd->discarded || hold_refers(hd, vars, n_vars)) {
             pp = &hd->next;
             continue;
         }
@@ -611,6 +622,58 @@ static tfc_status exec_counted(struct tfc_cf_run *cr, const struct tfc_cflow *cf
     return TFC_OK;
 }
 
+/* ---- speculative iterations ------------------------------------------------------------ */
+
+/* Whether running loop cf's regions once too often changes nothing but wasted work: no node
+ * of either writes a variable or holds control flow (whose predicates would be read back). */
+static int speculable(const struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    if (!cr->speculate_on || cr->profiling) return 0; /* a report shows what ran, nothing more */
+    tfc_graph *g = cr->s->g;
+    for (int r = 0; r < 2; r++)
+        for (int id = cf->reg[r].lo; id <= cf->reg[r].hi; id++) {
+            const struct tfc_node *n = g->nodes[id];
+            if (tfc_is_cflow(n) || n->op->var_access != TFC_VAR_NONE || n->op->n_state) return 0;
+        }
+    return 1;
+}
+
+/* Marks what was submitted from seq first on as not run (a speculative iteration). */
+static void discard_from(struct tfc_cf_run *cr, uint64_t first)
+{
+    for (struct hold *hd = cr->holds; hd && hd->seq >= first; hd = hd->next) hd->discarded = 1;
+}
+
+/* Forward loop cf whose count is not known, one iteration ahead (TF's parallel_iterations):
+ * iteration k's body and iteration k+1's predicate are submitted (into fresh handles) before
+ * k's predicate is read back, so the workers run them during the round trip. When k's
+ * predicate says stop, they are discarded: their values are never bound, their kernel errors
+ * never reported. */
+static tfc_status exec_speculative(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                                   const struct bound *in, struct bound *vars, struct stack *sk,
+                                   char *msg)
+{
+    uint64_t prev = cr->seq;
+    struct bound pred, next_pred;
+    tfc_status st = run_region(cr, cf, 0, vars, in, &pred, msg);
+    if (st) return iteration_failed(cf, 0, st, msg);
+    for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
+        uint64_t first = cr->seq;
+        struct bound next[TFC_MAX_OPERANDS];
+        int go = 0, ahead = !cf->max_iter || it + 1 < cf->max_iter;
+        st = run_region(cr, cf, 1, vars, in, next, msg); /* speculative until pred is read */
+        if (!st && ahead) st = run_region(cr, cf, 0, next, in, &next_pred, msg);
+        if (!st) st = read_pred_value(&pred, cf->name, &go, msg);
+        if (!st && !go) discard_from(cr, first);
+        if (!st) st = recent_kernel_error(cr, 5, msg); /* this predicate's producers */
+        if (st) return iteration_failed(cf, it, st, msg);
+        if (!go) break;
+        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
+        pred = next_pred;
+    }
+    return TFC_OK;
+}
+
 static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                              const struct bound *in, struct bound *vars, char *msg)
 {
@@ -624,6 +687,7 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
     if (known_count(cr, cf, in, &count, &st, msg))
         return exec_counted(cr, cf, in, vars, sk, count, msg);
     if (st) return iteration_failed(cf, 0, st, msg);
+    if (speculable(cr, cf)) return exec_speculative(cr, cf, in, vars, sk, msg);
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
@@ -905,7 +969,7 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         struct plan *p = sub->plan;
         struct tfc_kerr *e = &sub->inst->err;
         tfc_kerr_take_device(e);
-        if (!st && e->set) {
+        if (!st && e->set && !hd->discarded) {
             struct tfc_node *n = s->g->nodes[e->node];
             st = tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", n->name,
                           n->op->name, e->msg);
@@ -994,6 +1058,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     pthread_mutex_unlock(&s->lock);
     char env_msg[TFC_MSG_LEN]; /* a bad value was refused when the context was created */
     tfc_env_bool("TFC_WHILE_COUNT", 1, &cr->count_known_on, env_msg);
+    tfc_env_bool("TFC_WHILE_SPECULATE", 0, &cr->speculate_on, env_msg);
     if (cr->profiling) cr->snap0 = tfc_snap_take(); /* bus and worker counters before */
     struct env env = {0};
     struct bound *got = malloc(sizeof *got * (size_t)(n_fetches + 1));

@@ -6,7 +6,10 @@
  * with the analysis off (TFC_WHILE_COUNT=0), and the session's stats say which way it ran. The
  * cases it must refuse (a step of the wrong sign, a fractional float, a bound never reached, a
  * counter that would wrap) fall back to the predicate with the same results, as do loops that
- * are not counters; nested, growing and differentiated loops keep their results. */
+ * are not counters; nested, growing and differentiated loops keep their results. With
+ * TFC_WHILE_SPECULATE=1 a loop that is not a counter runs one iteration ahead with the same
+ * results, and the discarded iteration's kernel error is not reported. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
@@ -461,6 +464,138 @@ static void test_profiled_count_known(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- speculative iterations (TFC_WHILE_SPECULATE) --------------------------------------- */
+
+static tfc_status s_below(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[1], tfc_scalar(g, TFC_INT32, *(const int *)arg));
+    return TFC_OK;
+}
+
+/* s += 10 / (4 - i): 2, 3, 5, 10, then a division by zero at i = 4. */
+static tfc_status s_div(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_add(g, v[0], tfc_scalar(g, TFC_INT32, 1));
+    out[1] = tfc_add(g, v[1], tfc_div(g, tfc_scalar(g, TFC_INT32, 10),
+                                      tfc_sub(g, tfc_scalar(g, TFC_INT32, 4), v[0])));
+    return TFC_OK;
+}
+
+/* One run of the loop ending when s reaches limit, speculative or not: its status, outputs,
+ * and the growth of the session's iterations and tasks. */
+static tfc_status run_div_loop(int limit, int speculate, int64_t max_iter, int32_t out[2],
+                               uint64_t *iters, uint64_t *tasks, char *err, size_t err_len)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *init[2] = {tfc_scalar(g, TFC_INT32, 0), tfc_scalar(g, TFC_INT32, 0)}, *r[2];
+    tfc_while_opts opts = {max_iter, NULL};
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "w", s_below, s_div, &limit, 2, init, &opts, r),
+                          TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(setenv("TFC_WHILE_SPECULATE", speculate ? "1" : "0", 1) == 0);
+    tfc_value *o[2] = {NULL, NULL};
+    tfc_status st = tfc_session_run(s, 0, NULL, NULL, 2, r, o, 0, NULL);
+    unsetenv("TFC_WHILE_SPECULATE");
+    snprintf(err, err_len, "%s", st ? tfc_session_errmsg(s) : "");
+    for (int k = 0; !st && k < 2; k++) out[k] = *(const int32_t *)tfc_value_cdata(o[k]);
+    tfc_session_stats sts;
+    tfc_session_get_stats(s, &sts);
+    *iters = sts.loop_iterations;
+    *tasks = sts.tasks;
+    CU_ASSERT_EQUAL(sts.loops_count_known, 0);
+    tfc_value_destroy(o[0]);
+    tfc_value_destroy(o[1]);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    return st;
+}
+
+/* A loop whose predicate is not a counter, run one iteration ahead: the same results and
+ * iterations as tested one at a time, more tasks (the discarded iteration's), and the
+ * discarded iteration's division by zero is never reported; a real one still is. */
+static void test_speculative_iterations(void)
+{
+    char err[512];
+    int32_t a[2] = {-1, -1}, b[2] = {-2, -2};
+    uint64_t ia, ib, ta, tb;
+    CU_ASSERT_EQUAL(run_div_loop(20, 0, 0, a, &ia, &ta, err, sizeof err), TFC_OK);
+    CU_ASSERT_EQUAL(run_div_loop(20, 1, 0, b, &ib, &tb, err, sizeof err), TFC_OK);
+    if (*err) fprintf(stderr, "speculative: %s\n", err);
+    CU_ASSERT(a[0] == 4 && a[1] == 20);
+    CU_ASSERT(b[0] == a[0] && b[1] == a[1]);
+    CU_ASSERT(ia == 4 && ib == 4);
+    CU_ASSERT(tb > ta); /* the speculative body and predicate were submitted */
+    /* maximum_iterations stops it before the division by zero either way */
+    CU_ASSERT_EQUAL(run_div_loop(100, 1, 3, b, &ib, &tb, err, sizeof err), TFC_OK);
+    CU_ASSERT(b[0] == 3 && b[1] == 10 && ib == 3);
+    /* s < 21 runs the body at i = 4: the division by zero is real */
+    CU_ASSERT_EQUAL(run_div_loop(21, 1, 0, b, &ib, &tb, err, sizeof err), TFC_ERR_OUT_OF_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "division by zero"));
+    CU_ASSERT_EQUAL(run_div_loop(21, 0, 0, a, &ia, &ta, err, sizeof err), TFC_ERR_OUT_OF_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "division by zero"));
+}
+
+static tfc_status acc_step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    (void)arg;
+    out[0] = tfc_add(g, tfc_mul(g, v[0], tfc_scalar(g, TFC_FLOAT64, 1.5)),
+                     tfc_scalar(g, TFC_FLOAT64, 0.25));
+    return TFC_OK;
+}
+
+static tfc_status acc_below(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[0], (tfc_tensor *)arg);
+    return TFC_OK;
+}
+
+/* A longer speculative loop (x = 1.5 x + 0.25 until it passes a fed bound, its pool of
+ * instances recycled on the way) and its gradient: the same bits as tested one at a time. */
+static void test_speculative_long_and_gradient(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(0, NULL));
+    tfc_tensor *lim = tfc_placeholder(g, "lim", TFC_FLOAT64, tfc_shape_of(0, NULL));
+    tfc_tensor *r, *dx = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "grow", acc_below, acc_step, lim, 1, &x, NULL, &r),
+                          TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &r, NULL, 1, &x, &dx), TFC_OK);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    double got[2][2];
+    uint64_t iters[2];
+    for (int spec = 0; spec < 2; spec++) {
+        CU_ASSERT_FATAL(setenv("TFC_WHILE_SPECULATE", spec ? "1" : "0", 1) == 0);
+        tfc_session_stats a, b;
+        tfc_session_get_stats(s, &a);
+        tfc_value *fv[2] = {scalar_value(TFC_FLOAT64, 1), scalar_value(TFC_FLOAT64, 1e30)};
+        tfc_tensor *ft[2] = {x, lim}, *f[2] = {r, dx};
+        tfc_value *o[2] = {NULL, NULL};
+        CU_ASSERT_FATAL(tfc_session_run(s, 2, ft, fv, 2, f, o, 0, NULL) == TFC_OK);
+        tfc_session_get_stats(s, &b);
+        iters[spec] = b.loop_iterations - a.loop_iterations;
+        for (int k = 0; k < 2; k++) {
+            got[spec][k] = *(const double *)tfc_value_cdata(o[k]);
+            tfc_value_destroy(o[k]);
+            tfc_value_destroy(fv[k]);
+        }
+    }
+    unsetenv("TFC_WHILE_SPECULATE");
+    int n = 0; /* the host's count: forward iterations, and dx = 1.5^n */
+    for (double v = 1; v < 1e30; v = v * 1.5 + 0.25) n++;
+    CU_ASSERT_EQUAL(iters[0], (uint64_t)(2 * n));
+    CU_ASSERT_EQUAL(iters[1], iters[0]);
+    CU_ASSERT_EQUAL(got[0][0], got[1][0]);
+    CU_ASSERT_EQUAL(got[0][1], got[1][1]);
+    CU_ASSERT_DOUBLE_EQUAL(got[0][1], pow(1.5, n), 1e-9 * pow(1.5, n));
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -472,5 +607,7 @@ int main(void)
     TEST_ADD(test_nested_and_growing);
     TEST_ADD(test_gradient_count_known);
     TEST_ADD(test_profiled_count_known);
+    TEST_ADD(test_speculative_iterations);
+    TEST_ADD(test_speculative_long_and_gradient);
     return test_main();
 }
