@@ -8,12 +8,19 @@
  * instances that no loop variable refers to are recycled within the run (memory stays bounded).
  * A loop whose gradient is built keeps each iteration's loop variables (their handles, not
  * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
- * predicate to read back (the count is known). */
+ * predicate to read back (the count is known). A forward loop whose trip count follows from a
+ * counter (sched/cflow_count.c) reads its counter, bound and step once and submits every
+ * iteration without a predicate; from its second iteration on, a body of one segment goes
+ * straight to that segment's plan (no cut, no plan lookup). With TFC_WHILE_SPECULATE=1 other
+ * loops whose regions are pure run one iteration ahead of their predicate's read-back. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "session_priv.h"
 #include "../graph/control_flow.h"
+#include "../src/env.h"
+#include "cflow_count.h"
 
 /* A value of the run: the handle holding a tensor's value. */
 struct bound {
@@ -33,6 +40,8 @@ struct hold {                /* one segment submission, held until the run ends 
     starpu_data_handle_t *extra; /* per fetch of the plan: a handle registered on a fetched
                               * folded constant (NULL until fetched) */
     uint64_t seq;            /* submission number within the run */
+    int discarded;           /* a speculative iteration that did not run: its results and
+                              * kernel errors are never seen, its instance never reused */
     struct hold *next;
 };
 
@@ -59,6 +68,9 @@ struct tfc_cf_run {
     int profiling;           /* the session profiles: task records, no recycling */
     struct tfc_snap *snap0;  /* when profiling: counters at the start */
     int64_t iterations;      /* loop bodies run */
+    int count_known_on;      /* TFC_WHILE_COUNT: count-known loops skip their predicate */
+    int64_t count_known;     /* loops run without a predicate (their count known) */
+    int speculate_on;        /* TFC_WHILE_SPECULATE: other pure loops run one iteration ahead */
     int64_t branches[2];     /* conds: then, else taken */
 };
 
@@ -224,7 +236,7 @@ static tfc_status recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
 {
     for (struct hold *hd = cr->holds; hd && n-- > 0; hd = hd->next) {
         struct tfc_kerr *e = &hd->sub->inst->err;
-        if (!e->set) continue;
+        if (!e->set || hd->discarded) continue;
         struct tfc_node *nd = cr->s->g->nodes[e->node];
         return tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", nd->name,
                         nd->op->name, e->msg);
@@ -232,9 +244,9 @@ static tfc_status recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
     return TFC_OK;
 }
 
-/* The predicate's one element, read back without the session lock (ARCHITECTURE.md 9). */
-static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const char *node,
-                            int *value, char *msg)
+/* The predicate's one element, read back without the session lock (ARCHITECTURE.md 9); no
+ * check of the kernels before it. */
+static tfc_status read_pred_value(const struct bound *b, const char *node, int *value, char *msg)
 {
     if (!b->h)
         return tfc_fail(msg, TFC_ERR_INTERNAL, "node '%s': predicate '%s' has no data", node,
@@ -244,7 +256,14 @@ static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const 
                         "'%s'", node, b->t->name);
     *value = tfc_cf_pred_value(b->desc.dtype, starpu_data_handle_to_pointer(b->h, STARPU_MAIN_RAM));
     starpu_data_release(b->h);
-    return recent_kernel_error(cr, 3, msg);
+    return TFC_OK;
+}
+
+static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const char *node,
+                            int *value, char *msg)
+{
+    tfc_status st = read_pred_value(b, node, value, msg);
+    return st ? st : recent_kernel_error(cr, 3, msg);
 }
 
 /* ---- regions --------------------------------------------------------------------------- */
@@ -314,7 +333,7 @@ static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const str
                                        * but hold_new reads it under the lock */
     for (struct hold **pp = &cr->holds; *pp && (*pp)->seq >= from;) {
         struct hold *hd = *pp;
-        if (hd->seq >= to || hold_refers(hd, vars, n_vars)) {
+        if (hd->seq >= to || hd->discarded || hold_refers(hd, vars, n_vars)) {
             pp = &hd->next;
             continue;
         }
@@ -443,6 +462,218 @@ static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf
     return TFC_OK;
 }
 
+/* After iteration it of forward loop cf (its submissions numbered from first, the iteration
+ * before's from *prev): next becomes the loop variables, the ones the body read go on the
+ * stack sk (if any), and what iteration it-1 submitted goes back to the pool. */
+static tfc_status iteration_done(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                                 struct stack *sk, struct bound *vars, const struct bound *next,
+                                 int64_t it, uint64_t first, uint64_t *prev, char *msg)
+{
+    /* kept alive: the new loop variables, and with a stack the ones this body read */
+    struct bound keep[2 * TFC_MAX_OPERANDS];
+    memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
+    memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
+    if (sk && stack_push(sk, vars))
+        return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    cr->kept += sk != NULL;
+    memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
+    cr->iterations++;
+    if (it > 0) recycle(cr, *prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
+    *prev = first;
+    return TFC_OK;
+}
+
+static tfc_status iteration_failed(const struct tfc_cflow *cf, int64_t it, tfc_status st,
+                                   char *msg)
+{
+    char inner[TFC_MSG_LEN];
+    snprintf(inner, sizeof inner, "%s", msg);
+    return tfc_fail(msg, st, "while '%s', iteration %lld: %s", cf->name, (long long)it, inner);
+}
+
+/* ---- count-known loops ----------------------------------------------------------------- */
+
+/* 1 and *count when forward loop cf, entered with inputs in, is count-known: its counter,
+ * bound and step are read here, once (each acquire waits for its producer). 0 otherwise, with
+ * *st set when a kernel that computed them failed. */
+static int known_count(struct tfc_cf_run *cr, const struct tfc_cflow *cf, const struct bound *in,
+                       int64_t *count, tfc_status *st, char *msg)
+{
+    struct tfc_cf_counter k;
+    if (!cr->count_known_on || !tfc_cf_counter_find(cf, &k)) return 0;
+    const struct tfc_cf_operand *ops[3] = {NULL, &k.bound, &k.step};
+    const void *data[3];
+    int64_t buf[3];
+    for (int j = 0; j < 3; j++) {
+        if (ops[j] && ops[j]->value) { /* a constant: its host data */
+            data[j] = tfc_value_cdata(ops[j]->value);
+            continue;
+        }
+        const struct bound *b = &in[ops[j] ? ops[j]->input : k.var];
+        if (!b->h || b->desc.dtype != k.dtype || tfc_shape_numel(&b->desc.shape) != 1 ||
+            starpu_data_acquire(b->h, STARPU_R))
+            return 0;
+        memcpy(&buf[j], starpu_data_handle_to_pointer(b->h, STARPU_MAIN_RAM),
+               tfc_dtype_size(k.dtype));
+        starpu_data_release(b->h);
+        data[j] = &buf[j];
+    }
+    if ((*st = recent_kernel_error(cr, INT_MAX, msg))) return 0; /* garbage in: no count */
+    return tfc_cf_trip_count(&k, data[0], data[1], data[2], cf->max_iter, count);
+}
+
+/* A body of one segment, submitted again without cutting it or looking its plan up: the plan
+ * of its first iteration, its feeds the body's env (loop variables, then captures), and where
+ * each output comes from. */
+struct fast_body {
+    struct plan *p;          /* NULL: the body submits nothing (its outputs are its inputs) */
+    int from[TFC_MAX_OPERANDS]; /* output j: >= 0 the env entry, < 0 the plan fetch -1-from */
+};
+
+/* Whether iteration 0 of loop cf (submissions from first; loop variables vars before it, next
+ * after) lets the next iterations take the fast path; fills fb. */
+static int fast_prepare(struct tfc_cf_run *cr, const struct tfc_cflow *cf, uint64_t first,
+                        const struct bound *vars, const struct bound *in,
+                        const struct bound *next, struct fast_body *fb)
+{
+    const struct tfc_cf_region *body = &cf->reg[1];
+    tfc_graph *g = cr->s->g;
+    if (cr->seq > first + 1) return 0; /* more than one segment */
+    for (int id = body->lo; id <= body->hi; id++)
+        if (tfc_is_cflow(g->nodes[id])) return 0;
+    for (int k = 0; k < cf->n_vars; k++) /* the same plan key every iteration */
+        if (next[k].desc.dtype != vars[k].desc.dtype ||
+            !tfc_shape_equal(&next[k].desc.shape, &vars[k].desc.shape))
+            return 0;
+    fb->p = cr->seq == first + 1 ? cr->holds->sub->plan : NULL;
+    struct bound local[16];
+    struct env e = {0, 16, local, local};
+    int ok = !region_env(cf, 1, vars, in, &e), nf = 0;
+    tfc_tensor *f[TFC_MAX_OPERANDS]; /* as segment_last lists them: outputs not in env, once */
+    for (int j = 0; ok && j < body->n_out; j++) {
+        const struct bound *b = env_find(&e, body->out[j]);
+        if (b) {
+            fb->from[j] = (int)(b - e.b);
+            continue;
+        }
+        int at = 0;
+        while (at < nf && f[at] != body->out[j]) at++;
+        if (at == nf) f[nf++] = body->out[j];
+        fb->from[j] = -1 - at;
+    }
+    if (e.b != e.local) free(e.b);
+    return ok && nf == (fb->p ? fb->p->n_fetches : 0);
+}
+
+/* One iteration of a fast body: its segment submitted on a pooled instance; next receives the
+ * new loop variables. */
+static tfc_status fast_submit(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                              const struct fast_body *fb, const struct bound *vars,
+                              const struct bound *in, struct bound *next, char *msg)
+{
+    tfc_session *s = cr->s;
+    struct bound local[16];
+    struct env e = {0, 16, local, local};
+    tfc_status st = region_env(cf, 1, vars, in, &e)
+                        ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run")
+                        : TFC_OK;
+    struct plan *p = fb->p;
+    struct hold *hd = NULL;
+    if (!st && p) {
+        pthread_mutex_lock(&s->lock);
+        hd = hold_new(cr, p, &e);
+        if (!hd) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+        if (hd)
+            __atomic_add_fetch(&cr->top->pending, cr->profiling ? p->n_steps : p->n_signals,
+                               __ATOMIC_ACQ_REL);
+        if (hd && !(st = tfc_run_submit_tasks(s, hd->sub, 0, msg)))
+            s->stats.tasks += (uint64_t)p->n_steps;
+        pthread_mutex_unlock(&s->lock);
+    }
+    for (int j = 0; !st && j < cf->reg[1].n_out; j++) {
+        int f = -1 - fb->from[j];
+        next[j] = fb->from[j] >= 0 ? e.b[fb->from[j]]
+                                   : (struct bound){NULL, fetch_handle(cr, hd, f),
+                                                    p->slots[p->fetch_slot[f]].desc};
+        next[j].t = cf->reg[1].out[j];
+    }
+    if (e.b != e.local) free(e.b);
+    return st;
+}
+
+/* Forward loop cf with its count known: count bodies, no predicate. */
+static tfc_status exec_counted(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                               const struct bound *in, struct bound *vars, struct stack *sk,
+                               int64_t count, char *msg)
+{
+    struct fast_body fb;
+    int fast = 0;
+    uint64_t prev = cr->seq;
+    cr->count_known++;
+    for (int64_t it = 0; it < count; it++) {
+        uint64_t first = cr->seq;
+        struct bound next[TFC_MAX_OPERANDS];
+        tfc_status st = fast ? fast_submit(cr, cf, &fb, vars, in, next, msg)
+                             : run_region(cr, cf, 1, vars, in, next, msg);
+        if (st) return iteration_failed(cf, it, st, msg);
+        if (it == 0) fast = fast_prepare(cr, cf, first, vars, in, next, &fb);
+        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
+    }
+    return TFC_OK;
+}
+
+/* ---- speculative iterations ------------------------------------------------------------ */
+
+/* Whether running loop cf's regions once too often changes nothing but wasted work: no node
+ * of either writes a variable or holds control flow (whose predicates would be read back). */
+static int speculable(const struct tfc_cf_run *cr, const struct tfc_cflow *cf)
+{
+    if (!cr->speculate_on || cr->profiling) return 0; /* a report shows what ran, nothing more */
+    tfc_graph *g = cr->s->g;
+    for (int r = 0; r < 2; r++)
+        for (int id = cf->reg[r].lo; id <= cf->reg[r].hi; id++) {
+            const struct tfc_node *n = g->nodes[id];
+            if (tfc_is_cflow(n) || n->op->var_access != TFC_VAR_NONE || n->op->n_state) return 0;
+        }
+    return 1;
+}
+
+/* Marks what was submitted from seq first on as not run (a speculative iteration). */
+static void discard_from(struct tfc_cf_run *cr, uint64_t first)
+{
+    for (struct hold *hd = cr->holds; hd && hd->seq >= first; hd = hd->next) hd->discarded = 1;
+}
+
+/* Forward loop cf whose count is not known, one iteration ahead (TF's parallel_iterations):
+ * iteration k's body and iteration k+1's predicate are submitted (into fresh handles) before
+ * k's predicate is read back, so the workers run them during the round trip. When k's
+ * predicate says stop, they are discarded: their values are never bound, their kernel errors
+ * never reported. */
+static tfc_status exec_speculative(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
+                                   const struct bound *in, struct bound *vars, struct stack *sk,
+                                   char *msg)
+{
+    uint64_t prev = cr->seq;
+    struct bound pred, next_pred;
+    tfc_status st = run_region(cr, cf, 0, vars, in, &pred, msg);
+    if (st) return iteration_failed(cf, 0, st, msg);
+    for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
+        uint64_t first = cr->seq;
+        struct bound next[TFC_MAX_OPERANDS];
+        int go = 0, ahead = !cf->max_iter || it + 1 < cf->max_iter;
+        st = run_region(cr, cf, 1, vars, in, next, msg); /* speculative until pred is read */
+        if (!st && ahead) st = run_region(cr, cf, 0, next, in, &next_pred, msg);
+        if (!st) st = read_pred_value(&pred, cf->name, &go, msg);
+        if (!st && !go) discard_from(cr, first);
+        if (!st) st = recent_kernel_error(cr, 5, msg); /* this predicate's producers */
+        if (st) return iteration_failed(cf, it, st, msg);
+        if (!go) break;
+        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
+        pred = next_pred;
+    }
+    return TFC_OK;
+}
+
 static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                              const struct bound *in, struct bound *vars, char *msg)
 {
@@ -451,32 +682,23 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
     int keep = stack_wanted(cr, cf);
     struct stack *sk = keep ? stack_begin(cr, cf) : NULL;
     if (keep && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+    int64_t count;
+    tfc_status st = TFC_OK;
+    if (known_count(cr, cf, in, &count, &st, msg))
+        return exec_counted(cr, cf, in, vars, sk, count, msg);
+    if (st) return iteration_failed(cf, 0, st, msg);
+    if (speculable(cr, cf)) return exec_speculative(cr, cf, in, vars, sk, msg);
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
         struct bound pred, next[TFC_MAX_OPERANDS];
         int go = 0;
-        tfc_status st = run_region(cr, cf, 0, vars, in, &pred, msg);
+        st = run_region(cr, cf, 0, vars, in, &pred, msg);
         if (!st) st = read_pred(cr, &pred, cf->name, &go, msg);
         if (!st && go) st = run_region(cr, cf, 1, vars, in, next, msg);
-        if (st) {
-            char inner[TFC_MSG_LEN];
-            snprintf(inner, sizeof inner, "%s", msg);
-            return tfc_fail(msg, st, "while '%s', iteration %lld: %s", cf->name, (long long)it,
-                            inner);
-        }
+        if (st) return iteration_failed(cf, it, st, msg);
         if (!go) break;
-        /* kept alive: the new loop variables, and with a stack the ones this body read */
-        struct bound keep[2 * TFC_MAX_OPERANDS];
-        memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
-        memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
-        if (sk && stack_push(sk, vars))
-            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
-        cr->kept += sk != NULL;
-        memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
-        cr->iterations++;
-        if (it > 0) recycle(cr, prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
-        prev = first;
+        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
     }
     return TFC_OK;
 }
@@ -747,7 +969,7 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         struct plan *p = sub->plan;
         struct tfc_kerr *e = &sub->inst->err;
         tfc_kerr_take_device(e);
-        if (!st && e->set) {
+        if (!st && e->set && !hd->discarded) {
             struct tfc_node *n = s->g->nodes[e->node];
             st = tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", n->name,
                           n->op->name, e->msg);
@@ -804,8 +1026,9 @@ static void report_run(struct tfc_cf_run *cr)
         tfc_report_run_done(&s->rep, cr->snap0, snap1, s->records, s->n_records);
         tfc_snap_free(snap1);
         if (s->rep.on_stderr)
-            fprintf(stderr, "  control flow: %lld loop iterations, cond branches then %lld, "
-                            "else %lld, %d segments\n", (long long)cr->iterations,
+            fprintf(stderr, "  control flow: %lld loop iterations (%lld loops count-known), "
+                            "cond branches then %lld, else %lld, %d segments\n",
+                    (long long)cr->iterations, (long long)cr->count_known,
                     (long long)cr->branches[0], (long long)cr->branches[1], n_holds);
     }
     free(all);
@@ -833,6 +1056,9 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     pthread_mutex_lock(&s->lock);
     cr->profiling = s->profiling;
     pthread_mutex_unlock(&s->lock);
+    char env_msg[TFC_MSG_LEN]; /* a bad value was refused when the context was created */
+    tfc_env_bool("TFC_WHILE_COUNT", 1, &cr->count_known_on, env_msg);
+    tfc_env_bool("TFC_WHILE_SPECULATE", 0, &cr->speculate_on, env_msg);
     if (cr->profiling) cr->snap0 = tfc_snap_take(); /* bus and worker counters before */
     struct env env = {0};
     struct bound *got = malloc(sizeof *got * (size_t)(n_fetches + 1));
@@ -855,6 +1081,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     s->stats.loop_iterations_kept += (uint64_t)cr->kept;
     s->stats.runs++;
     s->stats.loop_iterations += (uint64_t)cr->iterations;
+    s->stats.loops_count_known += (uint64_t)cr->count_known;
     s->stats.cond_then += (uint64_t)cr->branches[0];
     s->stats.cond_else += (uint64_t)cr->branches[1];
     pthread_mutex_unlock(&s->lock);

@@ -64,6 +64,12 @@ static const struct knob knobs[] = {
     {"TFC_DIST_BIND", KNOB_BOOL, 0, 1,
      "1 (default): each distributed rank binds its StarPU workers, the MPI thread and the input "
      "loader to cores of its own from hwloc; 0: leave binding to StarPU"},
+    {"TFC_WHILE_COUNT", KNOB_BOOL, 0, 1,
+     "1 (default): a while loop counting a loop variable to a loop-invariant bound runs its "
+     "computed number of iterations without reading its predicate back; 0: tests it each time"},
+    {"TFC_WHILE_SPECULATE", KNOB_BOOL, 0, 1,
+     "1: a while loop whose count is not known and whose regions write no variable submits "
+     "each body and the next predicate before reading the predicate back; 0 (default): not"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

@@ -897,6 +897,8 @@ typedef struct tfc_session_stats {
     uint64_t cond_then, cond_else; /* cond branches taken */
     uint64_t loop_iterations_kept; /* forward loop iterations whose loop variables were kept
                                     * for a gradient loop of the same run */
+    uint64_t loops_count_known; /* while-loop runs whose trip count was computed before they
+                                 * ran, so no predicate was read back (TFC_WHILE_COUNT) */
 } tfc_session_stats;
 
 TFC_API void tfc_session_get_stats(tfc_session *s, tfc_session_stats *out);

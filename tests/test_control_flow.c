@@ -1099,9 +1099,12 @@ static int count_prefix(const tfc_run_summary *sm, const char *prefix)
 }
 
 /* With profiling on, a control-flow run reports every task of every segment as one run: the
- * cond's compare once per test, the body's tasks once per iteration, each on a worker. */
+ * cond's compare once per test, the body's tasks once per iteration, each on a worker. The
+ * loop is a counter: TFC_WHILE_COUNT=0 makes it test its predicate (tests/test_cflow_count.c
+ * checks the report of a count-known loop, which has no compare task). */
 static void test_profiled_run(void)
 {
+    CU_ASSERT_FATAL(setenv("TFC_WHILE_COUNT", "0", 1) == 0);
     tfc_graph *g = fresh();
     tfc_tensor *n = tfc_placeholder(g, "n", TFC_INT32, tfc_shape_of(0, NULL));
     struct loop_arg a = {n};
@@ -1122,6 +1125,7 @@ static void test_profiled_run(void)
         CU_ASSERT(sm.tasks[i].worker >= 0);
         CU_ASSERT(sm.tasks[i].end_us >= sm.tasks[i].start_us);
     }
+    unsetenv("TFC_WHILE_COUNT");
     tfc_value_destroy(v);
     tfc_value_destroy(nv);
     tfc_session_destroy(s);
