@@ -15,6 +15,9 @@ struct rnn {
     int64_t steps, units;
     enum tfc_dtype dtype;
     tfc_tensor *xw;     /* [steps, batch, gates * units]: x @ kernel + bias, time-major */
+    tfc_tensor *xflat;  /* the same as [steps * batch, gates * units], as the matmul gives it */
+    tfc_tensor *parts[TFC_MAX_OPERANDS]; /* unrolled: step t's rows of xflat [batch, gates * units] */
+    int split;          /* parts holds the steps (unrolled, steps <= TFC_MAX_OPERANDS) */
     tfc_tensor *u;      /* recurrent_kernel [units, gates * units] */
     tfc_tensor *rb;     /* GRU's recurrent_bias [gates * units]; NULL for LSTM */
     tfc_tensor *lengths; /* int32 [batch] or NULL: every row runs all steps */
@@ -114,19 +117,22 @@ static void run_loop(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor
     if (r->sequences) *seq = out[n - 1];
 }
 
-/* The time loop unrolled: the step inputs are one split of xw (its gradient is one concat,
- * where a slice per step would add steps full-size gradients). */
+/* The time loop unrolled: the step inputs are one split of xflat's rows (its gradient is one
+ * concat, where a slice per step would add steps full-size gradients; splitting the 2-D
+ * matmul output gives [batch, gates * units] parts with no squeeze, which would copy each
+ * step's input forward and its gradient backward). */
 static void run_unrolled(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor **seq)
 {
     tfc_graph *g = r->g;
-    tfc_tensor *parts[TFC_MAX_OPERANDS], *ys[TFC_MAX_OPERANDS];
-    int split = r->steps <= TFC_MAX_OPERANDS;
-    if (split) tfc_split(g, r->xw, (int)r->steps, 0, parts);
+    tfc_tensor *ys[TFC_MAX_OPERANDS];
+    int split = r->split;
     for (int64_t t = 0; t < r->steps && !g->status; t++) {
-        tfc_tensor *xt = split ? parts[t]
-                               : tfc_slice(g, r->xw, (int64_t[]){t, 0, 0}, (int64_t[]){1, -1, -1});
+        tfc_tensor *xt = split ? r->parts[t]
+                               : tfc_squeeze(g, tfc_slice(g, r->xw, (int64_t[]){t, 0, 0},
+                                                          (int64_t[]){1, -1, -1}),
+                                             1, (int64_t[]){0});
         tfc_tensor *ti = tfc_scalar(g, TFC_INT32, (double)t), *y;
-        rnn_step(r, ti, tfc_squeeze(g, xt, 1, (int64_t[]){0}), *h, r->gru ? NULL : &cell, h, &y);
+        rnn_step(r, ti, xt, *h, r->gru ? NULL : &cell, h, &y);
         if (r->sequences && split) ys[t] = tfc_unsqueeze(g, y, 0);
         else if (r->sequences) *seq = put_step(r, *seq, ti, y);
     }
@@ -209,13 +215,18 @@ static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
     }
     tfc_tensor *xt = tfc_transpose(g, x, (int64_t[]){1, 0, 2}); /* time-major */
     tfc_tensor *flat = tfc_reshape(g, xt, tfc_shape_of(2, (int64_t[]){-1, features}));
-    r->xw = tfc_reshape(g, tfc_bias_add(g, tfc_matmul(g, flat, w, 0, 0), b),
-                        tfc_shape_of(3, (int64_t[]){r->steps, -1, gh}));
+    r->xflat = tfc_bias_add(g, tfc_matmul(g, flat, w, 0, 0), b);
+    r->xw = tfc_reshape(g, r->xflat, tfc_shape_of(3, (int64_t[]){r->steps, -1, gh}));
+    if (r->split) tfc_split(g, r->xflat, (int)r->steps, 0, r->parts);
 }
 
-/* Zeros [d0, batch, units] with the batch of xw (which may be known only at run time). */
+/* Zeros [d0, batch, units] with the batch of xw (which may be known only at run time); from
+ * step 0's part when split, so the unrolled graph never needs xw's reshape. */
 static tfc_tensor *zeros_state(struct rnn *r, int64_t d0)
 {
+    if (d0 == 1 && r->split)
+        return tfc_zeros_like(r->g, tfc_slice(r->g, r->parts[0], (int64_t[]){0, 0},
+                                              (int64_t[]){-1, r->units}));
     tfc_tensor *s = tfc_slice(r->g, r->xw, (int64_t[]){0, 0, 0}, (int64_t[]){d0, -1, r->units});
     return tfc_zeros_like(r->g, d0 == 1 ? tfc_squeeze(r->g, s, 1, (int64_t[]){0}) : s);
 }
@@ -232,6 +243,7 @@ static tfc_tensor *rnn_layer(tfc_graph *g, int gru, tfc_tensor *x, int64_t units
     r.steps = x->desc.shape.dims[1];
     r.dtype = x->desc.dtype;
     tfc_rnn_mode mode = o->mode == TFC_RNN_MODE_DEFAULT ? default_mode() : o->mode;
+    r.split = mode != TFC_RNN_WHILE_LOOP && r.steps <= TFC_MAX_OPERANDS;
     if (tfc_layer_push_scope(g, r.label, "kernel")) return NULL;
     make_inputs(&r, x, x->desc.shape.dims[2]);
     tfc_tensor *h = o->initial_h ? o->initial_h : zeros_state(&r, 1);
