@@ -20,6 +20,7 @@ struct rnn {
     int split;          /* parts holds the steps (unrolled, steps <= TFC_MAX_OPERANDS) */
     tfc_tensor *u;      /* recurrent_kernel [units, gates * units] */
     tfc_tensor *rb;     /* GRU's recurrent_bias [gates * units]; NULL for LSTM */
+    tfc_tensor *scale;  /* LSTM: [4 units], 2 on gate g's slice, else 1 (see rnn_step) */
     tfc_tensor *lengths; /* int32 [batch] or NULL: every row runs all steps */
     int sequences;      /* 1: every step's output is kept */
 };
@@ -38,11 +39,14 @@ static void rnn_step(struct rnn *r, tfc_tensor *t, tfc_tensor *xt, tfc_tensor *h
     tfc_graph *g = r->g;
     tfc_tensor *hu = tfc_matmul(g, h, r->u, 0, 0), *hn, *cn = NULL, *p[4];
     if (!r->gru) {
-        tfc_split(g, tfc_add(g, xt, hu), 4, 1, p);
-        tfc_tensor *i = tfc_sigmoid(g, p[0]), *f = tfc_sigmoid(g, p[1]);
-        tfc_tensor *gg = tfc_tanh(g, p[2]), *o = tfc_sigmoid(g, p[3]);
-        cn = tfc_add(g, tfc_mul(g, f, *cell), tfc_mul(g, i, gg));
-        hn = tfc_mul(g, o, tfc_tanh(g, cn));
+        /* One sigmoid over the four gates with g's pre-activation doubled, as tanh(v) =
+         * 2 sigmoid(2v) - 1: the step's gate maths is one fused task over [batch, 4 units]
+         * (with the add), where a split before the activations made four small tasks. */
+        tfc_split(g, tfc_sigmoid(g, tfc_mul(g, tfc_add(g, xt, hu), r->scale)), 4, 1, p);
+        tfc_tensor *gg = tfc_sub(g, tfc_mul(g, p[2], tfc_scalar(g, r->dtype, 2)),
+                                 tfc_scalar(g, r->dtype, 1));
+        cn = tfc_add(g, tfc_mul(g, p[1], *cell), tfc_mul(g, p[0], gg));
+        hn = tfc_mul(g, p[3], tfc_tanh(g, cn));
     } else {
         tfc_tensor *xp[3], *hp[3];
         tfc_split(g, xt, 3, 1, xp);
@@ -184,6 +188,26 @@ static tfc_status check_rnn(tfc_graph *g, struct rnn *r, tfc_tensor *x, const tf
     return TFC_OK;
 }
 
+/* A constant [4 units] of the LSTM: on gate `gate`'s slice (gates i, f, g, o), else off. */
+static tfc_tensor *gate_constant(struct rnn *r, const char *name, int gate, double on, double off)
+{
+    int64_t gh = 4 * r->units;
+    tfc_value *v;
+    if (tfc_value_create(r->dtype, tfc_shape_of(1, &gh), &v)) {
+        tfc_graph_fail(r->g, TFC_ERR_OUT_OF_MEMORY, "lstm '%s': no memory for the %s", r->label, name);
+        return NULL;
+    }
+    void *d = tfc_value_data(v);
+    for (int64_t i = 0; i < gh; i++) {
+        double x = i >= gate * r->units && i < (gate + 1) * r->units ? on : off;
+        if (r->dtype == TFC_FLOAT32) ((float *)d)[i] = (float)x;
+        else ((double *)d)[i] = x;
+    }
+    tfc_tensor *t = tfc_constant(r->g, name, v);
+    tfc_value_destroy(v);
+    return t;
+}
+
 /* The layer's variables and xw; LSTM's forget-gate slice of the bias gets a constant 1 on top
  * (Keras's unit_forget_bias, as an offset: the variable itself starts at zeros). */
 static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
@@ -199,19 +223,8 @@ static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
         r->rb = tfc_layer_variable(g, "recurrent_bias", r->dtype, tfc_shape_of(1, &gh),
                                    tfc_init_zeros());
     else {
-        tfc_value *fb;
-        if (tfc_value_create(r->dtype, tfc_shape_of(1, &gh), &fb)) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "lstm '%s': no memory for the forget bias", r->label);
-            return;
-        }
-        void *d = tfc_value_data(fb);
-        for (int64_t i = 0; i < gh; i++) {
-            double v = i >= r->units && i < 2 * r->units; /* gates i, f, g, o: f's slice */
-            if (r->dtype == TFC_FLOAT32) ((float *)d)[i] = (float)v;
-            else ((double *)d)[i] = v;
-        }
-        b = tfc_add(g, b, tfc_constant(g, "forget_bias", fb));
-        tfc_value_destroy(fb);
+        b = tfc_add(g, b, gate_constant(r, "forget_bias", 1, 1, 0));
+        r->scale = gate_constant(r, "gate_scale", 2, 2, 1);
     }
     tfc_tensor *xt = tfc_transpose(g, x, (int64_t[]){1, 0, 2}); /* time-major */
     tfc_tensor *flat = tfc_reshape(g, xt, tfc_shape_of(2, (int64_t[]){-1, features}));
