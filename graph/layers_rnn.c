@@ -18,6 +18,7 @@ struct rnn {
     tfc_tensor *xflat;  /* the same as [steps * batch, gates * units], as the matmul gives it */
     tfc_tensor *parts[TFC_MAX_OPERANDS]; /* unrolled: step t's rows of xflat [batch, gates * units] */
     int split;          /* parts holds the steps (unrolled, steps <= TFC_MAX_OPERANDS) */
+    int zero_start;     /* LSTM whose initial h and c are zeros (no initial state given) */
     tfc_tensor *u;      /* recurrent_kernel [units, gates * units] */
     tfc_tensor *rb;     /* GRU's recurrent_bias [gates * units]; NULL for LSTM */
     tfc_tensor *scale;  /* LSTM: [4 units], 2 on gate g's slice, else 1 (see rnn_step) */
@@ -32,20 +33,23 @@ static tfc_rnn_mode default_mode(void) { return TFC_RNN_UNROLLED; }
 
 /* The step's new state from its input projection xt [batch, gates * units]: h (and *cell
  * for LSTM), then, with lengths, rows at or past their length keep the old state. *y is the
- * step's output: the new h, zeros for rows past their length. t is an int32 scalar. */
-static void rnn_step(struct rnn *r, tfc_tensor *t, tfc_tensor *xt, tfc_tensor *h,
+ * step's output: the new h, zeros for rows past their length. t is an int32 scalar. first:
+ * the first step, where an LSTM's zero state drops h @ recurrent_kernel and f * c (the same
+ * values: xt + 0 and 0 + i g), a matmul forward and one backward fewer. */
+static void rnn_step(struct rnn *r, int first, tfc_tensor *t, tfc_tensor *xt, tfc_tensor *h,
                      tfc_tensor **cell, tfc_tensor **h_out, tfc_tensor **y)
 {
     tfc_graph *g = r->g;
-    tfc_tensor *hu = tfc_matmul(g, h, r->u, 0, 0), *hn, *cn = NULL, *p[4];
+    int zero = first && r->zero_start;
+    tfc_tensor *hu = zero ? NULL : tfc_matmul(g, h, r->u, 0, 0), *hn, *cn = NULL, *p[4];
     if (!r->gru) {
         /* One sigmoid over the four gates with g's pre-activation doubled, as tanh(v) =
          * 2 sigmoid(2v) - 1: the step's gate maths is one fused task over [batch, 4 units]
          * (with the add), where a split before the activations made four small tasks. */
-        tfc_split(g, tfc_sigmoid(g, tfc_mul(g, tfc_add(g, xt, hu), r->scale)), 4, 1, p);
+        tfc_split(g, tfc_sigmoid(g, tfc_mul(g, zero ? xt : tfc_add(g, xt, hu), r->scale)), 4, 1, p);
         tfc_tensor *gg = tfc_sub(g, tfc_mul(g, p[2], tfc_scalar(g, r->dtype, 2)),
                                  tfc_scalar(g, r->dtype, 1));
-        cn = tfc_add(g, tfc_mul(g, p[1], *cell), tfc_mul(g, p[0], gg));
+        cn = zero ? tfc_mul(g, p[0], gg) : tfc_add(g, tfc_mul(g, p[1], *cell), tfc_mul(g, p[0], gg));
         hn = tfc_mul(g, p[3], tfc_tanh(g, cn));
     } else {
         tfc_tensor *xp[3], *hp[3];
@@ -91,7 +95,7 @@ static tfc_status loop_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_t
     int k = 1;
     tfc_tensor *t = v[0], *h = v[k++], *cell = r->gru ? NULL : v[k++], *y;
     tfc_tensor *xt = tfc_gather(g, r->xw, t); /* [batch, gates * units] */
-    rnn_step(r, t, xt, h, r->gru ? NULL : &cell, &h, &y);
+    rnn_step(r, 0, t, xt, h, r->gru ? NULL : &cell, &h, &y);
     k = 0;
     out[k++] = tfc_add(g, t, tfc_scalar(g, TFC_INT32, 1));
     out[k++] = h;
@@ -107,7 +111,7 @@ static void run_loop(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor
 {
     tfc_graph *g = r->g;
     tfc_tensor *init[4], *out[4], *t0 = tfc_scalar(g, TFC_INT32, 0), *y;
-    rnn_step(r, t0, tfc_gather(g, r->xw, t0), *h, r->gru ? NULL : &cell, h, &y);
+    rnn_step(r, 1, t0, tfc_gather(g, r->xw, t0), *h, r->gru ? NULL : &cell, h, &y);
     int n = 0;
     init[n++] = tfc_scalar(g, TFC_INT32, 1);
     init[n++] = *h;
@@ -136,7 +140,7 @@ static void run_unrolled(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_te
                                                           (int64_t[]){1, -1, -1}),
                                              1, (int64_t[]){0});
         tfc_tensor *ti = tfc_scalar(g, TFC_INT32, (double)t), *y;
-        rnn_step(r, ti, xt, *h, r->gru ? NULL : &cell, h, &y);
+        rnn_step(r, t == 0, ti, xt, *h, r->gru ? NULL : &cell, h, &y);
         if (r->sequences && split) ys[t] = tfc_unsqueeze(g, y, 0);
         else if (r->sequences) *seq = put_step(r, *seq, ti, y);
     }
@@ -257,6 +261,7 @@ static tfc_tensor *rnn_layer(tfc_graph *g, int gru, tfc_tensor *x, int64_t units
     r.dtype = x->desc.dtype;
     tfc_rnn_mode mode = o->mode == TFC_RNN_MODE_DEFAULT ? default_mode() : o->mode;
     r.split = mode != TFC_RNN_WHILE_LOOP && r.steps <= TFC_MAX_OPERANDS;
+    r.zero_start = !gru && !o->initial_h && !o->initial_c;
     if (tfc_layer_push_scope(g, r.label, "kernel")) return NULL;
     make_inputs(&r, x, x->desc.shape.dims[2]);
     tfc_tensor *h = o->initial_h ? o->initial_h : zeros_state(&r, 1);
