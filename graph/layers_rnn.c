@@ -15,8 +15,13 @@ struct rnn {
     int64_t steps, units;
     enum tfc_dtype dtype;
     tfc_tensor *xw;     /* [steps, batch, gates * units]: x @ kernel + bias, time-major */
+    tfc_tensor *xflat;  /* the same as [steps * batch, gates * units], as the matmul gives it */
+    tfc_tensor *parts[TFC_MAX_OPERANDS]; /* unrolled: step t's rows of xflat [batch, gates * units] */
+    int split;          /* parts holds the steps (unrolled, steps <= TFC_MAX_OPERANDS) */
+    int zero_start;     /* LSTM whose initial h and c are zeros (no initial state given) */
     tfc_tensor *u;      /* recurrent_kernel [units, gates * units] */
     tfc_tensor *rb;     /* GRU's recurrent_bias [gates * units]; NULL for LSTM */
+    tfc_tensor *scale;  /* LSTM: [4 units], 2 on gate g's slice, else 1 (see rnn_step) */
     tfc_tensor *lengths; /* int32 [batch] or NULL: every row runs all steps */
     int sequences;      /* 1: every step's output is kept */
 };
@@ -28,18 +33,24 @@ static tfc_rnn_mode default_mode(void) { return TFC_RNN_UNROLLED; }
 
 /* The step's new state from its input projection xt [batch, gates * units]: h (and *cell
  * for LSTM), then, with lengths, rows at or past their length keep the old state. *y is the
- * step's output: the new h, zeros for rows past their length. t is an int32 scalar. */
-static void rnn_step(struct rnn *r, tfc_tensor *t, tfc_tensor *xt, tfc_tensor *h,
+ * step's output: the new h, zeros for rows past their length. t is an int32 scalar. first:
+ * the first step, where an LSTM's zero state drops h @ recurrent_kernel and f * c (the same
+ * values: xt + 0 and 0 + i g), a matmul forward and one backward fewer. */
+static void rnn_step(struct rnn *r, int first, tfc_tensor *t, tfc_tensor *xt, tfc_tensor *h,
                      tfc_tensor **cell, tfc_tensor **h_out, tfc_tensor **y)
 {
     tfc_graph *g = r->g;
-    tfc_tensor *hu = tfc_matmul(g, h, r->u, 0, 0), *hn, *cn = NULL, *p[4];
+    int zero = first && r->zero_start;
+    tfc_tensor *hu = zero ? NULL : tfc_matmul(g, h, r->u, 0, 0), *hn, *cn = NULL, *p[4];
     if (!r->gru) {
-        tfc_split(g, tfc_add(g, xt, hu), 4, 1, p);
-        tfc_tensor *i = tfc_sigmoid(g, p[0]), *f = tfc_sigmoid(g, p[1]);
-        tfc_tensor *gg = tfc_tanh(g, p[2]), *o = tfc_sigmoid(g, p[3]);
-        cn = tfc_add(g, tfc_mul(g, f, *cell), tfc_mul(g, i, gg));
-        hn = tfc_mul(g, o, tfc_tanh(g, cn));
+        /* One sigmoid over the four gates with g's pre-activation doubled, as tanh(v) =
+         * 2 sigmoid(2v) - 1: the step's gate maths is one fused task over [batch, 4 units]
+         * (with the add), where a split before the activations made four small tasks. */
+        tfc_split(g, tfc_sigmoid(g, tfc_mul(g, zero ? xt : tfc_add(g, xt, hu), r->scale)), 4, 1, p);
+        tfc_tensor *gg = tfc_sub(g, tfc_mul(g, p[2], tfc_scalar(g, r->dtype, 2)),
+                                 tfc_scalar(g, r->dtype, 1));
+        cn = zero ? tfc_mul(g, p[0], gg) : tfc_add(g, tfc_mul(g, p[1], *cell), tfc_mul(g, p[0], gg));
+        hn = tfc_mul(g, p[3], tfc_tanh(g, cn));
     } else {
         tfc_tensor *xp[3], *hp[3];
         tfc_split(g, xt, 3, 1, xp);
@@ -84,7 +95,7 @@ static tfc_status loop_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_t
     int k = 1;
     tfc_tensor *t = v[0], *h = v[k++], *cell = r->gru ? NULL : v[k++], *y;
     tfc_tensor *xt = tfc_gather(g, r->xw, t); /* [batch, gates * units] */
-    rnn_step(r, t, xt, h, r->gru ? NULL : &cell, &h, &y);
+    rnn_step(r, 0, t, xt, h, r->gru ? NULL : &cell, &h, &y);
     k = 0;
     out[k++] = tfc_add(g, t, tfc_scalar(g, TFC_INT32, 1));
     out[k++] = h;
@@ -100,7 +111,7 @@ static void run_loop(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor
 {
     tfc_graph *g = r->g;
     tfc_tensor *init[4], *out[4], *t0 = tfc_scalar(g, TFC_INT32, 0), *y;
-    rnn_step(r, t0, tfc_gather(g, r->xw, t0), *h, r->gru ? NULL : &cell, h, &y);
+    rnn_step(r, 1, t0, tfc_gather(g, r->xw, t0), *h, r->gru ? NULL : &cell, h, &y);
     int n = 0;
     init[n++] = tfc_scalar(g, TFC_INT32, 1);
     init[n++] = *h;
@@ -114,19 +125,22 @@ static void run_loop(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor
     if (r->sequences) *seq = out[n - 1];
 }
 
-/* The time loop unrolled: the step inputs are one split of xw (its gradient is one concat,
- * where a slice per step would add steps full-size gradients). */
+/* The time loop unrolled: the step inputs are one split of xflat's rows (its gradient is one
+ * concat, where a slice per step would add steps full-size gradients; splitting the 2-D
+ * matmul output gives [batch, gates * units] parts with no squeeze, which would copy each
+ * step's input forward and its gradient backward). */
 static void run_unrolled(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor **seq)
 {
     tfc_graph *g = r->g;
-    tfc_tensor *parts[TFC_MAX_OPERANDS], *ys[TFC_MAX_OPERANDS];
-    int split = r->steps <= TFC_MAX_OPERANDS;
-    if (split) tfc_split(g, r->xw, (int)r->steps, 0, parts);
+    tfc_tensor *ys[TFC_MAX_OPERANDS];
+    int split = r->split;
     for (int64_t t = 0; t < r->steps && !g->status; t++) {
-        tfc_tensor *xt = split ? parts[t]
-                               : tfc_slice(g, r->xw, (int64_t[]){t, 0, 0}, (int64_t[]){1, -1, -1});
+        tfc_tensor *xt = split ? r->parts[t]
+                               : tfc_squeeze(g, tfc_slice(g, r->xw, (int64_t[]){t, 0, 0},
+                                                          (int64_t[]){1, -1, -1}),
+                                             1, (int64_t[]){0});
         tfc_tensor *ti = tfc_scalar(g, TFC_INT32, (double)t), *y;
-        rnn_step(r, ti, tfc_squeeze(g, xt, 1, (int64_t[]){0}), *h, r->gru ? NULL : &cell, h, &y);
+        rnn_step(r, t == 0, ti, xt, *h, r->gru ? NULL : &cell, h, &y);
         if (r->sequences && split) ys[t] = tfc_unsqueeze(g, y, 0);
         else if (r->sequences) *seq = put_step(r, *seq, ti, y);
     }
@@ -178,6 +192,26 @@ static tfc_status check_rnn(tfc_graph *g, struct rnn *r, tfc_tensor *x, const tf
     return TFC_OK;
 }
 
+/* A constant [4 units] of the LSTM: on gate `gate`'s slice (gates i, f, g, o), else off. */
+static tfc_tensor *gate_constant(struct rnn *r, const char *name, int gate, double on, double off)
+{
+    int64_t gh = 4 * r->units;
+    tfc_value *v;
+    if (tfc_value_create(r->dtype, tfc_shape_of(1, &gh), &v)) {
+        tfc_graph_fail(r->g, TFC_ERR_OUT_OF_MEMORY, "lstm '%s': no memory for the %s", r->label, name);
+        return NULL;
+    }
+    void *d = tfc_value_data(v);
+    for (int64_t i = 0; i < gh; i++) {
+        double x = i >= gate * r->units && i < (gate + 1) * r->units ? on : off;
+        if (r->dtype == TFC_FLOAT32) ((float *)d)[i] = (float)x;
+        else ((double *)d)[i] = x;
+    }
+    tfc_tensor *t = tfc_constant(r->g, name, v);
+    tfc_value_destroy(v);
+    return t;
+}
+
 /* The layer's variables and xw; LSTM's forget-gate slice of the bias gets a constant 1 on top
  * (Keras's unit_forget_bias, as an offset: the variable itself starts at zeros). */
 static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
@@ -193,29 +227,23 @@ static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
         r->rb = tfc_layer_variable(g, "recurrent_bias", r->dtype, tfc_shape_of(1, &gh),
                                    tfc_init_zeros());
     else {
-        tfc_value *fb;
-        if (tfc_value_create(r->dtype, tfc_shape_of(1, &gh), &fb)) {
-            tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "lstm '%s': no memory for the forget bias", r->label);
-            return;
-        }
-        void *d = tfc_value_data(fb);
-        for (int64_t i = 0; i < gh; i++) {
-            double v = i >= r->units && i < 2 * r->units; /* gates i, f, g, o: f's slice */
-            if (r->dtype == TFC_FLOAT32) ((float *)d)[i] = (float)v;
-            else ((double *)d)[i] = v;
-        }
-        b = tfc_add(g, b, tfc_constant(g, "forget_bias", fb));
-        tfc_value_destroy(fb);
+        b = tfc_add(g, b, gate_constant(r, "forget_bias", 1, 1, 0));
+        r->scale = gate_constant(r, "gate_scale", 2, 2, 1);
     }
     tfc_tensor *xt = tfc_transpose(g, x, (int64_t[]){1, 0, 2}); /* time-major */
     tfc_tensor *flat = tfc_reshape(g, xt, tfc_shape_of(2, (int64_t[]){-1, features}));
-    r->xw = tfc_reshape(g, tfc_bias_add(g, tfc_matmul(g, flat, w, 0, 0), b),
-                        tfc_shape_of(3, (int64_t[]){r->steps, -1, gh}));
+    r->xflat = tfc_bias_add(g, tfc_matmul(g, flat, w, 0, 0), b);
+    r->xw = tfc_reshape(g, r->xflat, tfc_shape_of(3, (int64_t[]){r->steps, -1, gh}));
+    if (r->split) tfc_split(g, r->xflat, (int)r->steps, 0, r->parts);
 }
 
-/* Zeros [d0, batch, units] with the batch of xw (which may be known only at run time). */
+/* Zeros [d0, batch, units] with the batch of xw (which may be known only at run time); from
+ * step 0's part when split, so the unrolled graph never needs xw's reshape. */
 static tfc_tensor *zeros_state(struct rnn *r, int64_t d0)
 {
+    if (d0 == 1 && r->split)
+        return tfc_zeros_like(r->g, tfc_slice(r->g, r->parts[0], (int64_t[]){0, 0},
+                                              (int64_t[]){-1, r->units}));
     tfc_tensor *s = tfc_slice(r->g, r->xw, (int64_t[]){0, 0, 0}, (int64_t[]){d0, -1, r->units});
     return tfc_zeros_like(r->g, d0 == 1 ? tfc_squeeze(r->g, s, 1, (int64_t[]){0}) : s);
 }
@@ -232,6 +260,8 @@ static tfc_tensor *rnn_layer(tfc_graph *g, int gru, tfc_tensor *x, int64_t units
     r.steps = x->desc.shape.dims[1];
     r.dtype = x->desc.dtype;
     tfc_rnn_mode mode = o->mode == TFC_RNN_MODE_DEFAULT ? default_mode() : o->mode;
+    r.split = mode != TFC_RNN_WHILE_LOOP && r.steps <= TFC_MAX_OPERANDS;
+    r.zero_start = !gru && !o->initial_h && !o->initial_c;
     if (tfc_layer_push_scope(g, r.label, "kernel")) return NULL;
     make_inputs(&r, x, x->desc.shape.dims[2]);
     tfc_tensor *h = o->initial_h ? o->initial_h : zeros_state(&r, 1);

@@ -156,6 +156,16 @@ int tfc_cse_pool_twin(const struct tfc_cse *c, const struct tfc_node *n)
     return -1;
 }
 
+/* ---- sums that reduce nothing ----------------------------------------------------------- */
+
+int tfc_sum_is_identity(const struct plan *p, const struct tfc_node *n, int in_slot,
+                        const struct tfc_desc *in, const struct tfc_desc *out)
+{
+    return n->op->kind == TFC_K_SUM_TO && n->n_outputs == 1 &&
+           p->slots[in_slot].kind == SLOT_TEMP && in[0].dtype == out[0].dtype &&
+           tfc_shape_equal(&in[0].shape, &out[0].shape);
+}
+
 /* ---- constant folding -------------------------------------------------------------------- */
 
 #define FOLD_MAX_BYTES (64u << 20) /* a folded value lives as long as its plan */

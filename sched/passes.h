@@ -21,6 +21,14 @@ void tfc_cse_free(struct tfc_cse *c);
  * lowers the twin in n's place, and n's output is the twin's output 0 (the same maxima). */
 int tfc_cse_pool_twin(const struct tfc_cse *c, const struct tfc_node *n);
 
+/* Whether node n is a sum_to_like that reduces nothing with the fed shapes (the gradient
+ * emits one for each operand of a binary op whose shapes are equal only at run time, as two
+ * [batch, units] operands with the batch fed): then its input slot in_slot, a temporary of the
+ * run, stands for its output and no task copies it (the same values as a graph whose shapes
+ * were known: there the gradient passes dy on unchanged). */
+int tfc_sum_is_identity(const struct plan *p, const struct tfc_node *n, int in_slot,
+                        const struct tfc_desc *in, const struct tfc_desc *out);
+
 /* Constant folding of the plan's last step (just added for its node): when every buffer it
  * reads is a constant (a constant node or a folded value), its CPU kernel runs now on host
  * buffers, its outputs become SLOT_CONST slots and the step is removed. Returns 1 when

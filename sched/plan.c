@@ -453,6 +453,10 @@ static int lower_node(struct builder *b, struct tfc_node *n)
     if (st)
         return tfc_sched_fail(&b->status, b->msg, st, "node '%s' (%s) with the fed shapes: %s",
                               n->name, n->op->name, msg);
+    if (tfc_sum_is_identity(b->p, n, in_slots[0], in, out)) { /* its input stands for it */
+        b->out_slots[n->id][0] = in_slots[0];
+        return 0;
+    }
     enum starpu_data_access_mode modes[TFC_MAX_OPERANDS];
     for (int i = 0; i < n->n_inputs; i++) /* bit 31 stands for every later input too */
         modes[i] = (n->op->shape_inputs >> (i < 31 ? i : 31)) & 1 ? STARPU_NONE : STARPU_R;

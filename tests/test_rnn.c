@@ -193,15 +193,17 @@ static void test_modes_same_bits(void)
 }
 
 /* d(sum of the sequences)/d(each weight) through the layer in either mode (the loop's
- * gradient is the reverse loop of graph/control_flow_grad.c), float64, with lengths, against
- * central differences of the reference. */
-static void check_gradient(int gru, tfc_rnn_mode mode)
+ * gradient is the reverse loop of graph/control_flow_grad.c), float64, with lengths (none when
+ * dyn: the batch then known only when fed, the plan drops the gradient's sums to equal shapes),
+ * against central differences of the reference. */
+static void check_gradient(int gru, tfc_rnn_mode mode, int dyn)
 {
     tfc_graph *g;
     tfc_graph_create(&g);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64, tfc_shape_of(3, (int64_t[]){B, T, F}));
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT64,
+                                    tfc_shape_of(3, (int64_t[]){dyn ? -1 : B, T, F}));
     tfc_tensor *len = tfc_placeholder(g, "len", TFC_INT32, tfc_shape_of(1, (int64_t[]){B}));
-    tfc_rnn_opts o = {.return_sequences = 1, .lengths = len, .mode = mode};
+    tfc_rnn_opts o = {.return_sequences = 1, .lengths = dyn ? NULL : len, .mode = mode};
     tfc_tensor *y = gru ? tfc_gru_layer(g, x, H, &o, NULL) : tfc_lstm_layer(g, x, H, &o, NULL);
     tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
     const char *names[4] = {"kernel", "recurrent_kernel", "bias", "recurrent_bias"};
@@ -221,11 +223,11 @@ static void check_gradient(int gru, tfc_rnn_mode mode)
     CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
     static double xd[B * T * F], seq[B * T * H], last[B * H];
     fill(xd, B * T * F, 1.0, 4);
-    int32_t lens[B] = {T, 3, 1};
+    int32_t lens[B] = {T, 3, 1}, all[B] = {T, T, T};
     tfc_value *fv[2] = {f64(3, (int64_t[]){B, T, F}, xd), NULL}, *out[4] = {0};
     tfc_value_from_data(TFC_INT32, tfc_shape_of(1, (int64_t[]){B}), lens, &fv[1]);
     tfc_tensor *feeds[2] = {x, len};
-    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, feeds, fv, nv, dv, out, 0, NULL), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, dyn ? 1 : 2, feeds, fv, nv, dv, out, 0, NULL), TFC_OK);
     struct weights wt = {{0}};
     double *p[4] = {wt.w, wt.u, wt.b, wt.rb};
     int64_t n[4] = {F * G * H, H * G * H, G * H, G * H};
@@ -236,7 +238,7 @@ static void check_gradient(int gru, tfc_rnn_mode mode)
             double keep = p[k][i], lo = 0, hi = 0, e = 1e-6;
             for (int side = 0; side < 2; side++) {
                 p[k][i] = keep + (side ? e : -e);
-                ref_layer(gru, &wt, xd, lens, NULL, NULL, seq, last);
+                ref_layer(gru, &wt, xd, dyn ? all : lens, NULL, NULL, seq, last);
                 double sum = 0;
                 for (int j = 0; j < B * T * H; j++) sum += seq[j] * seq[j];
                 *(side ? &hi : &lo) = sum;
@@ -252,10 +254,50 @@ static void check_gradient(int gru, tfc_rnn_mode mode)
     tfc_graph_destroy(g);
 }
 
-static void test_lstm_gradient(void) { check_gradient(0, TFC_RNN_UNROLLED); }
-static void test_gru_gradient(void) { check_gradient(1, TFC_RNN_UNROLLED); }
-static void test_lstm_gradient_loop(void) { check_gradient(0, TFC_RNN_WHILE_LOOP); }
-static void test_gru_gradient_loop(void) { check_gradient(1, TFC_RNN_WHILE_LOOP); }
+static void test_lstm_gradient(void) { check_gradient(0, TFC_RNN_UNROLLED, 0); }
+static void test_gru_gradient(void) { check_gradient(1, TFC_RNN_UNROLLED, 0); }
+static void test_lstm_gradient_loop(void) { check_gradient(0, TFC_RNN_WHILE_LOOP, 0); }
+static void test_gru_gradient_loop(void) { check_gradient(1, TFC_RNN_WHILE_LOOP, 0); }
+static void test_lstm_gradient_dynamic_batch(void) { check_gradient(0, TFC_RNN_UNROLLED, 1); }
+static void test_gru_gradient_dynamic_batch(void) { check_gradient(1, TFC_RNN_UNROLLED, 1); }
+
+/* The tasks of one profiled training-gradient run of an unrolled LSTM over a fed batch, by op:
+ * no sum_to_like (the cell's operands are all [batch, units]: the sums reduce nothing, and
+ * the plan drops them) and no per-step copies of the step inputs (reshape forward,
+ * reshape_like backward): the steps read rows of the input projection's split. */
+static void test_lstm_step_tasks(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){-1, 8, F}));
+    tfc_tensor *y = tfc_lstm_layer(g, x, H, NULL, NULL);
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), *vars[3], *dv[3];
+    CU_ASSERT_EQUAL_FATAL(tfc_trainable_variables(g, vars, 3), 3);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 3, vars, dv), TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_set_profiling(s, 1) == TFC_OK);
+    static float xd[5 * 8 * F];
+    for (int i = 0; i < 5 * 8 * F; i++) xd[i] = (float)sin(0.61 * i);
+    tfc_value *fv = test_f32(3, (int64_t[]){5, 8, F}, xd), *out[3] = {0};
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &fv, 3, dv, out, 0, NULL), TFC_OK);
+    const tfc_task_record *rec;
+    int n = tfc_session_last_records(s, &rec), sums = 0, copies = 0, matmuls = 0;
+    for (int i = 0; i < n; i++) {
+        sums += !strcmp(rec[i].op, "sum_to_like");
+        copies += !strcmp(rec[i].op, "reshape") || !strcmp(rec[i].op, "reshape_like");
+        matmuls += !strcmp(rec[i].op, "matmul");
+    }
+    CU_ASSERT(matmuls >= 8 * 2); /* the records are the run's: the steps' matmuls */
+    CU_ASSERT_EQUAL(sums, 0);
+    CU_ASSERT(copies <= 1); /* the input's one flattening reshape */
+    if (sums || copies > 1) fprintf(stderr, "%d sum_to_like, %d reshape tasks\n", sums, copies);
+    for (int k = 0; k < 3; k++) tfc_value_destroy(out[k]);
+    tfc_value_destroy(fv);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+}
 
 static int fails_with(tfc_graph *g, tfc_status want, const char *text)
 {
@@ -330,6 +372,9 @@ int main(void)
     TEST_ADD(test_gru_gradient);
     TEST_ADD(test_lstm_gradient_loop);
     TEST_ADD(test_gru_gradient_loop);
+    TEST_ADD(test_lstm_gradient_dynamic_batch);
+    TEST_ADD(test_gru_gradient_dynamic_batch);
+    TEST_ADD(test_lstm_step_tasks);
     TEST_ADD(test_variables_and_errors);
     return test_main();
 }
