@@ -725,7 +725,7 @@ void tfc_pin_chain(struct plan *p, const struct plan_options *opt)
     if (starpu_cuda_worker_get_count() || starpu_opencl_worker_get_count()) return;
     int ids[STARPU_NMAXWORKERS];
     int n = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
-    if (n < 2) return;
+    if (n < 2 || n != (int)starpu_worker_get_count()) return; /* run.c: ids 0 to n - 1 */
     for (int i = 0; i < p->n_steps; i++)
         if (!cpu_step(&p->steps[i]) || (i && !waits_for(&p->steps[i - 1], &p->steps[i])))
             return;

@@ -327,8 +327,8 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
     }
     task->priority = st->priority;
     if (st->on_worker) { /* a chain (sched/passes.c): no scheduler, no hand-offs */
-        task->execute_on_a_specific_worker = 1;
-        task->workerid = (unsigned)(st->on_worker - 1);
+        task->execute_on_a_specific_worker = 1; /* only CPU workers: ids 0 to count - 1 */
+        task->workerid = (unsigned)(st->on_worker - 1 + run->pin_shift) % starpu_worker_get_count();
     }
     run->cbs[i] = (struct task_cb){run, i};
     return task;
@@ -450,6 +450,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
     int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
     run->pending = n_wait + n_acquire;
+    run->pin_shift = p->running; /* concurrent runs of a pinned chain spread over the workers */
     p->running++;
     run->submitted = 1;
     if ((st = tfc_run_submit_tasks(s, run, n_acquire, msg))) return st;

@@ -246,10 +246,45 @@ static tfc_value *profiled_runs(tfc_graph *g, const tfc_onnx_model *m, unsigned 
     return y;
 }
 
+/* The worker that ran every task of the session's last completed run (-1: several). */
+static int last_run_worker(tfc_session *s, int n_tasks)
+{
+    const tfc_task_record *rec;
+    int n = tfc_session_last_records(s, &rec), w = n > 0 ? rec[0].worker : -1;
+    CU_ASSERT_EQUAL(n, n_tasks);
+    for (int i = 1; i < n; i++) w = rec[i].worker == w ? w : -1;
+    return w;
+}
+
+/* Two runs of a pinned chain in flight at once run on two workers, each on one. */
+static void concurrent_chains(tfc_graph *g, const tfc_onnx_model *m, tfc_value *x)
+{
+    tfc_session *s;
+    CU_ASSERT_FATAL(!tfc_session_create(test_ctx, g, &s));
+    CU_ASSERT_FATAL(!tfc_session_set_profiling(s, 1));
+    tfc_tensor *in = tfc_graph_find(g, m->predict->feeds[0]);
+    tfc_tensor *out = tfc_graph_find(g, m->predict->outputs[0]);
+    tfc_run *r[2];
+    tfc_value *y[2];
+    int w[2];
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(!tfc_session_run_async(s, 1, &in, &x, 1, &out, 0, NULL, &r[i]));
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_FATAL(!tfc_run_wait(r[i], &y[i]));
+        w[i] = last_run_worker(s, 5);
+    }
+    CU_ASSERT(same_values(y[0], y[1], 0));
+    CU_ASSERT(w[0] >= 0 && w[1] >= 0 && w[0] != w[1]);
+    tfc_value_destroy(y[0]);
+    tfc_value_destroy(y[1]);
+    tfc_session_destroy(s);
+}
+
 /* The imported MLP's plan (issue 14, item 6): Gemm + Relu, Gemm, Softmax become 5 tasks
  * (matmul, bias add + relu fused, matmul, bias add, softmax), each waiting for the one before,
  * so TFC_PASS_PIN_CHAINS runs them all on one CPU worker (where there are two or more and no
- * devices), the same one run after run, with the same bits as without the pass. */
+ * devices), the same one run after run, with the same bits as without the pass; two runs in
+ * flight at once take a worker each. */
 static void test_mlp_plan(void)
 {
     tfc_graph *g;
@@ -284,6 +319,7 @@ static void test_mlp_plan(void)
         !starpu_opencl_worker_get_count()) {
         CU_ASSERT(w_pin >= 0);
         if (w_pin >= 0) CU_ASSERT_EQUAL(starpu_worker_get_type(w_pin), STARPU_CPU_WORKER);
+        concurrent_chains(g2, m, xv);
     }
     fprintf(stderr, "mlp plan: 5 tasks; pinned: worker %d, unpinned: %s\n", w_pin,
             w_free >= 0 ? "one worker" : "several workers");
