@@ -5,7 +5,8 @@
  * With `mlp`, writes a dense ReLU MLP of the given layer sizes (random weights) as an ONNX
  * model through tfc_onnx_export instead: the large model whose import the benchmark times.
  *
- *   onnx_infer run MODEL.onnx [BATCH [RUNS [WARMUP]]]     (defaults 128 50 5)
+ *   onnx_infer run MODEL.onnx [BATCH [RUNS [WARMUP [nopin]]]]   (defaults 128 50 5)
+ * nopin: without the TFC_PASS_PIN_CHAINS plan pass (the A/B comparison of that pass).
  *   onnx_infer mlp OUT.onnx SIZE,SIZE,...                  (e.g. 784,4096,4096,2048,10)
  */
 #include <stdint.h>
@@ -20,7 +21,7 @@ static int die(const char *what, const char *msg)
     return 1;
 }
 
-static int run(const char *path, int64_t batch, int runs, int warmup)
+static int run(const char *path, int64_t batch, int runs, int warmup, int pin)
 {
     tfc_graph *g;
     tfc_onnx_model *m;
@@ -46,6 +47,8 @@ static int run(const char *path, int64_t batch, int runs, int warmup)
     tfc_session *sess;
     if (tfc_ctx_create(&ctx)) return die("runtime", tfc_errmsg());
     if (tfc_session_create(ctx, g, &sess)) return die("session", tfc_errmsg());
+    if (!pin && tfc_session_set_passes(sess, TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS))
+        return die("session", tfc_session_errmsg(sess));
     double *ms = calloc((size_t)runs + 1, sizeof *ms);
     for (int i = 0; i < warmup + runs; i++) {
         tfc_value *yv;
@@ -105,9 +108,9 @@ int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "run"))
         return run(argv[2], argc > 3 ? atoll(argv[3]) : 128, argc > 4 ? atoi(argv[4]) : 50,
-                   argc > 5 ? atoi(argv[5]) : 5);
+                   argc > 5 ? atoi(argv[5]) : 5, !(argc > 6 && !strcmp(argv[6], "nopin")));
     if (argc == 4 && !strcmp(argv[1], "mlp")) return make_mlp(argv[2], argv[3]);
-    fprintf(stderr, "usage: onnx_infer run MODEL.onnx [BATCH [RUNS [WARMUP]]]\n"
+    fprintf(stderr, "usage: onnx_infer run MODEL.onnx [BATCH [RUNS [WARMUP [nopin]]]]\n"
                     "       onnx_infer mlp OUT.onnx SIZE,SIZE,...\n");
     return 2;
 }

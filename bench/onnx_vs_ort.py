@@ -7,6 +7,7 @@
 2. Inference: each model imported by ours (bench/onnx_infer: tfc_onnx_import, a session) and
    by ONNX Runtime, at each batch, in interleaved rounds (ours, then onnxruntime, ROUNDS times),
    each round a median of RUNS runs after WARMUP; the figure is the median over the rounds.
+   With --nopin, each round also times ours without TFC_PASS_PIN_CHAINS (before and after).
    Same threads: ours STARPU_NCPU=2 (one-thread BLAS per worker), onnxruntime
    intra_op_num_threads=2, inter_op_num_threads=1; OPENBLAS_* as the environment has them.
 3. Import time of a large model: ours (tfc_onnx_import, in onnx_infer) against onnxruntime's
@@ -56,8 +57,9 @@ def check_outputs(args, name, onnx_path, db, x):
     return ok
 
 
-def ours_round(args, path, batch):
-    r = subprocess.run([args.infer, "run", path, str(batch), str(args.runs), str(args.warmup)],
+def ours_round(args, path, batch, extra=()):
+    r = subprocess.run([args.infer, "run", path, str(batch), str(args.runs), str(args.warmup)]
+                       + list(extra),
                        check=True, capture_output=True, text=True,
                        env=dict(os.environ, STARPU_NCPU="2", STARPU_SILENT="1"))
     m = re.search(r"import_ms=([\d.]+) ms_median=([\d.]+) ms_min=([\d.]+)", r.stdout)
@@ -83,11 +85,13 @@ def timing(args, name, path):
     rows = []
     for b in args.batches:
         x = np.random.default_rng(1).random([b] + features, dtype=np.float32)
-        ours, theirs, best_o, best_t = [], [], [], []
+        ours, theirs, best_o, best_t, nopin = [], [], [], [], []
         for _ in range(args.rounds):
             _, med, best = ours_round(args, path, b)
             ours.append(med)
             best_o.append(best)
+            if args.nopin:  # the same binary without the chain-pinning pass
+                nopin.append(ours_round(args, path, b, ["nopin"])[1:])
             med, best = ort_round(s, x, args.runs, args.warmup)
             theirs.append(med)
             best_t.append(best)
@@ -98,6 +102,12 @@ def timing(args, name, path):
               "runs %.3f and %.3f ms (round medians: ours %s; ort %s)"
               % (name, b, mo, mt, mo / mt, bo, bt, " ".join("%.3f" % v for v in ours),
                  " ".join("%.3f" % v for v in theirs)))
+        if nopin:
+            print("inference %s batch %d without TFC_PASS_PIN_CHAINS: ours %.3f ms (%.2f of "
+                  "onnxruntime), fastest run %.3f ms (round medians: %s)"
+                  % (name, b, statistics.median(v[0] for v in nopin),
+                     statistics.median(v[0] for v in nopin) / mt, min(v[1] for v in nopin),
+                     " ".join("%.3f" % v[0] for v in nopin)))
     return rows
 
 
@@ -126,6 +136,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--nopin", action="store_true",
+                   help="also time ours without the chain-pinning pass, in the same rounds")
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
     args.import_runs = True

@@ -10,7 +10,7 @@
 # versions. onnxruntime must import in ORT_PYTHON (bench/.venv: bench/peers-setup.sh installs it).
 #
 #   bench/run_onnx.sh [BUILD_DIR]       (default: build)
-#   ROUNDS=5 RUNS=50 WARMUP=5 STEPS=100 BATCHES=1,128 LARGE=784,4096,4096,2048,10 \
+#   ROUNDS=5 RUNS=50 WARMUP=5 STEPS=100 BATCHES=1,128 LARGE=784,4096,4096,2048,10 NOPIN=1 \
 #       ORT_PYTHON=bench/.venv/bin/python WORK=/tmp/x bench/run_onnx.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,7 @@ STEPS=${STEPS:-100}
 BATCHES=${BATCHES:-1,128}
 LARGE=${LARGE:-784,4096,4096,2048,10}
 ORT_PYTHON=${ORT_PYTHON:-bench/.venv/bin/python}
+NOPIN=${NOPIN:-0}   # 1: each round also times ours without TFC_PASS_PIN_CHAINS
 WORK=${WORK:-$(mktemp -d /tmp/run_onnx.XXXXXX)}
 D=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$WORK"
@@ -59,4 +60,5 @@ echo "## ours against onnxruntime"
 "$ORT_PYTHON" bench/onnx_vs_ort.py --tfc "$BUILD/src/tfc" --infer "$BUILD/bench/onnx_infer" \
     --work "$WORK" --input "$WORK/x.npy" --batches "$BATCHES" --rounds "$ROUNDS" --runs "$RUNS" \
     --warmup "$WARMUP" --model "mlp=$WORK/mlp.onnx:$WORK/mlp.db" \
-    --model "cnn=$WORK/cnn.onnx:$WORK/cnn.db" --large "$WORK/big.onnx"
+    --model "cnn=$WORK/cnn.onnx:$WORK/cnn.db" --large "$WORK/big.onnx" \
+    $([ "$NOPIN" = 1 ] && echo --nopin)

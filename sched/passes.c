@@ -705,3 +705,42 @@ int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt)
     fuser_free(&f);
     return rc;
 }
+
+/* ---- chains on one worker --------------------------------------------------------------- */
+
+/* Whether step b must wait for step a: both touch a slot that one of them writes. */
+static int waits_for(const struct step *a, const struct step *b)
+{
+    for (int j = 0; j < b->n_buf; j++)
+        for (int k = 0; k < a->n_buf; k++)
+            if (a->buf_slot[k] == b->buf_slot[j] &&
+                ((a->modes[k] & STARPU_W) || (b->modes[j] & STARPU_W)))
+                return 1;
+    return 0;
+}
+
+static int cpu_step(const struct step *st)
+{
+    const struct starpu_codelet *cl = st->cl;
+    return cl && cl->cpu_funcs[0] && (!cl->where || (cl->where & STARPU_CPU)) &&
+           (!st->where || (st->where & STARPU_CPU)) && !st->workerids;
+}
+
+void tfc_pin_chain(struct plan *p, const struct plan_options *opt)
+{
+    /* tiles (p->n_parts) exist to share a node among workers */
+    if (!opt || !opt->pin_chains || hooks_on(opt) || p->n_steps < 2 || p->n_parts ||
+        !starpu_is_initialized())
+        return;
+    if (starpu_cuda_worker_get_count() || starpu_opencl_worker_get_count()) return;
+    int ids[STARPU_NMAXWORKERS];
+    int n = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
+    if (n < 2 || n != (int)starpu_worker_get_count()) return; /* run.c: ids 0 to n - 1 */
+    for (int i = 0; i < p->n_steps; i++)
+        if (!cpu_step(&p->steps[i]) || (i && !waits_for(&p->steps[i - 1], &p->steps[i])))
+            return;
+    /* in turn per plan, so that the chains of concurrent sessions spread over the workers */
+    static unsigned next;
+    int w = ids[__atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % (unsigned)n];
+    for (int i = 0; i < p->n_steps; i++) p->steps[i].on_worker = w + 1;
+}

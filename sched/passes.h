@@ -45,4 +45,13 @@ void tfc_fold_release(struct plan *p);
  * when out of memory. */
 int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt);
 
+/* Chains on one worker: when every step of p waits for the step before it (no two of its
+ * tasks could ever run at once), the machine has only CPU workers (two or more), and every
+ * step can run on a CPU with no placement, every task goes to one CPU worker, chosen in turn
+ * per plan, bypassing the scheduler. Such a run gains nothing from a second worker, and each
+ * hand-off of the next task to another worker costs a wake-up (on a loaded machine, up to a
+ * time slice of the OS scheduler). A run submitted while k runs of the same plan are in
+ * flight (asynchronous runs) takes the worker k after the plan's (sched/run.c). */
+void tfc_pin_chain(struct plan *p, const struct plan_options *opt);
+
 #endif

@@ -50,6 +50,7 @@ struct step {
     int parts_when;        /* TILE_PARTITION: submit the partitions whose first tile task this
                             * is before it; TILE_UNPARTITION: end those whose last it is after */
     int signals;           /* 1: its task's callback counts the run down (tfc_plan_mark_sinks) */
+    int on_worker;         /* 0, or 1 + the CPU worker that runs the task (tfc_pin_chain) */
 };
 
 enum { TILE_PARTITION = 1, TILE_UNPARTITION = 2 };
@@ -122,6 +123,7 @@ struct plan_options {
     int tile_size;         /* tile edge (elements); 0: chosen per node from tile_workers */
     int tile_workers;      /* workers tiles are shared among (tfc_tile_sharing_workers) */
     int cse, const_fold, fusion; /* plan-time passes (sched/passes.c); 0 when opt is NULL */
+    int pin_chains;        /* tfc_pin_chain (sched/passes.c) */
 };
 
 /* Builds a plan for the key; on error returns NULL with status and message. The session's

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "passes.h"
 #include "session_priv.h"
 #include "../codelets/fused.h"
 
@@ -87,6 +88,7 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
     struct plan *p = tfc_plan_build(s->g, n_feeds, ft, fv, n_fetches, fetches, n_targets,
                                     targets, &s->opt, st, msg);
     if (!p) return NULL;
+    tfc_pin_chain(p, &s->opt); /* after tiling, which plan_build ends with */
     s->stats.lowerings++;
     tfc_cache_push_front(s, p);
     while (s->n_plans > s->max_plans) tfc_cache_evict(s, s->lru);
@@ -324,6 +326,10 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
         task->workerids_len = st->workerids_len;
     }
     task->priority = st->priority;
+    if (st->on_worker) { /* a chain (sched/passes.c): no scheduler, no hand-offs */
+        task->execute_on_a_specific_worker = 1; /* only CPU workers: ids 0 to count - 1 */
+        task->workerid = (unsigned)(st->on_worker - 1 + run->pin_shift) % starpu_worker_get_count();
+    }
     run->cbs[i] = (struct task_cb){run, i};
     return task;
 }
@@ -444,6 +450,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
     int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
     run->pending = n_wait + n_acquire;
+    run->pin_shift = p->running; /* concurrent runs of a pinned chain spread over the workers */
     p->running++;
     run->submitted = 1;
     if ((st = tfc_run_submit_tasks(s, run, n_acquire, msg))) return st;

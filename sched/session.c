@@ -67,6 +67,7 @@ static tfc_status read_options(struct plan_options *opt, char *msg)
     st = tfc_env_bool("TFC_CSE", 1, &opt->cse, msg);
     if (!st) st = tfc_env_bool("TFC_CONST_FOLD", 1, &opt->const_fold, msg);
     if (!st) st = tfc_env_bool("TFC_FUSION", 1, &opt->fusion, msg);
+    opt->pin_chains = 1;
     return st;
 }
 
@@ -268,11 +269,13 @@ tfc_status tfc_session_set_passes(tfc_session *s, unsigned passes)
     if (passes & ~(unsigned)TFC_PASS_ALL)
         return tfc_fail(s->msg, TFC_ERR_INVALID_ARGUMENT,
                         "set_passes: unknown pass bits 0x%x (TFC_PASS_CSE, TFC_PASS_CONST_FOLD, "
-                        "TFC_PASS_FUSION)", passes & ~(unsigned)TFC_PASS_ALL);
+                        "TFC_PASS_FUSION, TFC_PASS_PIN_CHAINS)",
+                        passes & ~(unsigned)TFC_PASS_ALL);
     pthread_mutex_lock(&s->lock);
     s->opt.cse = (passes & TFC_PASS_CSE) != 0;
     s->opt.const_fold = (passes & TFC_PASS_CONST_FOLD) != 0;
     s->opt.fusion = (passes & TFC_PASS_FUSION) != 0;
+    s->opt.pin_chains = (passes & TFC_PASS_PIN_CHAINS) != 0;
     while (s->mru) tfc_cache_evict(s, s->mru); /* plans built with other passes are stale */
     pthread_mutex_unlock(&s->lock);
     return TFC_OK;
@@ -283,7 +286,8 @@ unsigned tfc_session_get_passes(tfc_session *s)
     if (!s) return 0;
     pthread_mutex_lock(&s->lock);
     unsigned f = (s->opt.cse ? TFC_PASS_CSE : 0) | (s->opt.const_fold ? TFC_PASS_CONST_FOLD : 0) |
-                 (s->opt.fusion ? TFC_PASS_FUSION : 0);
+                 (s->opt.fusion ? TFC_PASS_FUSION : 0) |
+                 (s->opt.pin_chains ? TFC_PASS_PIN_CHAINS : 0);
     pthread_mutex_unlock(&s->lock);
     return f;
 }

@@ -109,6 +109,8 @@ struct tfc_run {
     pthread_mutex_t m;
     pthread_cond_t c;
     int submitted;            /* counted in plan->running */
+    int pin_shift;            /* a pinned chain (tfc_pin_chain): runs this one's tasks this many
+                               * workers after the plan's, for the runs of it still in flight */
     struct tfc_run *counter;  /* NULL, or the run whose pending count this one's tasks count
                                * down (a segment of a control-flow run, sched/cflow_run.c) */
     struct tfc_cf_run *cf;    /* a run of a graph with control flow: its state (cflow_run.c) */

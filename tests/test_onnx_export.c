@@ -9,10 +9,12 @@
  * exported and imported again, and must give the same bits and ONNX's expected outputs. And
  * the errors: an op with no ONNX form, an unfed placeholder, a fed training flag, a variable
  * without a value, a file that cannot be written. ONNX_EXPORT_ALL=1 round-trips every node
- * test whose import succeeds and prints the counts. */
+ * test whose import succeeds and prints the counts. The imported MLP's plan: its task count,
+ * and its chain of tasks on one worker (TFC_PASS_PIN_CHAINS) with the same bits as without. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <starpu.h>
 #include "testutil.h"
 #include "../examples/cnn_model.h"
 #include "../onnx/onnx_import.h"
@@ -209,6 +211,122 @@ static void test_mlp(void)
     tfc_value_destroy(fv[1]);
     tfc_signature_free(sig);
     tfc_session_destroy(s2);
+    tfc_graph_destroy(g2);
+    tfc_graph_destroy(g);
+}
+
+/* Runs the imported model's "predict" RUNS times on x with profiling on; returns the last
+ * output. Every run must plan to n_tasks tasks; *one_worker: the CPU worker that ran every
+ * task of every run, or -1 when they ran on more than one. */
+static tfc_value *profiled_runs(tfc_graph *g, const tfc_onnx_model *m, unsigned passes,
+                                tfc_value *x, int n_tasks, int *one_worker)
+{
+    enum { RUNS = 20 };
+    tfc_session *s;
+    CU_ASSERT_FATAL(!tfc_session_create(test_ctx, g, &s));
+    CU_ASSERT_FATAL(!tfc_session_set_passes(s, passes));
+    CU_ASSERT_FATAL(!tfc_session_set_profiling(s, 1));
+    tfc_tensor *in = tfc_graph_find(g, m->predict->feeds[0]);
+    tfc_tensor *out = tfc_graph_find(g, m->predict->outputs[0]);
+    tfc_value *y = NULL;
+    *one_worker = -2;
+    for (int r = 0; r < RUNS; r++) {
+        tfc_value_destroy(y);
+        y = NULL;
+        CU_ASSERT_FATAL(!tfc_session_run(s, 1, &in, &x, 1, &out, &y, 0, NULL));
+        const tfc_task_record *rec;
+        int n = tfc_session_last_records(s, &rec);
+        CU_ASSERT_EQUAL(n, n_tasks);
+        for (int i = 0; i < n; i++) {
+            if (*one_worker == -2) *one_worker = rec[i].worker;
+            if (rec[i].worker != *one_worker) *one_worker = -1;
+        }
+    }
+    tfc_session_destroy(s);
+    return y;
+}
+
+/* The worker that ran every task of the session's last completed run (-1: several). */
+static int last_run_worker(tfc_session *s, int n_tasks)
+{
+    const tfc_task_record *rec;
+    int n = tfc_session_last_records(s, &rec), w = n > 0 ? rec[0].worker : -1;
+    CU_ASSERT_EQUAL(n, n_tasks);
+    for (int i = 1; i < n; i++) w = rec[i].worker == w ? w : -1;
+    return w;
+}
+
+/* Two runs of a pinned chain in flight at once run on two workers, each on one. */
+static void concurrent_chains(tfc_graph *g, const tfc_onnx_model *m, tfc_value *x)
+{
+    tfc_session *s;
+    CU_ASSERT_FATAL(!tfc_session_create(test_ctx, g, &s));
+    CU_ASSERT_FATAL(!tfc_session_set_profiling(s, 1));
+    tfc_tensor *in = tfc_graph_find(g, m->predict->feeds[0]);
+    tfc_tensor *out = tfc_graph_find(g, m->predict->outputs[0]);
+    tfc_run *r[2];
+    tfc_value *y[2];
+    int w[2];
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(!tfc_session_run_async(s, 1, &in, &x, 1, &out, 0, NULL, &r[i]));
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_FATAL(!tfc_run_wait(r[i], &y[i]));
+        w[i] = last_run_worker(s, 5);
+    }
+    CU_ASSERT(same_values(y[0], y[1], 0));
+    CU_ASSERT(w[0] >= 0 && w[1] >= 0 && w[0] != w[1]);
+    tfc_value_destroy(y[0]);
+    tfc_value_destroy(y[1]);
+    tfc_session_destroy(s);
+}
+
+/* The imported MLP's plan (issue 14, item 6): Gemm + Relu, Gemm, Softmax become 5 tasks
+ * (matmul, bias add + relu fused, matmul, bias add, softmax), each waiting for the one before,
+ * so TFC_PASS_PIN_CHAINS runs them all on one CPU worker (where there are two or more and no
+ * devices), the same one run after run, with the same bits as without the pass; two runs in
+ * flight at once take a worker each. */
+static void test_mlp_plan(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_graph_set_seed(g, 5);
+    tfc_tensor *x = tfc_placeholder(g, "images", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 64}));
+    tfc_tensor *h = tfc_dense(g, x, 32, TFC_ACT_RELU, "dense1");
+    tfc_tensor_set_name(tfc_softmax(g, tfc_dense(g, h, 10, TFC_ACT_NONE, "logits"), -1),
+                        "probabilities");
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *vars;
+    CU_ASSERT_FATAL(!tfc_session_create(test_ctx, g, &vars));
+    CU_ASSERT_FATAL(!tfc_session_init_variables(vars));
+    const char *feeds[1] = {"images"}, *outs[1] = {"probabilities"};
+    tfc_signature sig = {.n_feeds = 1, .feeds = feeds, .n_outputs = 1, .outputs = outs};
+    char path[1024];
+    path_in(path, sizeof path, "mlp-plan.onnx");
+    tfc_onnx_export_options o = {.variables = vars};
+    CU_ASSERT_FATAL(tfc_onnx_export(g, &sig, &o, path) == TFC_OK);
+    tfc_session_destroy(vars);
+    tfc_graph *g2;
+    tfc_onnx_model *m;
+    tfc_graph_create(&g2);
+    CU_ASSERT_FATAL(tfc_onnx_import(g2, path, NULL, &m) == TFC_OK);
+    tfc_value *xv = filled(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){128, 64}), 9);
+    int w_pin, w_free;
+    tfc_value *pinned = profiled_runs(g2, m, TFC_PASS_ALL, xv, 5, &w_pin);
+    tfc_value *free_ = profiled_runs(g2, m, TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS, xv, 5,
+                                     &w_free);
+    CU_ASSERT(same_values(pinned, free_, 0));
+    if (starpu_cpu_worker_get_count() >= 2 && !starpu_cuda_worker_get_count() &&
+        !starpu_opencl_worker_get_count()) {
+        CU_ASSERT(w_pin >= 0);
+        if (w_pin >= 0) CU_ASSERT_EQUAL(starpu_worker_get_type(w_pin), STARPU_CPU_WORKER);
+        concurrent_chains(g2, m, xv);
+    }
+    fprintf(stderr, "mlp plan: 5 tasks; pinned: worker %d, unpinned: %s\n", w_pin,
+            w_free >= 0 ? "one worker" : "several workers");
+    tfc_value_destroy(pinned);
+    tfc_value_destroy(free_);
+    tfc_value_destroy(xv);
+    tfc_onnx_model_free(m);
     tfc_graph_destroy(g2);
     tfc_graph_destroy(g);
 }
@@ -570,6 +688,7 @@ int main(void)
         TEST_ADD(all_node_tests);
     } else {
         TEST_ADD(test_mlp);
+        TEST_ADD(test_mlp_plan);
         TEST_ADD(test_cnn);
         TEST_ADD(test_cnn_batch_norm);
         TEST_ADD(test_many_ops);
