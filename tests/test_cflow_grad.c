@@ -728,6 +728,21 @@ static tfc_status lil_else(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_t
 }
 
 /* kind 0: nested loops; 1: cond inside a loop; 2: a loop inside cond (both branches). */
+/* kind 0: a loop in a loop; 1: a cond in a loop; 2: a loop in a cond on the placeholder *p */
+static tfc_tensor *nested_y(tfc_graph *g, int kind, struct nest *a, tfc_tensor *h0,
+                            tfc_tensor **p)
+{
+    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2] = {NULL, NULL}, *y = NULL;
+    if (kind < 2) {
+        tfc_while_loop(g, "outer", lt2, kind == 0 ? outer_body : cil_body, a, 2, init, NULL, r);
+        return r[1];
+    }
+    struct cond_in_loop c = {a->w, h0, NULL}; /* read by the branches while tfc_cond builds */
+    *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL));
+    tfc_cond(g, "c", *p, lil_then, lil_else, &c, 1, &y);
+    return y;
+}
+
 static void check_nested(int kind, int taken)
 {
     tfc_graph *g;
@@ -738,19 +753,8 @@ static void check_nested(int kind, int taken)
     struct nest a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(1, &d3))};
     fill_input(&in[0], h0, 0, 1, &d3, 0.4);
     fill_input(&in[1], a.w, 0, 1, &d3, 2.5);
-    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2], *p = NULL, *y = NULL;
-    tfc_value *pv = NULL;
-    if (kind == 0)
-        tfc_while_loop(g, "outer", lt2, outer_body, &a, 2, init, NULL, r);
-    else if (kind == 1)
-        tfc_while_loop(g, "outer", lt2, cil_body, &a, 2, init, NULL, r);
-    if (kind < 2) y = r[1];
-    if (kind == 2) {
-        struct cond_in_loop c = {a.w, h0, NULL};
-        p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL));
-        pv = scalar_value(TFC_BOOL, taken);
-        tfc_cond(g, "c", p, lil_then, lil_else, &c, 1, &y);
-    }
+    tfc_tensor *p = NULL, *y = nested_y(g, kind, &a, h0, &p);
+    tfc_value *pv = kind == 2 ? scalar_value(TFC_BOOL, taken) : NULL;
     if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
     check_fd(g, tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), in, 2, p, pv);
@@ -794,6 +798,34 @@ static tfc_status add_all(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_ten
     out[1] = v[1];
     for (int i = 0; i < 65; i++) out[1] = tfc_add(g, out[1], a->v[i]);
     return TFC_OK;
+}
+
+/* Second derivatives through a while_loop nested in a loop or a cond, or with a cond inside:
+ * the gradient loop has no gradient yet, so the second tfc_gradients is a clear, sticky error
+ * (not a crash and not a number): it names the gradient loop and says what is unsupported. */
+static void test_second_order_nested_refused(void)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t d3 = 3;
+        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(1, &d3)), *p = NULL;
+        struct nest a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+        tfc_tensor *y = nested_y(g, kind, &a, h0, &p), *d = NULL, *dd = NULL;
+        tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
+        CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.w, &d), TFC_OK);
+        tfc_tensor *sum = tfc_reduce_sum(g, tfc_mul(g, d, d), 0, NULL, 0);
+        CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &sum, NULL, 1, &a.w, &dd), TFC_OK);
+        CU_ASSERT_PTR_NULL(dd);
+        const char *msg = tfc_graph_errmsg(g);
+        if (!strstr(msg, "gradients of gradients through a while_loop are not supported"))
+            fprintf(stderr, "nesting %d: %s\n", kind, msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gradients of gradients through a while_loop are "
+                                           "not supported"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gradient loop"));
+        CU_ASSERT_NOT_EQUAL(tfc_graph_status(g), TFC_OK); /* sticky */
+        tfc_graph_destroy(g);
+    }
 }
 
 static void test_refused(void)
@@ -903,5 +935,6 @@ int main(void)
     TEST_ADD(test_cond_inside_loop_fd);
     TEST_ADD(test_loop_inside_cond_fd);
     TEST_ADD(test_refused);
+    TEST_ADD(test_second_order_nested_refused);
     return test_main();
 }
