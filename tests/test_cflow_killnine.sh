@@ -53,6 +53,7 @@ announced() { local n; n=$(grep -c "^checkpoint at step" "$1" 2>/dev/null); echo
 # one run on $1 killed with SIGKILL after it announced $2 checkpoints and $3 more seconds;
 # sets killed_step to the last step it announced (0 when it finished first: no kill landed)
 killed_run() {
+    rm -f run.out run.err # the shell truncates them in the child: no stale lines meanwhile
     "$tfc" train "$1" "${train_args[@]}" >run.out 2>run.err &
     bg=$!
     for _ in $(seq 1 3000); do
@@ -63,8 +64,12 @@ killed_run() {
     sleep "$3"
     kill -9 $bg 2>/dev/null
     wait $bg 2>/dev/null
+    local rc=$?
     bg=
-    [ "$(announced run.out)" -ge 1 ] || { cat run.err; fail "a run wrote no checkpoint before the kill"; }
+    [ "$(announced run.out)" -ge 1 ] || {
+        cat run.out run.err
+        fail "a run wrote no checkpoint before the kill (exit status $rc; 137: the kill)"
+    }
     killed_step=$(sed -n 's/^checkpoint at step \([0-9]*\) .*/\1/p' run.out | tail -n 1)
     grep -q "^trained to epoch" run.out && killed_step=0
     return 0
@@ -83,7 +88,7 @@ for opt in sgd adam; do
     done
     [ $opt = sgd ] || [ "$(wc -l <straight.dump)" -gt 6 ] || fail "$opt: no optimizer slots checkpointed"
 
-    landed=0 resumed=
+    landed=0 finished=0
     for k in $(seq 1 $KILLS); do
         need=$(( 1 + RANDOM % 4 ))
         delay=$(printf '0.%03d' $(( RANDOM % 40 )))
@@ -91,26 +96,33 @@ for opt in sgd adam; do
         [ "$killed_step" -gt 0 ] || { echo "$opt: run $k finished before its kill"; continue; }
         landed=$((landed + 1))
         # the next run resumes from the last announced checkpoint, or from one committed after
-        # it whose announcement the kill cut off
-        # (not under timeout: the SIGKILL must reach tfc itself)
-        "$tfc" train loop.db "${train_args[@]}" >out 2>err &
-        bg=$!
-        for _ in $(seq 1 3000); do
-            grep -q "^resuming from" out 2>/dev/null && break
-            kill -0 $bg 2>/dev/null || break
-            sleep 0.005
-        done
+        # it whose announcement the kill cut off; it is killed as soon as it says so (not under
+        # timeout: the SIGKILL must reach tfc itself), but for the last, which runs to the end
+        if [ $k -lt $KILLS ]; then
+            rm -f out err
+            "$tfc" train loop.db "${train_args[@]}" >out 2>err &
+            bg=$!
+            for _ in $(seq 1 3000); do
+                grep -q "^resuming from" out 2>/dev/null && break
+                kill -0 $bg 2>/dev/null || break
+                sleep 0.005
+            done
+            kill -9 $bg 2>/dev/null
+            wait $bg 2>/dev/null
+            rc=$?
+            bg=
+            grep -q "^resuming from" out || fail "$opt: the run after kill $k said nothing of a resume (exit status $rc; 137: the kill)"
+        else
+            timeout $limit "$tfc" train loop.db "${train_args[@]}" >out 2>err ||
+                fail "$opt: the resumed tfc train exited with $?"
+            finished=1
+        fi
         resumed=$(sed -n 's/^resuming from the checkpoint at step \([0-9]*\) .*/\1/p' out)
         [ -n "$resumed" ] && [ "$resumed" -ge "$killed_step" ] ||
             fail "$opt: killed after the checkpoint of step $killed_step, the next run resumed from '${resumed}'"
         echo "$opt: run $k killed after $need checkpoint(s) + ${delay}s (last announced: step $killed_step), the next resumed from step $resumed"
-        # that run is killed too unless it is the last
-        if [ $k -lt $KILLS ]; then kill -9 $bg 2>/dev/null; wait $bg 2>/dev/null; bg=; fi
     done
-    if [ -n "$bg" ]; then
-        wait $bg || fail "$opt: the resumed run exited with $?"
-        bg=
-    else
+    if [ $finished = 0 ]; then
         timeout $limit "$tfc" train loop.db "${train_args[@]}" >out 2>err ||
             fail "$opt: the resumed tfc train exited with $?"
     fi
