@@ -4,10 +4,12 @@
  * runs tfc_minimize's step, so `tfc train` runs the loop and its gradient loop from the store,
  * without this code.
  *
- *   loop_model DIR      writes DIR/loop.db and DIR/x.npy (float32 [16, 4, 3])
+ *   loop_model DIR [sgd|adam]   writes DIR/loop.db and DIR/x.npy (float32 [16, 4, 3]); the
+ *                               optimizer is SGD (default) or Adam (slots in the checkpoints)
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <tfc-starpu/tfc.h>
 
 struct rnn { tfc_tensor *w, *u, *b, *xt; };
@@ -31,7 +33,9 @@ static tfc_status step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) return fprintf(stderr, "usage: loop_model DIR\n"), 2;
+    int adam = argc == 3 && !strcmp(argv[2], "adam");
+    if (argc < 2 || argc > 3 || (argc == 3 && !adam && strcmp(argv[2], "sgd")))
+        return fprintf(stderr, "usage: loop_model DIR [sgd|adam]\n"), 2;
     char path[1024];
     tfc_graph *g;
     tfc_graph_create(&g);
@@ -50,8 +54,9 @@ int main(int argc, char **argv)
     tfc_tensor *err = tfc_sub(g, r[1], tfc_scalar(g, TFC_FLOAT32, 0.5));
     tfc_tensor *loss = tfc_reduce_mean(g, tfc_square(g, err), 0, NULL, 0);
     tfc_tensor *vars[3] = {a.w, a.u, a.b};
-    tfc_optimizer sgd = tfc_optimizer_default(TFC_OPT_SGD, 0.1);
-    tfc_tensor *train = tfc_minimize(g, loss, 3, vars, &sgd, tfc_global_step(g));
+    tfc_optimizer opt = adam ? tfc_optimizer_default(TFC_OPT_ADAM, 0.02)
+                             : tfc_optimizer_default(TFC_OPT_SGD, 0.1);
+    tfc_tensor *train = tfc_minimize(g, loss, 3, vars, &opt, tfc_global_step(g));
     tfc_tensor_set_name(loss, "loss");
     tfc_tensor_set_name(train, "train");
     if (tfc_graph_status(g)) return fprintf(stderr, "loop_model: %s\n", tfc_graph_errmsg(g)), 1;

@@ -6,9 +6,42 @@
  * loop inside cond, second derivatives through cond, training with tfc_minimize (also after a
  * round trip through a model store), stacks kept only when a run reaches the gradient, and the
  * errors that remain (a body that updates a variable, gradients of the gradient loop, too many
- * values to carry). */
+ * values to carry).
+ *
+ * TFC_TEST_WHERE=opencl pins every op task that has an OpenCL kernel for its kind and dtypes to
+ * StarPU's OpenCL worker (PoCL in CI; exits 77 without one), in the loops' and branches'
+ * segments as in the static graphs: each op runs on the same device in the loop and in its
+ * unrolled twin, so the comparisons stay bit for bit. TFC_TEST_WHERE=alternate pins every
+ * other such task of a plan to the CPU instead: the loop's segments and the unrolled graph are
+ * separate plans, so one op may run on PoCL in one and on the CPU in the other, and PoCL's
+ * float32 tanh, exp and sums round differently from the CPU's (a few ulp per op); there the
+ * twins must agree within ALT_RTOL relative: measured, they differ by up to about 1e-7
+ * relative (a few ulp of float32) in the gradients of T_STEPS steps and in 6 training steps'
+ * losses; ALT_RTOL leaves a margin of 100, and a wrong gradient is far above it. */
+#include <starpu.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "../sched/testing.h"
+
+#define ALT_RTOL 1e-5
+
+static int g_where; /* TFC_TEST_WHERE: 0 CPU only, 1 opencl, 2 alternate */
+
+/* The loop's floats equal its twin's: bit for bit, or within ALT_RTOL under alternate. */
+static int same_floats(const void *loop, const void *twin, size_t n, const char *what)
+{
+    const float *a = loop, *b = twin;
+    for (size_t i = 0; i < n; i++) {
+        int same = g_where == 2 ? fabs((double)a[i] - b[i]) <= ALT_RTOL * fmax(1, fabs(b[i]))
+                                : memcmp(&a[i], &b[i], sizeof(float)) == 0;
+        if (!same) {
+            fprintf(stderr, "%s: element %zu is %.9g, its twin's %.9g (%s)\n", what, i, a[i],
+                    b[i], g_where == 2 ? "beyond ALT_RTOL" : "not bit for bit");
+            return 0;
+        }
+    }
+    return 1;
+}
 
 #define T_STEPS 4
 
@@ -20,6 +53,7 @@ static tfc_session *session_of(tfc_graph *g)
     if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
     CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    if (g_where) tfc_session_set_where(s, STARPU_OPENCL);
     CU_ASSERT_FATAL(tfc_session_init_variables(s) == TFC_OK);
     return s;
 }
@@ -103,7 +137,10 @@ static void check_fd(tfc_graph *g, tfc_tensor *loss, struct input *in, int n_in,
     int bad = 0;
     for (int i = 0; i < n_in; i++) {
         const double *d = tfc_value_cdata(out[1 + i]);
-        for (int64_t e = 0; e < numel(&in[i]); e++) {
+        /* on the OpenCL worker every run costs more: there, up to 8 elements spread over
+         * each input (every element on the CPU) */
+        int64_t n = numel(&in[i]), stride = g_where && n > 8 ? (n + 7) / 8 : 1;
+        for (int64_t e = 0; e < n; e += stride) {
             double keep = in[i].data[e], lp, lm;
             tfc_value *lv;
             in[i].data[e] = keep + h;
@@ -254,8 +291,8 @@ static void test_cond_static_twin(void)
         CU_ASSERT_FATAL(tfc_session_run(s, 3, ft, fv, 6, d, out, 0, NULL) == TFC_OK);
         int twin = taken ? 2 : 4;
         for (int k = 0; k < 2; k++)
-            CU_ASSERT(memcmp(tfc_value_cdata(out[k]), tfc_value_cdata(out[twin + k]),
-                             5 * sizeof(float)) == 0);
+            CU_ASSERT(same_floats(tfc_value_cdata(out[k]), tfc_value_cdata(out[twin + k]), 5,
+                                  "cond gradient vs the static branch's"));
         for (int k = 0; k < 6; k++) tfc_value_destroy(out[k]);
         tfc_value_destroy(fv[2]);
     }
@@ -446,13 +483,14 @@ static void check_unrolled(int steps, const tfc_while_opts *opts)
     tfc_value *fv[3] = {test_f32(2, hd, hv), test_f32(2, wd, wv), test_f32(3, sd, sv)}, *out[10];
     tfc_tensor *fetch[10] = {l[0], l[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]};
     CU_ASSERT_FATAL(tfc_session_run(s, 3, xs, fv, 10, fetch, out, 0, NULL) == TFC_OK);
-    CU_ASSERT(memcmp(tfc_value_cdata(out[0]), tfc_value_cdata(out[1]), sizeof(float)) == 0);
+    CU_ASSERT(same_floats(tfc_value_cdata(out[0]), tfc_value_cdata(out[1]), 1,
+                          "loss vs the unrolled graph's"));
     const size_t sizes[4] = {6, 9, T_STEPS * 6, 3};
     for (int k = 0; k < 4; k++) {
-        int same = memcmp(tfc_value_cdata(out[2 + k]), tfc_value_cdata(out[6 + k]),
-                          sizes[k] * sizeof(float)) == 0;
-        if (!same) fprintf(stderr, "gradient %d differs from the unrolled graph's\n", k);
-        CU_ASSERT(same);
+        char what[64];
+        snprintf(what, sizeof what, "gradient %d vs the unrolled graph's", k);
+        CU_ASSERT(same_floats(tfc_value_cdata(out[2 + k]), tfc_value_cdata(out[6 + k]),
+                              sizes[k], what));
     }
     const float *db = tfc_value_cdata(out[5]);
     CU_ASSERT(db[0] != 0 && db[1] != 0 && db[2] != 0);
@@ -545,7 +583,7 @@ static void test_minimize_trains(void)
         tfc_graph_destroy(g);
     }
     CU_ASSERT(loss_of[1][5] < 0.8 * loss_of[1][0]);
-    CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
+    CU_ASSERT(same_floats(loss_of[0], loss_of[1], 6, "unrolled graph's losses vs the loop's"));
 }
 
 /* A training graph whose loss is a loop, saved to a model store and loaded back: the loaded
@@ -611,7 +649,7 @@ static void test_stored_training(void)
         tfc_graph_destroy(g);
     }
     CU_ASSERT(loss_of[1][3] < loss_of[1][0]);
-    CU_ASSERT(memcmp(loss_of[0], loss_of[1], sizeof loss_of[0]) == 0);
+    CU_ASSERT(same_floats(loss_of[1], loss_of[0], 4, "loaded graph's losses vs the original's"));
 }
 
 /* ---- nesting ------------------------------------------------------------------------------ */
@@ -691,6 +729,21 @@ static tfc_status lil_else(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_t
 }
 
 /* kind 0: nested loops; 1: cond inside a loop; 2: a loop inside cond (both branches). */
+/* kind 0: a loop in a loop; 1: a cond in a loop; 2: a loop in a cond on the placeholder *p */
+static tfc_tensor *nested_y(tfc_graph *g, int kind, struct nest *a, tfc_tensor *h0,
+                            tfc_tensor **p)
+{
+    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2] = {NULL, NULL}, *y = NULL;
+    if (kind < 2) {
+        tfc_while_loop(g, "outer", lt2, kind == 0 ? outer_body : cil_body, a, 2, init, NULL, r);
+        return r[1];
+    }
+    struct cond_in_loop c = {a->w, h0, NULL}; /* read by the branches while tfc_cond builds */
+    *p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL));
+    tfc_cond(g, "c", *p, lil_then, lil_else, &c, 1, &y);
+    return y;
+}
+
 static void check_nested(int kind, int taken)
 {
     tfc_graph *g;
@@ -701,19 +754,8 @@ static void check_nested(int kind, int taken)
     struct nest a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(1, &d3))};
     fill_input(&in[0], h0, 0, 1, &d3, 0.4);
     fill_input(&in[1], a.w, 0, 1, &d3, 2.5);
-    tfc_tensor *init[2] = {i32(g, 0), h0}, *r[2], *p = NULL, *y = NULL;
-    tfc_value *pv = NULL;
-    if (kind == 0)
-        tfc_while_loop(g, "outer", lt2, outer_body, &a, 2, init, NULL, r);
-    else if (kind == 1)
-        tfc_while_loop(g, "outer", lt2, cil_body, &a, 2, init, NULL, r);
-    if (kind < 2) y = r[1];
-    if (kind == 2) {
-        struct cond_in_loop c = {a.w, h0, NULL};
-        p = tfc_placeholder(g, "p", TFC_BOOL, tfc_shape_of(0, NULL));
-        pv = scalar_value(TFC_BOOL, taken);
-        tfc_cond(g, "c", p, lil_then, lil_else, &c, 1, &y);
-    }
+    tfc_tensor *p = NULL, *y = nested_y(g, kind, &a, h0, &p);
+    tfc_value *pv = kind == 2 ? scalar_value(TFC_BOOL, taken) : NULL;
     if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
     check_fd(g, tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), in, 2, p, pv);
@@ -757,6 +799,34 @@ static tfc_status add_all(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_ten
     out[1] = v[1];
     for (int i = 0; i < 65; i++) out[1] = tfc_add(g, out[1], a->v[i]);
     return TFC_OK;
+}
+
+/* Second derivatives through a while_loop nested in a loop or a cond, or with a cond inside:
+ * the gradient loop has no gradient yet, so the second tfc_gradients is a clear, sticky error
+ * (not a crash and not a number): it names the gradient loop and says what is unsupported. */
+static void test_second_order_nested_refused(void)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        tfc_graph *g;
+        tfc_graph_create(&g);
+        int64_t d3 = 3;
+        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT64, tfc_shape_of(1, &d3)), *p = NULL;
+        struct nest a = {tfc_placeholder(g, "w", TFC_FLOAT64, tfc_shape_of(1, &d3))};
+        tfc_tensor *y = nested_y(g, kind, &a, h0, &p), *d = NULL, *dd = NULL;
+        tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0);
+        CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 1, &a.w, &d), TFC_OK);
+        tfc_tensor *sum = tfc_reduce_sum(g, tfc_mul(g, d, d), 0, NULL, 0);
+        CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &sum, NULL, 1, &a.w, &dd), TFC_OK);
+        CU_ASSERT_PTR_NULL(dd);
+        const char *msg = tfc_graph_errmsg(g);
+        if (!strstr(msg, "gradients of gradients through a while_loop are not supported"))
+            fprintf(stderr, "nesting %d: %s\n", kind, msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gradients of gradients through a while_loop are "
+                                           "not supported"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "gradient loop"));
+        CU_ASSERT_NOT_EQUAL(tfc_graph_status(g), TFC_OK); /* sticky */
+        tfc_graph_destroy(g);
+    }
 }
 
 static void test_refused(void)
@@ -819,14 +889,37 @@ static void test_refused(void)
     tfc_graph_destroy(g);
 }
 
+/* The context, with an OpenCL worker under TFC_TEST_WHERE (else the program is skipped). */
+static int ctx_open(void)
+{
+    if (test_ctx_open()) return 1;
+    tfc_ctx_info info;
+    if (g_where && (tfc_ctx_info_get(test_ctx, &info) || info.n_opencl_workers == 0)) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s but StarPU has no OpenCL worker: skipped\n",
+                g_where == 2 ? "alternate" : "opencl");
+        test_ctx_close();
+        exit(77);
+    }
+    return 0;
+}
+
 int main(void)
 {
-    /* one CPU worker: the unrolled comparisons are bit for bit */
+    const char *where = getenv("TFC_TEST_WHERE");
+    g_where = !where || !*where ? 0 : !strcmp(where, "opencl") ? 1
+            : !strcmp(where, "alternate") ? 2 : -1;
+    if (g_where < 0) {
+        fprintf(stderr, "TFC_TEST_WHERE=%s: only 'opencl' and 'alternate' are known\n", where);
+        return 1;
+    }
+    tfc_testing_set_where_alternate(g_where == 2);
+    /* one CPU worker (and the OpenCL one under TFC_TEST_WHERE): the unrolled comparisons are
+     * bit for bit */
     setenv("STARPU_NCPU", "1", 1);
-    setenv("STARPU_NOPENCL", "0", 1);
+    if (!g_where) setenv("STARPU_NOPENCL", "0", 1);
     setenv("STARPU_NCUDA", "0", 1);
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    TEST_SUITE("cflow_grad", test_ctx_open, test_ctx_close);
+    TEST_SUITE("cflow_grad", ctx_open, test_ctx_close);
     TEST_ADD(test_cond_fd);
     TEST_ADD(test_cond_static_twin);
     TEST_ADD(test_cond_second_order);
@@ -843,5 +936,6 @@ int main(void)
     TEST_ADD(test_cond_inside_loop_fd);
     TEST_ADD(test_loop_inside_cond_fd);
     TEST_ADD(test_refused);
+    TEST_ADD(test_second_order_nested_refused);
     return test_main();
 }

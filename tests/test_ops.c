@@ -986,6 +986,83 @@ static void test_select(void)
     }
 }
 
+/* ---- cond and while_loop (issue 13): the host picks the branch / the next iteration ---------- */
+
+struct cf_caps { tfc_tensor *a, *b; };
+
+static tfc_status cf_then(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    const struct cf_caps *k = arg;
+    out[0] = tfc_add(g, tfc_mul(g, k->a, k->b), tfc_tanh(g, k->a)); /* a*b + tanh(a) */
+    return TFC_OK;
+}
+
+static tfc_status cf_else(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    const struct cf_caps *k = arg;
+    out[0] = tfc_sub(g, k->a, tfc_square(g, k->b)); /* a - b^2 */
+    return TFC_OK;
+}
+
+static tfc_status cf_below3(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    out[0] = tfc_less(g, v[0], tfc_scalar(g, TFC_INT32, 3));
+    return TFC_OK;
+}
+
+static tfc_status cf_step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
+{
+    const struct cf_caps *k = arg;
+    out[0] = tfc_add(g, v[0], tfc_scalar(g, TFC_INT32, 1));
+    out[1] = tfc_tanh(g, tfc_add(g, tfc_mul(g, v[1], k->b), k->a)); /* h' = tanh(h*b + a) */
+    return TFC_OK;
+}
+
+/* cond both ways on a fed predicate, and a while_loop of 3 iterations with captured tensors,
+ * in float32 and float64 (under TFC_TEST_WHERE the regions' ops are pinned as any others) */
+static void test_control_flow_ops(void)
+{
+    const enum tfc_dtype dts[] = {F32, F64};
+    rng_seed(31);
+    for (int di = 0; di < COUNT(dts); di++) {
+        enum tfc_dtype dt = dts[di];
+        for (int taken = 0; taken < 2; taken++) {
+            struct tc c;
+            tc_begin(&c, "cond %s, predicate %s", DT(dt), taken ? "true" : "false");
+            ht pred = ht_new(BOOL, S0), a = ht_rand(dt, S(2, 3), -2, 2, 0),
+               b = ht_rand(dt, S(2, 3), -2, 2, 0);
+            pred.d[0] = taken;
+            tfc_tensor *tp = tc_in(&c, &pred), *out[1] = {NULL};
+            struct cf_caps k = {tc_in(&c, &a), tc_in(&c, &b)};
+            tfc_cond(c.g, "branch", tp, cf_then, cf_else, &k, 1, out);
+            ht o = ht_new(dt, S(2, 3));
+            for (int64_t i = 0; i < o.n; i++)
+                o.d[i] = taken ? a.d[i] * b.d[i] + tanh(a.d[i]) : a.d[i] - b.d[i] * b.d[i];
+            tc_want(&c, out[0], o, tol_loose(dt), "cond's output");
+            tc_run(&c);
+            ht_free(&pred), ht_free(&a), ht_free(&b);
+        }
+        struct tc c;
+        tc_begin(&c, "while_loop %s: h' = tanh(h*b + a), 3 iterations", DT(dt));
+        ht a = ht_rand(dt, S(2, 3), -1, 1, 0), b = ht_rand(dt, S(2, 3), -1, 1, 0);
+        ht h0 = ht_rand(dt, S(2, 3), -1, 1, 0);
+        struct cf_caps k = {tc_in(&c, &a), tc_in(&c, &b)};
+        tfc_tensor *init[2] = {tfc_scalar(c.g, TFC_INT32, 0), tc_in(&c, &h0)}, *r[2] = {0};
+        tfc_while_loop(c.g, "loop", cf_below3, cf_step, &k, 2, init, NULL, r);
+        ht o = ht_new(dt, S(2, 3)), n = ht_new(I32, S0);
+        for (int64_t i = 0; i < o.n; i++) {
+            double h = h0.d[i];
+            for (int t = 0; t < 3; t++) h = tanh(h * b.d[i] + a.d[i]);
+            o.d[i] = h;
+        }
+        n.d[0] = 3;
+        tc_want(&c, r[0], n, 0, "the loop counter");
+        tc_want(&c, r[1], o, tol_loose(dt), "the loop's h");
+        tc_run(&c);
+        ht_free(&a), ht_free(&b), ht_free(&h0);
+    }
+}
+
 static void test_bias_add(void)
 {
     const tfc_shape sv[] = {S(4, 3), S(2, 3, 5), S(0, 3), S(6), S(1, 1)};
@@ -3959,6 +4036,7 @@ static const struct {
     {"binary int", test_binary_int},
     {"compare/logic", test_compare_logic},
     {"select", test_select},
+    {"cond/while_loop", test_control_flow_ops},
     {"bias_add", test_bias_add},
     {"channel bias (NCHW)", test_channel_bias},
     {"add_n", test_add_n},
