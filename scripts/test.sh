@@ -94,9 +94,9 @@ make -C build distcheck
 if [ "${TFC_SKIP_SANITIZERS:-0}" != 1 ]; then
     step "AddressSanitizer + UBSan, leak detection on"
     bash scripts/build.sh build-asan --enable-sanitizers --disable-shared
-    # fast_unwind_on_malloc=0: full allocation stacks, so that tests/lsan.supp can name the
-    # StarPU function of a suppressed leak (the fast unwinder stops at StarPU's first frame)
-    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0
+    # the default fast unwinder: tests/lsan.supp's leaks match by module (libpocl, libLLVM),
+    # which the malloc caller's frame already names
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
     export LSAN_OPTIONS=suppressions=$top/tests/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     # hwloc's PCI plugin (dlopen'd for `tfc info --topology`'s I/O devices, unloaded before
