@@ -61,6 +61,9 @@ static const struct knob knobs[] = {
      "data-parallel training splits a variable of more than this many bytes into row tiles "
      "owned by different ranks (tfc_dist_train_set_tiling); 0 or off: none; unset: above the "
      "model's bytes / ranks", "off", 0},
+    {"TFC_DIST_OWNERS_RANK0", KNOB_BOOL, 0, 1,
+     "1: `mpirun tfc train` (tfc_dist_op_step) sums every gradient and updates every variable on "
+     "rank 0, which sends them all back; 0 (default): owners chosen by size, large ones tiled"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

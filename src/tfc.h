@@ -1475,6 +1475,10 @@ TFC_API tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s
                                     int64_t global_rows, int n_fetches,
                                     tfc_tensor *const *fetches, tfc_value **fetched);
 TFC_API const char *tfc_dist_op_errmsg(const tfc_dist_op *d);
+/* Every rank calls it before rank 0 checkpoints: the optimizer slots each owner keeps current
+ * go to rank 0 (the variables are everywhere after a step). Nothing to do with
+ * TFC_DIST_OWNERS_RANK0=1 or one rank. Errors: TFC_ERR_RUNTIME, on tfc_dist_op_errmsg. */
+TFC_API tfc_status tfc_dist_op_gather(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s);
 
 #ifdef __cplusplus
 }
