@@ -1462,8 +1462,12 @@ TFC_API tfc_status tfc_dist_train_replay(tfc_dist_train *t, unsigned long long r
  * fetches too) in rank order weighted by each slice's share of the global_rows rows, runs
  * train_op with the sums fed in the gradients' place (and its own slice, for whatever else the
  * op reads), and sends every variable of the graph to the other ranks: rank 0 holds the whole
- * state and takes the checkpoints. fetched[k] (owned by the caller): on rank 0 the global
- * batch's value of a float32 scalar fetch, the slice's otherwise. With one rank, a plain run
+ * state and takes the checkpoints. That is TFC_DIST_OWNERS_RANK0=1; by default each update
+ * runs instead on the owner rank of its variable, or of each row tile of a large one (chosen by
+ * size, as tfc_dist_train does), which sums those gradients (the same bits) and broadcasts the
+ * new values; the slots stay on the owners until tfc_dist_op_gather. fetched[k] (owned by the
+ * caller): on rank 0 the global batch's value of a float32 scalar fetch, the slice's
+ * otherwise. With one rank, a plain run
  * of train_op. A gradient clipped by its global norm is clipped per slice. Errors:
  * TFC_ERR_INVALID_ARGUMENT, TFC_ERR_DTYPE (a gradient not float32), TFC_ERR_RUNTIME; messages
  * on tfc_dist_op_errmsg (creation: tfc_errmsg). */

@@ -36,6 +36,9 @@ for f in straight one two two0 three three0; do cp model.db $f.db; done
 dump() { sqlite3 "$1" "select v.name, hex(c.data) from variables v join variable_chunks c on
     c.variable = v.id where v.checkpoint = (select max(id) from checkpoints) order by v.name, c.seq"; }
 
+TFC_DIST_OWNERS_RANK0=2 "$tfc" train straight.db $data --epochs 1 --quiet > bad.log 2>&1 ||
+    grep -q "TFC_DIST_OWNERS_RANK0 must be 0 or 1, not '2'" bad.log ||
+    { echo "FAIL: TFC_DIST_OWNERS_RANK0=2 was not refused by name:"; cat bad.log; fail=1; }
 "$tfc" train straight.db $data --epochs 2 --batch 32 --quiet > straight.log 2>&1 ||
     { echo "FAIL: tfc train"; cat straight.log; exit 1; }
 if ! timeout 120 $mpi 1 "$tfc" train one.db $data --epochs 2 --batch 32 --quiet > one.log 2>&1; then
