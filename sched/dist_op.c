@@ -4,27 +4,21 @@
  * gradients the updates read; rank 0 sums them in rank order weighted by the slices' rows (as
  * sched/dist_sum.c does for tfc_dist_train), runs the train_op with the sums fed in their
  * place, and sends every variable to the other ranks: rank 0 holds the whole state, so its
- * checkpoints are the job's. */
+ * checkpoints are the job's. That is TFC_DIST_OWNERS_RANK0=1; by default each update runs on the
+ * owner of its variable (or of each tile of it) instead, as tfc_dist_train places them
+ * (sched/dist_op_shard.c). */
 #include <stdlib.h>
 #include <string.h>
-#include "dist.h"
+#include "dist_op.h"
 #include "../graph/graph.h"
-
-struct tfc_dist_op {
-    tfc_tensor *train_op;
-    int n_grads;
-    tfc_tensor **grads;    /* the gradient input of each update */
-    int n_vars;
-    tfc_tensor **vars;     /* every variable of the graph, sent by rank 0 after a step */
-    long long steps;       /* steps begun (named by the TFC_DIST_TIMEOUT watchdog) */
-    char msg[TFC_MSG_LEN];
-};
+#include "../src/env.h"
 
 void tfc_dist_op_destroy(tfc_dist_op *d)
 {
     if (!d) return;
-    free(d->grads);
-    free(d->vars);
+    free(d->grads), free(d->applies), free(d->updated), free(d->others);
+    free(d->vars), free(d->rest);
+    tfc_dist_train_destroy(d->own);
     free(d);
 }
 
@@ -48,11 +42,15 @@ static void find_updates(tfc_dist_op *d, struct tfc_node *n, char *seen)
     seen[n->id] = 1;
     int k = grad_input(n);
     if (k >= 0) {
+        d->applies[d->n_grads] = &n->outputs[0];
+        d->updated[d->n_grads] = n->inputs[0];
         d->grads[d->n_grads++] = n->inputs[k];
         return;
     }
-    if (strcmp(n->op->name, "group") && strcmp(n->op->name, "no_op") && n != d->train_op->node)
+    if (strcmp(n->op->name, "group") && strcmp(n->op->name, "no_op") && n != d->train_op->node) {
+        if (n->n_outputs > 0) d->others[d->n_others++] = &n->outputs[0];
         return; /* only what train_op groups: not the gradients' own inputs */
+    }
     for (int i = 0; i < n->n_inputs; i++) find_updates(d, n->inputs[i]->node, seen);
     for (int i = 0; i < n->n_ctrl; i++) find_updates(d, n->ctrl[i], seen);
 }
@@ -62,7 +60,11 @@ static tfc_status collect(tfc_dist_op *d, tfc_graph *g)
     char *seen = calloc((size_t)g->n_nodes, 1);
     d->grads = calloc((size_t)g->n_nodes, sizeof *d->grads);
     d->vars = calloc((size_t)g->n_nodes, sizeof *d->vars);
-    if (!seen || !d->grads || !d->vars) {
+    d->applies = calloc((size_t)g->n_nodes, sizeof *d->applies);
+    d->updated = calloc((size_t)g->n_nodes, sizeof *d->updated);
+    d->others = calloc((size_t)g->n_nodes, sizeof *d->others);
+    d->rest = calloc((size_t)g->n_nodes, sizeof *d->rest);
+    if (!seen || !d->grads || !d->vars || !d->applies || !d->updated || !d->others || !d->rest) {
         free(seen);
         return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "dist_op_create: no memory");
     }
@@ -90,7 +92,9 @@ tfc_status tfc_dist_op_create(tfc_graph *g, tfc_tensor *train_op, tfc_dist_op **
     tfc_dist_op *d = calloc(1, sizeof *d);
     if (!d) return tfc_fail_global(TFC_ERR_OUT_OF_MEMORY, "dist_op_create: no memory");
     d->train_op = train_op;
-    tfc_status st = collect(d, g);
+    tfc_status st = tfc_env_bool("TFC_DIST_OWNERS_RANK0", 0, &d->all_on_rank0, d->msg);
+    if (st) st = tfc_fail_global(st, "dist_op_create: %s", d->msg);
+    if (!st) st = collect(d, g);
     if (st) {
         tfc_dist_op_destroy(d);
         return st;
@@ -111,26 +115,27 @@ static int summed_fetch(const tfc_value *v)
 
 /* Every rank: its slice's gradients and fetches; rank 0 gets the sums (grads[i] overwritten,
  * float32 scalar fetches too). */
-static tfc_status sum_on_rank0(tfc_dist_op *d, int me, tfc_value **grads, int n_fetches,
-                               tfc_value **fetched, int64_t global_rows)
+static tfc_status sum_on_rank0(tfc_dist_op *d, int me, int n_grads, tfc_value **grads,
+                               int n_fetches, tfc_value **fetched, int64_t global_rows)
 {
     size_t n = 0;
-    for (int i = 0; i < d->n_grads; i++) n += tfc_value_nbytes(grads[i]) / sizeof(float);
+    for (int i = 0; i < n_grads; i++) n += tfc_value_nbytes(grads[i]) / sizeof(float);
     for (int k = 0; k < n_fetches; k++) n += summed_fetch(fetched[k]);
-    float *mine = malloc(n * sizeof *mine), *sum = me == 0 ? malloc(n * sizeof *sum) : NULL;
+    float *mine = malloc((n ? n : 1) * sizeof *mine);
+    float *sum = me == 0 ? malloc((n ? n : 1) * sizeof *sum) : NULL;
     tfc_status st = TFC_OK;
     if (!mine || (me == 0 && !sum))
         st = tfc_fail(d->msg, TFC_ERR_OUT_OF_MEMORY, "dist_op: no memory for %zu floats", n);
     size_t at = 0;
-    for (int i = 0; !st && i < d->n_grads; i++) {
+    for (int i = 0; !st && i < n_grads; i++) {
         memcpy(mine + at, tfc_value_data(grads[i]), tfc_value_nbytes(grads[i]));
         at += tfc_value_nbytes(grads[i]) / sizeof(float);
     }
     for (int k = 0; !st && k < n_fetches; k++)
         if (summed_fetch(fetched[k])) mine[at++] = *(float *)tfc_value_data(fetched[k]);
-    if (!st) st = tfc_dist_sum(mine, n, 0, global_rows, sum, d->msg);
+    if (!st && n) st = tfc_dist_sum(mine, n, 0, global_rows, sum, d->msg);
     at = 0;
-    for (int i = 0; !st && sum && i < d->n_grads; i++) {
+    for (int i = 0; !st && sum && i < n_grads; i++) {
         memcpy(tfc_value_data(grads[i]), sum + at, tfc_value_nbytes(grads[i]));
         at += tfc_value_nbytes(grads[i]) / sizeof(float);
     }
@@ -141,37 +146,24 @@ static tfc_status sum_on_rank0(tfc_dist_op *d, int me, tfc_value **grads, int n_
     return st;
 }
 
-/* Rank 0's variables to every other rank (one message per rank). */
-static tfc_status send_variables(tfc_dist_op *d, tfc_session *s, int me, int ranks)
+/* Rank 0 sums every gradient and runs the whole train op, then sends every variable. */
+static tfc_status rank0_step(tfc_dist_op *d, tfc_session *s, int me, int ranks, int n_feeds,
+                             tfc_tensor *const *feeds, tfc_value *const *slice, tfc_value **got,
+                             int n_fetches, int64_t global_rows)
 {
-    tfc_value *vals[d->n_vars];
-    memset(vals, 0, sizeof vals);
-    tfc_status st = TFC_OK;
-    if (me == 0 ? tfc_session_read_variables(s, d->n_vars, d->vars, vals) != TFC_OK : 0)
-        st = tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op: reading the variables: %s",
-                      tfc_session_errmsg(s));
-    for (int i = 0; !st && me != 0 && i < d->n_vars; i++)
-        if (tfc_value_create(tfc_tensor_dtype(d->vars[i]), tfc_tensor_shape(d->vars[i]), &vals[i]))
-            st = tfc_fail(d->msg, TFC_ERR_OUT_OF_MEMORY, "dist_op: no memory for '%s'",
-                          tfc_tensor_name(d->vars[i]));
-    size_t bytes = 0;
-    for (int i = 0; !st && i < d->n_vars; i++) bytes += tfc_value_nbytes(vals[i]);
-    char *pack = st ? NULL : malloc(bytes ? bytes : 1);
-    if (!st && !pack) st = tfc_fail(d->msg, TFC_ERR_OUT_OF_MEMORY, "dist_op: no memory");
-    size_t at = 0;
-    for (int i = 0; !st && me == 0 && i < d->n_vars; at += tfc_value_nbytes(vals[i++]))
-        memcpy(pack + at, tfc_value_data(vals[i]), tfc_value_nbytes(vals[i]));
-    for (int r = 1; !st && r < ranks; r++) st = tfc_dist_copy(pack, bytes, 0, r, d->msg);
-    at = 0;
-    for (int i = 0; !st && me != 0 && i < d->n_vars; at += tfc_value_nbytes(vals[i++])) {
-        memcpy(tfc_value_data(vals[i]), pack + at, tfc_value_nbytes(vals[i]));
-        if (tfc_session_write_variable(s, d->vars[i], vals[i]))
-            st = tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op: '%s': %s",
-                          tfc_tensor_name(d->vars[i]), tfc_session_errmsg(s));
+    tfc_status st = sum_on_rank0(d, me, d->n_grads, got, n_fetches, got + d->n_grads,
+                                 global_rows);
+    if (!st && me == 0) { /* the update from the sums (the slice fed for what else it needs) */
+        tfc_tensor *ft[n_feeds + d->n_grads];
+        tfc_value *fv[n_feeds + d->n_grads];
+        memcpy(ft, feeds, (size_t)n_feeds * sizeof *ft);
+        memcpy(fv, slice, (size_t)n_feeds * sizeof *fv);
+        memcpy(ft + n_feeds, d->grads, (size_t)d->n_grads * sizeof *ft);
+        memcpy(fv + n_feeds, got, (size_t)d->n_grads * sizeof *fv);
+        if (tfc_session_run(s, n_feeds + d->n_grads, ft, fv, 0, NULL, NULL, 1, &d->train_op))
+            st = tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op update: %s", tfc_session_errmsg(s));
     }
-    free(pack);
-    free_values(vals, d->n_vars);
-    return st;
+    return st ? st : tfc_dist_op_send(d, s, me, ranks, d->n_vars, d->vars);
 }
 
 tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s, int n_feeds,
@@ -200,18 +192,14 @@ tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s, int n_
     tfc_status st = tfc_session_run(s, n_feeds, feeds, slice, n_out, want, got, 0, NULL)
                         ? tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op gradients: %s",
                                    tfc_session_errmsg(s)) : TFC_OK;
-    if (!st) st = sum_on_rank0(d, me, got, n_fetches, got + d->n_grads, global_rows);
-    if (!st && me == 0) { /* the update from the sums (the slice fed for what else it needs) */
-        tfc_tensor *ft[n_feeds + d->n_grads];
-        tfc_value *fv[n_feeds + d->n_grads];
-        memcpy(ft, feeds, (size_t)n_feeds * sizeof *ft);
-        memcpy(fv, slice, (size_t)n_feeds * sizeof *fv);
-        memcpy(ft + n_feeds, d->grads, (size_t)d->n_grads * sizeof *ft);
-        memcpy(fv + n_feeds, got, (size_t)d->n_grads * sizeof *fv);
-        if (tfc_session_run(s, n_feeds + d->n_grads, ft, fv, 0, NULL, NULL, 1, &d->train_op))
-            st = tfc_fail(d->msg, TFC_ERR_RUNTIME, "dist_op update: %s", tfc_session_errmsg(s));
+    if (!st && !d->all_on_rank0 && !d->own) st = tfc_dist_op_shard(d, ranks);
+    if (!st && d->all_on_rank0)
+        st = rank0_step(d, s, me, ranks, n_feeds, feeds, slice, got, n_fetches, global_rows);
+    else if (!st) { /* the fetches to rank 0; the gradients to their owners */
+        st = sum_on_rank0(d, me, 0, NULL, n_fetches, got + d->n_grads, global_rows);
+        if (!st)
+            st = tfc_dist_op_shard_step(d, s, me, ranks, n_feeds, feeds, slice, global_rows, got);
     }
-    if (!st) st = send_variables(d, s, me, ranks);
     free_values(got, d->n_grads);
     for (int k = 0; k < n_fetches; k++) fetched[k] = got[d->n_grads + k];
     if (st) free_values(fetched, n_fetches);

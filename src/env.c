@@ -70,6 +70,9 @@ static const struct knob knobs[] = {
     {"TFC_WHILE_SPECULATE", KNOB_BOOL, 0, 1,
      "1: a while loop whose count is not known and whose regions write no variable submits "
      "each body and the next predicate before reading the predicate back; 0 (default): not"},
+    {"TFC_DIST_OWNERS_RANK0", KNOB_BOOL, 0, 1,
+     "1: `mpirun tfc train` (tfc_dist_op_step) sums every gradient and updates every variable on "
+     "rank 0, which sends them all back; 0 (default): owners chosen by size, large ones tiled"},
     /* test programs and scripts (tests/, scripts/) */
     {"TFC_TEST_WHERE", KNOB_EXTERNAL, 0, 0, "tests: pin op tasks to cuda, opencl or alternate"},
     {"TFC_TEST_HOP", KNOB_EXTERNAL, 0, 0, "tests: copy every value through another worker"},

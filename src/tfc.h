@@ -1465,8 +1465,12 @@ TFC_API tfc_status tfc_dist_train_replay(tfc_dist_train *t, unsigned long long r
  * fetches too) in rank order weighted by each slice's share of the global_rows rows, runs
  * train_op with the sums fed in the gradients' place (and its own slice, for whatever else the
  * op reads), and sends every variable of the graph to the other ranks: rank 0 holds the whole
- * state and takes the checkpoints. fetched[k] (owned by the caller): on rank 0 the global
- * batch's value of a float32 scalar fetch, the slice's otherwise. With one rank, a plain run
+ * state and takes the checkpoints. That is TFC_DIST_OWNERS_RANK0=1; by default each update
+ * runs instead on the owner rank of its variable, or of each row tile of a large one (chosen by
+ * size, as tfc_dist_train does), which sums those gradients (the same bits) and broadcasts the
+ * new values; the slots stay on the owners until tfc_dist_op_gather. fetched[k] (owned by the
+ * caller): on rank 0 the global batch's value of a float32 scalar fetch, the slice's
+ * otherwise. With one rank, a plain run
  * of train_op. A gradient clipped by its global norm is clipped per slice. Errors:
  * TFC_ERR_INVALID_ARGUMENT, TFC_ERR_DTYPE (a gradient not float32), TFC_ERR_RUNTIME; messages
  * on tfc_dist_op_errmsg (creation: tfc_errmsg). */
@@ -1478,6 +1482,10 @@ TFC_API tfc_status tfc_dist_op_step(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s
                                     int64_t global_rows, int n_fetches,
                                     tfc_tensor *const *fetches, tfc_value **fetched);
 TFC_API const char *tfc_dist_op_errmsg(const tfc_dist_op *d);
+/* Every rank calls it before rank 0 checkpoints: the optimizer slots each owner keeps current
+ * go to rank 0 (the variables are everywhere after a step). Nothing to do with
+ * TFC_DIST_OWNERS_RANK0=1 or one rank. Errors: TFC_ERR_RUNTIME, on tfc_dist_op_errmsg. */
+TFC_API tfc_status tfc_dist_op_gather(tfc_dist_op *d, tfc_ctx *ctx, tfc_session *s);
 
 #ifdef __cplusplus
 }

@@ -259,6 +259,10 @@ static int checkpoint(struct trainer *t, const char *why)
     tfc_input_position pos = {.seed = t->seed};
     tfc_batcher_position(t->batcher, &pos.epoch, &pos.step);
     if (t->last_ckpt == t->gstep) return TOOL_OK;
+    /* the owners' optimizer slots to rank 0 (every rank takes part) */
+    if (t->dist && tfc_dist_op_gather(t->dist, t->m.ctx, t->m.session))
+        return tool_error("train", "stopped at step %lld: gathering the optimizer state for "
+                          "the checkpoint: %s", (long long)t->gstep, tfc_dist_op_errmsg(t->dist));
     if (t->rank) { /* rank 0 checkpoints the job */
         t->last_ckpt = t->gstep;
         return TOOL_OK;
