@@ -674,8 +674,9 @@ static tfc_status rank_parse(const char *device, int hard, struct tfc_device_hin
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
                         "device '%.64s': expected rank:R or rank:R/DEVICE (R a number >= 0, "
                         "DEVICE cpu, cuda, cuda:N, opencl or opencl:N)", device);
-    tfc_status st = *p ? tfc_device_parse(p + 1, hard, h, msg) : TFC_OK;
-    if (st) return st;
+    char why[TFC_MSG_LEN];
+    tfc_status st = *p ? tfc_device_parse(p + 1, hard, h, why) : TFC_OK;
+    if (st) return tfc_fail(msg, st, "device '%.64s': after the rank: %.200s", device, why);
     if (!*p) *h = (struct tfc_device_hint){TFC_DEVICE_ANY, -1, hard != 0, 0, 0};
     if (h->has_rank)
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "device '%.64s': names a rank twice", device);

@@ -22,6 +22,14 @@ enum { ROWS = 32, IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 2 * MAXL };
         }                                                                          \
     } while (0)
 
+#define CHECK_RUN(call, what)                                                      \
+    do {                                                                           \
+        if (call) {                                                                \
+            fprintf(stderr, "dist_mp: %s: %s\n", what, tfc_session_errmsg(s));     \
+            return 1;                                                              \
+        }                                                                          \
+    } while (0)
+
 /* Deterministic data: x from an LCG, label = argmax of a fixed linear map. */
 static void make_data(tfc_value **x, tfc_value **y)
 {
@@ -93,16 +101,16 @@ int main(int argc, char **argv)
     if (!f) { perror(path); return 1; }
     tfc_tensor *ft[] = {x, y}, *fw[] = {h, loss};
     tfc_value *fv[] = {xv, yv}, *out[MAXV];
-    CHECK(tfc_session_run(s, 2, ft, fv, 2, fw, out, 0, NULL), "forward");
+    CHECK_RUN(tfc_session_run(s, 2, ft, fv, 2, fw, out, 0, NULL), "forward");
     float first = *(float *)tfc_value_data(out[1]), last = first;
     put(f, out[0]);
     put(f, out[1]);
     for (int k = 0; k < steps; k++) {
-        CHECK(tfc_session_run(s, 2, ft, fv, 1, &loss, out, 1, &train), "train step");
+        CHECK_RUN(tfc_session_run(s, 2, ft, fv, 1, &loss, out, 1, &train), "train step");
         last = *(float *)tfc_value_data(out[0]);
         put(f, out[0]);
     }
-    CHECK(tfc_session_run(s, 0, NULL, NULL, nv, vars, out, 0, NULL), "variables");
+    CHECK_RUN(tfc_session_run(s, 0, NULL, NULL, nv, vars, out, 0, NULL), "variables");
     for (int i = 0; i < nv; i++) put(f, out[i]);
     fclose(f);
     printf("rank %d: loss %.6f -> %.6f after %d steps\n", rank, first, last, steps);

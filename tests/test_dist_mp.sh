@@ -4,8 +4,8 @@
 # few SGD steps and fetches its variables; under mpirun every rank's output must be the bits
 # of the same graph in one process without rank hints (one StarPU CPU worker on both sides):
 # 2 layers on 2 ranks, and a 3-rank pipeline. Then the bytes rank 0 and rank 1 send per
-# training step (STARPU_COMM_STATS) against the analytic count. Exits 77 (skipped) without
-# mpirun or with a library built without MPI.
+# training step (STARPU_COMM_STATS) against the analytic count, and a rank hint >= the number
+# of ranks. Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mp
@@ -38,6 +38,14 @@ for n in 2 3; do
         fi
     done
 done
+# a rank hint beyond the job: 3 layers on 2 ranks fail on every rank, naming the node and the size
+if timeout 120 $mpi 2 "$prog" mpi 3 1 "$work/over" > "$work/over.log" 2>&1; then
+    echo "FAIL: rank:2 on 2 ranks ran"; fail=1
+elif [ "$(grep -c "node 'layer2/kernel': placement 'rank:2' names rank 2, but the job has 2 ranks (0 to 1)" "$work/over.log")" = 2 ]; then
+    echo "ok: rank:2 on 2 ranks fails on both ranks, naming the node and the job's size"
+else
+    echo "FAIL: rank:2 on 2 ranks: not the expected message on both ranks"; cat "$work/over.log"; fail=1
+fi
 # Bytes on the wire for 2 layers (batch 32, hidden 12, 4 classes; float32): a training step sends
 # the hidden activations (32 x 12) from rank 0 to rank 1 and their gradient back (32 x 12),
 # 1536 bytes each way, plus the fetched loss (4 bytes) from rank 1 to rank 0. Runs of 1 and 6
