@@ -57,7 +57,8 @@ static tfc_status check_hints(const tfc_graph *g, int size, int distributed, int
                             "node '%s': placement '%s' names rank %d, but %s", n->name, dev, r,
                             tfc_dist_available()
                                 ? "the context is not distributed (tfc_ctx_create_dist with "
-                                  "TFC_DIST_MPI, under mpirun): only rank:0 is allowed"
+                                  "TFC_DIST_MPI, under mpirun with more than one rank): only "
+                                  "rank:0 is allowed"
                                 : "the library is built without MPI (configure --enable-mpi): "
                                   "only rank:0 is allowed");
         if (r >= size)

@@ -83,6 +83,13 @@ static void test_rank0_runs_other_ranks_fail(void)
                                                : "built without MPI") != NULL);
     CU_ASSERT(strstr(err, "only rank:0") != NULL);
     CU_ASSERT_EQUAL(other, -1);
+    /* the device after the rank keeps its meaning: a hard OpenCL hint without an OpenCL worker */
+    tfc_ctx_info info;
+    CU_ASSERT_FATAL(tfc_ctx_info_get(test_ctx, &info) == TFC_OK);
+    if (!info.n_opencl_workers) {
+        CU_ASSERT_EQUAL(run_two_layers("rank:0/opencl", NULL, &other, err), TFC_ERR_NO_DEVICE);
+        CU_ASSERT(strstr(err, "hard device 'rank:0/opencl' cannot be satisfied") != NULL);
+    }
 }
 
 static tfc_status keep(tfc_graph *g, void *arg, tfc_tensor *const *in, tfc_tensor **out)
