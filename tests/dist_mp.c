@@ -6,7 +6,10 @@
  *   dist_mp mpi   L STEPS OUT   under mpirun -np L: every rank writes OUT.<rank>
  * OUT gets the raw bytes of: the forward logits and loss of a first run (fetches only), the
  * loss of each of STEPS training steps (fetch and train op in one run), then every variable,
- * fetched. Exits 1 on an error, or when training left the loss where it started. */
+ * fetched. Exits 1 on an error, or when training left the loss where it started.
+ * DIST_MP_ADAM=1 trains with Adam instead: its slot variables and step counter have no hint
+ * (rank 0) while the variables they update live on other ranks, so they cross ranks each
+ * step and go back home at its end. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +87,8 @@ int main(int argc, char **argv)
     }
     tfc_tensor *vars[MAXV];
     int nv = tfc_trainable_variables(g, vars, MAXV);
-    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.2);
+    int adam = getenv("DIST_MP_ADAM") != NULL;
+    tfc_optimizer opt = tfc_optimizer_default(adam ? TFC_OPT_ADAM : TFC_OPT_SGD, adam ? 0.01 : 0.2);
     tfc_tensor *train = tfc_minimize(g, loss, 0, NULL, &opt, NULL);
     if (!train || nv != 2 * layers) {
         fprintf(stderr, "dist_mp: graph: %s\n", tfc_graph_errmsg(g));

@@ -5,7 +5,8 @@
 # of the same graph in one process without rank hints (one StarPU CPU worker on both sides):
 # 2 layers on 2 ranks, and a 3-rank pipeline. Then the bytes rank 0 and rank 1 send per
 # training step (STARPU_COMM_STATS) against the analytic count, and a rank hint >= the number
-# of ranks. Exits 77 (skipped) without mpirun or with a library built without MPI.
+# of ranks; Adam on 3 ranks (optimizer slots on another rank than their variable). Exits 77
+# (skipped) without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mp
@@ -38,6 +39,18 @@ for n in 2 3; do
         fi
     done
 done
+# Adam: its slots and step counter (no hint: rank 0) go to the ranks of the variables they
+# update each step and back at its end
+DIST_MP_ADAM=1 "$prog" local 3 $steps "$work/adam" > "$work/adam.log" 2>&1 ||
+    { echo "FAIL: one process, Adam"; cat "$work/adam.log"; fail=1; }
+if ! DIST_MP_ADAM=1 timeout 120 $mpi 3 -x DIST_MP_ADAM "$prog" mpi 3 $steps "$work/adam-mp" > "$work/adam-mp.log" 2>&1; then
+    echo "FAIL: Adam on 3 ranks: mpirun failed"; cat "$work/adam-mp.log"; fail=1
+else
+    for r in 0 1 2; do
+        if cmp -s "$work/adam" "$work/adam-mp.$r"; then echo "ok: Adam, 3 layers on 3 ranks, rank $r: the one-process bits"
+        else echo "FAIL: Adam, 3 layers on 3 ranks, rank $r differs from one process"; fail=1; fi
+    done
+fi
 # a rank hint beyond the job: 3 layers on 2 ranks fail on every rank, naming the node and the size
 if timeout 120 $mpi 2 "$prog" mpi 3 1 "$work/over" > "$work/over.log" 2>&1; then
     echo "FAIL: rank:2 on 2 ranks ran"; fail=1
