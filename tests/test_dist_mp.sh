@@ -5,8 +5,9 @@
 # of the same graph in one process without rank hints (one StarPU CPU worker on both sides):
 # 2 layers on 2 ranks, and a 3-rank pipeline. Then the bytes rank 0 and rank 1 send per
 # training step (STARPU_COMM_STATS) against the analytic count, and a rank hint >= the number
-# of ranks; Adam on 3 ranks (optimizer slots on another rank than their variable). Exits 77
-# (skipped) without mpirun or with a library built without MPI.
+# of ranks; Adam on 3 ranks (its slots on their variable's rank, the step counter on rank 0)
+# and its bytes per step on 2. Exits 77 (skipped) without mpirun or with a library built
+# without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mp
@@ -39,8 +40,8 @@ for n in 2 3; do
         fi
     done
 done
-# Adam: its slots and step counter (no hint: rank 0) go to the ranks of the variables they
-# update each step and back at its end
+# Adam: its slots live on their variable's rank; its step counter (no hint: rank 0) goes to
+# the ranks of the variables it updates each step
 DIST_MP_ADAM=1 "$prog" local 3 $steps "$work/adam" > "$work/adam.log" 2>&1 ||
     { echo "FAIL: one process, Adam"; cat "$work/adam.log"; fail=1; }
 if ! DIST_MP_ADAM=1 timeout 120 $mpi 3 -x DIST_MP_ADAM "$prog" mpi 3 $steps "$work/adam-mp" > "$work/adam-mp.log" 2>&1; then
@@ -76,6 +77,30 @@ for spec in "0 1536" "1 1540"; do
         echo "ok: rank $1 sends $2 bytes per training step (the activations or their gradient$([ "$1" = 1 ] && echo ', and the loss'))"
     else
         echo "FAIL: rank $1 sent '$a' bytes in 1 step and '$b' in 6: want $2 more per step"; fail=1
+    fi
+done
+# Adam on 2 ranks: the slots stay with their variables, so a step sends what SGD's does plus
+# the 8-byte step counter (rank 0 to rank 1); before the slots took their variable's rank,
+# layer1's moments (2 x (12 x 4 + 4) floats) went to rank 0 and back each step
+for k in 1 6; do
+    DIST_MP_ADAM=1 STARPU_COMM_STATS=1 timeout 120 $mpi 2 -x DIST_MP_ADAM "$prog" mpi 2 $k "$work/abytes$k" > "$work/abytes$k.log" 2>&1
+    rc=$?
+    [ $rc -le 1 ] || { echo "FAIL: Adam on 2 ranks with STARPU_COMM_STATS"; cat "$work/abytes$k.log"; fail=1; }
+done
+DIST_MP_ADAM=1 "$prog" local 2 6 "$work/aref6" > "$work/aref6.log" 2>&1 ||
+    { echo "FAIL: one process, Adam, 6 steps"; cat "$work/aref6.log"; fail=1; }
+for r in 0 1; do
+    if cmp -s "$work/aref6" "$work/abytes6.$r"; then echo "ok: Adam, 2 layers on 2 ranks, rank $r: the one-process bits"
+    else echo "FAIL: Adam, 2 layers on 2 ranks, rank $r differs from one process"; fail=1; fi
+done
+for spec in "0 1544" "1 1540"; do
+    set -- $spec
+    a=$(sed -n "s/^\[starpu_comm_stats\]\[$1\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p" "$work/abytes1.log")
+    b=$(sed -n "s/^\[starpu_comm_stats\]\[$1\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p" "$work/abytes6.log")
+    if [ -n "$a" ] && [ -n "$b" ] && [ $(( (b - a) / 5 )) = "$2" ] && [ $(( (b - a) % 5 )) = 0 ]; then
+        echo "ok: Adam: rank $1 sends $2 bytes per training step (no optimizer slot crosses ranks)"
+    else
+        echo "FAIL: Adam: rank $1 sent '$a' bytes in 1 step and '$b' in 6: want $2 more per step"; fail=1
     fi
 done
 exit $fail

@@ -2,7 +2,8 @@
  * without a distributed context: how "rank:R" hints parse, that rank 0 is accepted and runs
  * as without the hint, that another rank or a rank in a graph with control flow is an error
  * naming the node, and that tfc_gradients gives the nodes it builds the rank of the forward
- * node they differentiate. The split itself runs under mpirun in tests/test_dist_mp.sh. */
+ * node they differentiate, and that optimizer slots take their variable's rank. The split
+ * itself runs under mpirun in tests/test_dist_mp.sh. */
 #include "testutil.h"
 #include "../graph/graph.h"
 
@@ -162,6 +163,36 @@ static void test_gradients_follow_forward_rank(void)
     tfc_graph_destroy(g);
 }
 
+/* Adam's slots (and momentum's) take the rank of the variable they belong to, rank only: the
+ * device part is the open scope's, as for gradients. */
+static void test_slots_follow_variable_rank(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){2, 3}));
+    tfc_graph_push_device(g, "rank:1/cpu", 1);
+    tfc_tensor *w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){3, 1}),
+                                 tfc_init_constant(0.5));
+    tfc_graph_pop_device(g);
+    tfc_tensor *u = tfc_variable(g, "u", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){1, 1}),
+                                 tfc_init_constant(2)); /* no hint: its slots get none */
+    tfc_tensor *loss = tfc_reduce_sum(g, tfc_matmul(g, tfc_matmul(g, x, w, 0, 0), u, 0, 0), 0,
+                                      NULL, 0);
+    tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_ADAM, 0.1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tfc_minimize(g, loss, 0, NULL, &opt, NULL));
+    const char *on1[] = {"w/adam_m", "w/adam_v"}, *none[] = {"u/adam_m", "u/adam_v"};
+    for (int i = 0; i < 2; i++) {
+        tfc_tensor *t = tfc_graph_find(g, on1[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT(t->node->device.has_rank && t->node->device.rank == 1);
+        CU_ASSERT_EQUAL(t->node->device.kind, TFC_DEVICE_ANY); /* not the variable's cpu */
+        t = tfc_graph_find(g, none[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT_FALSE(t->node->device.has_rank);
+    }
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -170,5 +201,6 @@ int main(void)
     TEST_ADD(test_rank0_runs_other_ranks_fail);
     TEST_ADD(test_rank_in_control_flow_fails);
     TEST_ADD(test_gradients_follow_forward_rank);
+    TEST_ADD(test_slots_follow_variable_rank);
     return test_main();
 }
