@@ -2,10 +2,12 @@
  * without a distributed context: how "rank:R" hints parse, that rank 0 is accepted and runs
  * as without the hint, that another rank or a rank in a graph with control flow is an error
  * naming the node, and that tfc_gradients gives the nodes it builds the rank of the forward
- * node they differentiate, and that optimizer slots take their variable's rank. The split
- * itself runs under mpirun in tests/test_dist_mp.sh. */
+ * node they differentiate, that optimizer slots take their variable's rank, and that the
+ * plan-time passes (common subexpressions, fusion) keep nodes of different ranks apart. The
+ * split itself runs under mpirun in tests/test_dist_mp.sh. */
 #include "testutil.h"
 #include "../graph/graph.h"
+#include "../sched/plan.h"
 
 static tfc_status bad_hint(const char *device)
 {
@@ -193,6 +195,56 @@ static void test_slots_follow_variable_rank(void)
     tfc_graph_destroy(g);
 }
 
+/* Whether some step of p runs node t's node (not merged into another node, not fused away). */
+static int has_step(const struct plan *p, const tfc_tensor *t)
+{
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].node == t->node->id) return 1;
+    return 0;
+}
+
+/* exp(x) built on rank 0 and again on rank 1 is one subexpression, and relu on rank 0 feeding
+ * neg on rank 1 one fusable chain: with the passes on, each node keeps its own step (its
+ * rank's), where without ranks they would merge and fuse. */
+static void test_passes_keep_ranks_apart(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    int64_t d[2] = {2, 3};
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, d));
+    tfc_tensor *e[2], *chain[2];
+    for (int r = 0; r < 2; r++) {
+        char where[8];
+        snprintf(where, sizeof where, "rank:%d", r);
+        tfc_graph_push_device(g, where, 1);
+        e[r] = tfc_exp(g, x);
+        chain[r] = r == 0 ? tfc_relu(g, x) : tfc_neg(g, chain[0]);
+        tfc_graph_pop_device(g);
+    }
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_status(g), TFC_OK);
+    float in[6] = {1, -2, 3, -4, 5, -6};
+    tfc_value *xv = test_f32(2, d, in);
+    tfc_tensor *fetch[] = {e[0], e[1], chain[1]};
+    struct plan_options opt = {.cse = 1, .fusion = 1, .const_fold = 1};
+    tfc_status st;
+    char msg[TFC_MSG_LEN];
+    struct plan *p = tfc_plan_build(g, 1, &x, &xv, 3, fetch, 0, NULL, &opt, &st, msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT(has_step(p, e[0]) && has_step(p, e[1]));         /* not merged */
+    CU_ASSERT(has_step(p, chain[0]) && has_step(p, chain[1])); /* not fused */
+    tfc_plan_free(p);
+    /* the control: the same nodes without ranks do merge and fuse, so the passes are on */
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i]->device.has_rank = 0;
+    g->version++;
+    p = tfc_plan_build(g, 1, &x, &xv, 3, fetch, 0, NULL, &opt, &st, msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_FALSE(has_step(p, e[0]) && has_step(p, e[1]));
+    CU_ASSERT_FALSE(has_step(p, chain[0]) && has_step(p, chain[1]));
+    tfc_plan_free(p);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -202,5 +254,6 @@ int main(void)
     TEST_ADD(test_rank_in_control_flow_fails);
     TEST_ADD(test_gradients_follow_forward_rank);
     TEST_ADD(test_slots_follow_variable_rank);
+    TEST_ADD(test_passes_keep_ranks_apart);
     return test_main();
 }
