@@ -9,13 +9,19 @@
  * fetched. Exits 1 on an error, or when training left the loss where it started.
  * DIST_MP_ADAM=1 trains with Adam instead: its slot variables and step counter have no hint
  * (rank 0) while the variables they update live on other ranks, so they cross ranks each
- * step and go back home at its end. */
+ * step and go back home at its end. With Adam, the variables written to OUT are followed by
+ * their slots and the optimizer's step counter, and all of them also go to OUT.vars (mpi:
+ * OUT.vars.<rank>), alone.
+ * DIST_MP_CKPT=PATH DIST_MP_CKPT_AT=K: after K training steps, every rank takes a checkpoint
+ * into the store PATH.<rank> (local: PATH), then training goes on.
+ * DIST_MP_RESTORE=PATH: after initializing, restores the latest checkpoint of the store
+ * PATH.<rank> (local: PATH) before the first run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tfc-starpu/tfc.h>
 
-enum { ROWS = 32, IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 2 * MAXL };
+enum { ROWS = 32, IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 3 * 2 * MAXL + 1 };
 
 #define CHECK(call, what)                                                          \
     do {                                                                           \
@@ -59,6 +65,27 @@ static void put(FILE *f, tfc_value *v)
     tfc_value_destroy(v);
 }
 
+/* The store of DIST_MP_CKPT / DIST_MP_RESTORE: PATH.<rank> under mpirun, else PATH. */
+static tfc_status open_store(const char *base, int mpi, int rank, unsigned flags, tfc_store **st)
+{
+    char path[512];
+    snprintf(path, sizeof path, mpi ? "%s.%d" : "%s", base, rank);
+    return tfc_store_open(path, flags, st);
+}
+
+/* Adam's slots of the nv trainable variables and its step counter, after them in vars. */
+static int add_slots(tfc_graph *g, tfc_tensor **vars, int nv)
+{
+    int n = nv;
+    for (int i = 0; i < nv; i++)
+        for (int k = 0; k < 2; k++) {
+            char name[256];
+            snprintf(name, sizeof name, "%s/%s", tfc_tensor_name(vars[i]), k ? "adam_v" : "adam_m");
+            if (!(vars[n++] = tfc_graph_find(g, name))) return -1;
+        }
+    return (vars[n++] = tfc_graph_find(g, "optimizer/iterations")) ? n : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
@@ -97,6 +124,22 @@ int main(int argc, char **argv)
     tfc_session *s;
     CHECK(tfc_session_create(ctx, g, &s), "session");
     CHECK(tfc_session_init_variables(s), "init");
+    const char *restore = getenv("DIST_MP_RESTORE"), *ckpt = getenv("DIST_MP_CKPT");
+    int ckpt_at = getenv("DIST_MP_CKPT_AT") ? atoi(getenv("DIST_MP_CKPT_AT")) : -1;
+    if (restore) {
+        tfc_store *st;
+        CHECK(open_store(restore, mpi, rank, TFC_STORE_READONLY, &st), "open the store to restore");
+        if (tfc_store_restore(st, s, NULL, NULL)) {
+            fprintf(stderr, "dist_mp: restore: %s\n", tfc_store_errmsg(st));
+            return 1;
+        }
+        tfc_store_close(st);
+    }
+    int nall = adam ? add_slots(g, vars, nv) : nv;
+    if (nall < 0) {
+        fprintf(stderr, "dist_mp: Adam's slots or step counter not found\n");
+        return 1;
+    }
     tfc_value *xv, *yv;
     make_data(&xv, &yv);
     char path[512];
@@ -113,9 +156,25 @@ int main(int argc, char **argv)
         CHECK_RUN(tfc_session_run(s, 2, ft, fv, 1, &loss, out, 1, &train), "train step");
         last = *(float *)tfc_value_data(out[0]);
         put(f, out[0]);
+        if (ckpt && k + 1 == ckpt_at) {
+            tfc_store *st;
+            CHECK(open_store(ckpt, mpi, rank, TFC_STORE_CREATE, &st), "open the checkpoint store");
+            if (tfc_store_checkpoint(st, s, k + 1, NULL) || tfc_store_flush(st)) {
+                fprintf(stderr, "dist_mp: checkpoint: %s\n", tfc_store_errmsg(st));
+                return 1;
+            }
+            tfc_store_close(st);
+        }
     }
-    CHECK_RUN(tfc_session_run(s, 0, NULL, NULL, nv, vars, out, 0, NULL), "variables");
-    for (int i = 0; i < nv; i++) put(f, out[i]);
+    CHECK_RUN(tfc_session_run(s, 0, NULL, NULL, nall, vars, out, 0, NULL), "variables");
+    snprintf(path, sizeof path, mpi ? "%s.vars.%d" : "%s.vars", argv[4], rank);
+    FILE *fv2 = fopen(path, "wb");
+    if (!fv2) { perror(path); return 1; }
+    for (int i = 0; i < nall; i++) {
+        fwrite(tfc_value_data(out[i]), 1, tfc_value_nbytes(out[i]), fv2);
+        put(f, out[i]);
+    }
+    fclose(fv2);
     fclose(f);
     printf("rank %d: loss %.6f -> %.6f after %d steps\n", rank, first, last, steps);
     tfc_session_destroy(s);

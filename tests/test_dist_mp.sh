@@ -6,8 +6,9 @@
 # 2 layers on 2 ranks, and a 3-rank pipeline. Then the bytes rank 0 and rank 1 send per
 # training step (STARPU_COMM_STATS) against the analytic count, and a rank hint >= the number
 # of ranks; Adam on 3 ranks (its slots on their variable's rank, the step counter on rank 0)
-# and its bytes per step on 2. Exits 77 (skipped) without mpirun or with a library built
-# without MPI.
+# and its bytes per step on 2; a checkpoint of the 2-rank split gathers every variable and
+# slot, and a restart from it continues bit for bit. Exits 77 (skipped) without mpirun or with
+# a library built without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mp
@@ -103,4 +104,39 @@ for spec in "0 1544" "1 1540"; do
         echo "FAIL: Adam: rank $1 sent '$a' bytes in 1 step and '$b' in 6: want $2 more per step"; fail=1
     fi
 done
+# Checkpoints of the split: 2 layers on 2 ranks, Adam, a checkpoint after 2 of 4 steps (every
+# rank takes it, into its own store); its variables, slots and step counter are those of one
+# process after 2 steps (ck.0 restored in one process, 0 steps), and 2 ranks restarted from it
+# end 2 steps later with the uninterrupted run's bits.
+export DIST_MP_ADAM=1
+for k in 2 4; do
+    "$prog" local 2 $k "$work/cref$k" > "$work/cref$k.log" 2>&1 || { echo "FAIL: one process, $k steps"; cat "$work/cref$k.log"; fail=1; }
+done
+if ! DIST_MP_CKPT=$work/ck DIST_MP_CKPT_AT=2 timeout 120 $mpi 2 -x DIST_MP_ADAM -x DIST_MP_CKPT -x DIST_MP_CKPT_AT \
+        "$prog" mpi 2 4 "$work/cfull" > "$work/cfull.log" 2>&1; then
+    echo "FAIL: 2 ranks with a checkpoint"; cat "$work/cfull.log"; fail=1
+elif ! DIST_MP_RESTORE=$work/ck timeout 120 $mpi 2 -x DIST_MP_ADAM -x DIST_MP_RESTORE \
+        "$prog" mpi 2 2 "$work/crest" > "$work/crest.log" 2>&1; then
+    echo "FAIL: 2 ranks restarted from the checkpoint"; cat "$work/crest.log"; fail=1
+else
+    for r in 0 1; do
+        if DIST_MP_RESTORE=$work/ck.$r "$prog" local 2 0 "$work/cload$r" > "$work/cload$r.log" 2>&1 &&
+           cmp -s "$work/cref2.vars" "$work/cload$r.vars"; then
+            echo "ok: rank $r's checkpoint after 2 steps holds one process's variables, slots and step count"
+        else
+            echo "FAIL: rank $r's checkpoint after 2 steps differs from one process (stale values?)"; cat "$work/cload$r.log"; fail=1
+        fi
+        if cmp -s "$work/cref4" "$work/cfull.$r"; then
+            echo "ok: rank $r: taking the checkpoint left the 4 steps with one process's bits"
+        else
+            echo "FAIL: rank $r: 4 steps with a checkpoint differ from one process"; fail=1
+        fi
+        if cmp -s "$work/cfull.vars.$r" "$work/crest.vars.$r"; then
+            echo "ok: rank $r: restarted from the checkpoint, 2 more steps end with the uninterrupted run's bits"
+        else
+            echo "FAIL: rank $r: the restart from the checkpoint ends elsewhere than the uninterrupted run"; fail=1
+        fi
+    done
+fi
+unset DIST_MP_ADAM
 exit $fail
