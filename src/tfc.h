@@ -1256,7 +1256,9 @@ typedef struct tfc_checkpoint_info {
  * another process) is sticky: the writes queued behind it are dropped (nothing is written
  * out of order), and this call, tfc_store_log_metric, tfc_store_set_retention,
  * tfc_store_truncate_metrics and tfc_store_committed_checkpoints return it (TFC_ERR_STORE,
- * naming the file and the cause) and queue nothing until tfc_store_flush reports it. */
+ * naming the file and the cause) and queue nothing until tfc_store_flush reports it.
+ * A graph split across ranks ("rank:R" hints) is gathered by a run: every rank calls this,
+ * each with a store of its own, and each store gets every variable's current value. */
 TFC_API tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
                                         const tfc_input_position *pos);
 /* Without waiting: *count receives the number of checkpoints committed through st since it
