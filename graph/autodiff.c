@@ -277,14 +277,57 @@ static void backward_free(struct backward *b)
     free(b->to_y);
 }
 
+/* TF's colocate_gradients_with_ops, for ranks: the nodes built for the gradient of n (and the
+ * sums of what reaches its outputs) take n's "rank:R" hint, so a graph split across ranks
+ * trains without hinting its gradient. The device part stays the open scope's: a gradient op
+ * may have no implementation for the forward op's device. Returns 1 when it pushed a scope
+ * (colocate_end pops it), 0 when n names no rank, -1 when out of memory (the graph failed). */
+static int colocate_begin(tfc_graph *g, const struct tfc_node *n)
+{
+    if (!n->device.has_rank) return 0;
+    struct tfc_device_hint h = g->n_dev_scope ? g->dev_scope[g->n_dev_scope - 1]
+                                              : (struct tfc_device_hint){TFC_DEVICE_ANY, -1, 0, 0, 0};
+    h.has_rank = 1;
+    h.rank = n->device.rank;
+    if (g->n_dev_scope == g->cap_dev_scope) {
+        int cap = g->cap_dev_scope ? g->cap_dev_scope * 2 : 4;
+        struct tfc_device_hint *d = realloc(g->dev_scope, sizeof *d * (size_t)cap);
+        if (!d) {
+            tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "gradients: no memory");
+            return -1;
+        }
+        g->dev_scope = d;
+        g->cap_dev_scope = cap;
+    }
+    g->dev_scope[g->n_dev_scope++] = h;
+    return 1;
+}
+
+static void colocate_end(tfc_graph *g, int pushed)
+{
+    if (pushed > 0) g->n_dev_scope--;
+}
+
 /* Sends the gradients reaching node id's outputs through its op's gradient (or a user's),
  * adding what reaches its float inputs to their contributions. -1 on failure: the graph's
  * status says why, else there was no memory. */
+static int backprop_node_here(struct backward *b, int id);
+
 static int backprop_node(struct backward *b, int id)
 {
     tfc_graph *g = b->g;
-    struct tfc_node *n = g->nodes[id];
     if (!b->to_y[id] || !b->from_x[id]) return 0;
+    int pushed = colocate_begin(g, g->nodes[id]);
+    int r = pushed < 0 ? -1 : backprop_node_here(b, id);
+    colocate_end(g, pushed);
+    return r;
+}
+
+/* backprop_node under the node's colocation scope. */
+static int backprop_node_here(struct backward *b, int id)
+{
+    tfc_graph *g = b->g;
+    struct tfc_node *n = g->nodes[id];
     tfc_tensor *dys[TFC_MAX_OPERANDS], *dx[TFC_MAX_OPERANDS];
     int any = 0;
     for (int k = 0; k < n->n_outputs; k++) {
@@ -331,17 +374,22 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
     }
     int failed = 0;
     for (int i = 0; i < n_ys && !failed; i++) {
+        int pushed = colocate_begin(g, ys[i]->node);
         tfc_tensor *dy = grad_ys && grad_ys[i] ? grad_ys[i] : tfc_ones_like(g, ys[i]);
-        failed = !dy || add_contrib(&b.acc[ys[i]->node->id][ys[i]->index], dy);
+        colocate_end(g, pushed);
+        failed = pushed < 0 || !dy || add_contrib(&b.acc[ys[i]->node->id][ys[i]->index], dy);
     }
     for (int id = b.N - 1; id >= 0 && !failed; id--) failed = backprop_node(&b, id);
     for (int j = 0; j < n_xs && !failed; j++) {
         tfc_tensor *x = xs[j];
         struct contribs *c = b.acc[x->node->id];
-        tfc_tensor *d = c ? sum_contribs(g, &c[x->index]) : NULL;
-        if (!d) /* no path: zeros, without needing x's value when its shape is known */
+        int pushed = colocate_begin(g, x->node);
+        tfc_tensor *d = c && pushed >= 0 ? sum_contribs(g, &c[x->index]) : NULL;
+        if (!d && pushed >= 0) /* no path: zeros, without needing x's value when its shape is known */
             d = tfc_shape_numel(&x->desc.shape) >= 0 ? tfc_fill(g, x->desc.shape, x->desc.dtype, 0)
                                                      : tfc_zeros_like(g, x);
+        colocate_end(g, pushed);
+        failed = pushed < 0;
         dxs[j] = d;
     }
     if (failed || g->status) {

@@ -663,10 +663,33 @@ const struct tfc_op *tfc_op_lookup(const char *name)
 
 static const char *const device_kinds[] = {"", "cpu", "cuda", "opencl"};
 
+/* "rank:R" or "rank:R/device": the rank, then the device as without it. */
+static tfc_status rank_parse(const char *device, int hard, struct tfc_device_hint *h, char *msg)
+{
+    const char *p = device + 5;
+    long v = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && v <= 100000; p++, digits++) v = v * 10 + (*p - '0');
+    if (!digits || v > 100000 || (*p && *p != '/') || (*p == '/' && !p[1]))
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
+                        "device '%.64s': expected rank:R or rank:R/DEVICE (R a number >= 0, "
+                        "DEVICE cpu, cuda, cuda:N, opencl or opencl:N)", device);
+    char why[TFC_MSG_LEN];
+    tfc_status st = *p ? tfc_device_parse(p + 1, hard, h, why) : TFC_OK;
+    if (st) return tfc_fail(msg, st, "device '%.64s': after the rank: %.200s", device, why);
+    if (!*p) *h = (struct tfc_device_hint){TFC_DEVICE_ANY, -1, hard != 0, 0, 0};
+    if (h->has_rank)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "device '%.64s': names a rank twice", device);
+    h->has_rank = 1;
+    h->rank = (int)v;
+    return TFC_OK;
+}
+
 tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint *h, char *msg)
 {
-    *h = (struct tfc_device_hint){TFC_DEVICE_ANY, -1, 0};
+    *h = (struct tfc_device_hint){TFC_DEVICE_ANY, -1, 0, 0, 0};
     if (!device || !*device) return TFC_OK;
+    if (strncmp(device, "rank:", 5) == 0) return rank_parse(device, hard, h, msg);
     const char *colon = strchr(device, ':');
     size_t klen = colon ? (size_t)(colon - device) : strlen(device);
     int kind = TFC_DEVICE_ANY;
@@ -675,7 +698,8 @@ tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint
             kind = k;
     if (kind == TFC_DEVICE_ANY)
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT,
-                        "unknown device '%.64s' (expected cpu, cuda, cuda:N, opencl or opencl:N)",
+                        "unknown device '%.64s' (expected cpu, cuda, cuda:N, opencl, opencl:N, "
+                        "rank:R or rank:R/DEVICE)",
                         device);
     int index = -1;
     if (colon) {
@@ -692,12 +716,22 @@ tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint
                             "device '%.64s': the index after ':' must be a number >= 0", device);
         index = (int)v;
     }
-    *h = (struct tfc_device_hint){kind, index, hard != 0};
+    *h = (struct tfc_device_hint){kind, index, hard != 0, 0, 0};
     return TFC_OK;
 }
 
 const char *tfc_device_str(const struct tfc_device_hint *h, char *buf, size_t len)
 {
+    if (h->has_rank && len > 0) { /* "rank:R", then "/device" when there is one */
+        int k = snprintf(buf, len, "rank:%d", h->rank);
+        if (h->kind <= TFC_DEVICE_ANY || h->kind > TFC_DEVICE_OPENCL || k < 0 || (size_t)k + 1 >= len)
+            return buf;
+        struct tfc_device_hint d = *h;
+        d.has_rank = 0;
+        buf[k] = '/';
+        tfc_device_str(&d, buf + k + 1, len - (size_t)k - 1);
+        return buf;
+    }
     if (h->kind <= TFC_DEVICE_ANY || h->kind > TFC_DEVICE_OPENCL)
         snprintf(buf, len, "any");
     else if (h->index >= 0)

@@ -113,9 +113,13 @@ struct tfc_device_hint {
     int kind;                /* enum tfc_device_kind; TFC_DEVICE_ANY: no hint */
     int index;               /* the index-th device of the kind (0-based), -1: any of them */
     int hard;                /* 1: unsatisfiable fails at plan time; 0: falls back to any worker */
+    int has_rank;            /* 1: "rank:R" or "rank:R/device" names the MPI rank running the
+                              * node (model parallelism, sched/dist_place.c) */
+    int rank;                /* that rank (meaningful when has_rank) */
 };
 
-/* Parses "cpu", "cuda", "cuda:N", "opencl", "opencl:N" (NULL or "" clear the hint) into h;
+/* Parses "cpu", "cuda", "cuda:N", "opencl", "opencl:N", each optionally after "rank:R/", or
+ * "rank:R" alone (NULL or "" clear the hint) into h;
  * on error writes a message naming the string into msg (TFC_MSG_LEN). */
 tfc_status tfc_device_parse(const char *device, int hard, struct tfc_device_hint *h, char *msg);
 /* The hint as the user wrote it ("cuda:1", "opencl", ...), into buf. */

@@ -64,8 +64,16 @@ static tfc_tensor *slot(tfc_graph *g, tfc_tensor *var, const char *name, double 
     snprintf(full, sizeof full, "%s/%s", var->node->name, name);
     tfc_tensor *t = tfc_graph_find(g, full);
     if (t) return t; /* a second optimizer on the same variable shares its slots */
-    return own_variable(g, full, var->desc.dtype, var->desc.shape,
-                        init != 0 ? tfc_init_constant(init) : tfc_init_zeros());
+    t = own_variable(g, full, var->desc.dtype, var->desc.shape,
+                     init != 0 ? tfc_init_constant(init) : tfc_init_zeros());
+    /* the slot lives on its variable's rank (the update reads and writes both there, so a
+     * graph split across ranks moves no slot); the device part stays the open scope's, as
+     * for gradients (graph/autodiff.c) */
+    if (t && var->node->device.has_rank) {
+        t->node->device.has_rank = 1;
+        t->node->device.rank = var->node->device.rank;
+    }
+    return t;
 }
 
 /* A fresh node name: base, base_1, base_2, ... */

@@ -23,7 +23,9 @@ static int hooks_on(const struct plan_options *opt)
 
 static int same_hint(const struct tfc_device_hint *a, const struct tfc_device_hint *b)
 {
-    return a->kind == b->kind && a->index == b->index && a->hard == b->hard;
+    /* the rank too: merging or fusing nodes of two ranks would run both on one of them */
+    return a->kind == b->kind && a->index == b->index && a->hard == b->hard &&
+           a->has_rank == b->has_rank && (!a->has_rank || a->rank == b->rank);
 }
 
 /* ---- common subexpression elimination --------------------------------------------------- */

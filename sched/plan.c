@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "plan.h"
 #include "passes.h"
+#include "dist_place.h"
 #include "../codelets/opencl_common.h"
 
 struct builder {
@@ -218,6 +219,8 @@ static struct step *add_step(struct builder *b, struct starpu_codelet *cl, int n
 static int place(struct builder *b, struct step *st, const struct tfc_node *n, uint32_t hook)
 {
     char msg[TFC_MSG_LEN];
+    if (n->device.has_rank && b->opt && n->device.rank != b->opt->mp_rank)
+        return 0; /* another rank runs it (sched/dist_place.c), on its own workers */
     tfc_status status = tfc_placement_resolve(st, n, hook, msg);
     if (status) return tfc_sched_fail(&b->status, b->msg, status, "%s", msg);
     if (st->soft_fallback) {
@@ -590,6 +593,7 @@ void tfc_plan_free(struct plan *p)
         free(p->steps[i].buf_child);
     }
     free(p->parts);
+    tfc_mp_free(p->mp);
     tfc_fold_release(p);
     free(p->warning);
     free(p->steps);

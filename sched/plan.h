@@ -90,6 +90,7 @@ struct plan {
     int n_tiled;           /* nodes split into tile tasks */
     int n_signals;         /* steps with signals set */
     char *warning;         /* NULL, or what the runs of this plan report (soft fallbacks) */
+    struct mp_plan *mp;    /* NULL, or the plan split across MPI ranks (sched/dist_place.c) */
     /* cache bookkeeping (under the session lock) */
     struct instance *free_instances;
     int running;           /* runs using an instance now */
@@ -124,6 +125,8 @@ struct plan_options {
     int tile_workers;      /* workers tiles are shared among (tfc_tile_sharing_workers) */
     int cse, const_fold, fusion; /* plan-time passes (sched/passes.c); 0 when opt is NULL */
     int pin_chains;        /* tfc_pin_chain (sched/passes.c) */
+    int mp_rank;           /* this process's MPI rank: nodes hinted to another rank are not
+                            * placed on this rank's workers (sched/dist_place.c) */
 };
 
 /* Builds a plan for the key; on error returns NULL with status and message. The session's

@@ -7,6 +7,7 @@
 #include "passes.h"
 #include "session_priv.h"
 #include "../codelets/fused.h"
+#include "dist_place.h"
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
 {
@@ -85,10 +86,17 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
         s->stats.plan_hits++;
         return p;
     }
+    s->opt.mp_rank = tfc_dist_rank(s->ctx);
     struct plan *p = tfc_plan_build(s->g, n_feeds, ft, fv, n_fetches, fetches, n_targets,
                                     targets, &s->opt, st, msg);
     if (!p) return NULL;
     tfc_pin_chain(p, &s->opt); /* after tiling, which plan_build ends with */
+    /* split across ranks by the graph's "rank:R" hints (sched/dist_place.c) */
+    if ((*st = tfc_mp_plan(p, s->g, s->opt.mp_rank, tfc_dist_size(s->ctx),
+                           tfc_dist_size(s->ctx) > 1, msg))) {
+        tfc_plan_free(p);
+        return NULL;
+    }
     s->stats.lowerings++;
     tfc_cache_push_front(s, p);
     while (s->n_plans > s->max_plans) tfc_cache_evict(s, s->lru);
@@ -279,6 +287,19 @@ static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)
     }
 }
 
+/* Split runs (sched/dist_place.c): a transfer's handle, and its completion counted like a
+ * task's. */
+static starpu_data_handle_t mp_handle(void *run, int slot)
+{
+    return slot_handle(run, slot);
+}
+
+static void comm_done(void *arg)
+{
+    struct tfc_run *run = arg;
+    finish_one(run->counter ? run->counter : run);
+}
+
 /* A task that was never submitted (or that StarPU refused): starpu_task_create made it
  * detached and self-destroying, and starpu_task_destroy refuses such a task (an assertion in
  * StarPU's debug builds), so it is made ours first. */
@@ -315,7 +336,8 @@ static struct starpu_task *make_task(struct tfc_run *run, int i)
     task->cl_arg = run->inst->args + run->inst->args_off[i];
     task->cl_arg_size = st->args_size;
     task->cl_arg_free = 0;
-    if (st->signals || run->records) { /* the others end before a signalling one starts */
+    if (st->signals || run->records || run->plan->mp) { /* the others end before a signalling
+                                                         * one starts (not so across ranks) */
         task->callback_func = task_done;
         task->callback_arg = &run->cbs[i];
     }
@@ -390,7 +412,14 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
 {
     struct plan *p = run->plan;
+    const struct mp_plan *mp = p->mp;
+    int64_t seq = mp ? tfc_mp_next_run() : 0;
     for (int i = 0; i < p->n_steps; i++) {
+        if (mp) { /* split across ranks: the transfers before step i, and only our steps */
+            tfc_mp_post(mp, mp->comm_at[i], mp->comm_at[i + 1], seq, mp_handle, run, comm_done,
+                        run);
+            if (!mp->local[i]) continue;
+        }
         struct starpu_task *task = tile_before(run, i) ? NULL : make_task(run, i);
         int ret = task ? starpu_task_submit(task) : -ENOMEM;
         if (!ret) {
@@ -401,6 +430,7 @@ tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acqui
         tile_abort(run);
         int unsent = 0;
         for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
+        if (mp) unsent = tfc_mp_unsent(mp, i);
         struct tfc_run *cnt = run->counter ? run->counter : run; /* who counts completions */
         __atomic_sub_fetch(&cnt->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
         struct tfc_node *n = s->g->nodes[p->steps[i].node];
@@ -410,6 +440,8 @@ tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acqui
                                          "and STARPU_NCPU/NCUDA/NOPENCL)"
                                        : "StarPU refused the task");
     }
+    if (mp) /* values fetched, variables going back to their rank */
+        tfc_mp_post(mp, mp->comm_at[p->n_steps], mp->n_comms, seq, mp_handle, run, comm_done, run);
     return TFC_OK;
 }
 
@@ -449,6 +481,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     }
     if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
     int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
+    if (p->mp) n_wait = p->mp->n_local_steps + p->mp->n_local_comms; /* and the transfers */
     run->pending = n_wait + n_acquire;
     run->pin_shift = p->running; /* concurrent runs of a pinned chain spread over the workers */
     p->running++;

@@ -814,7 +814,16 @@ TFC_API tfc_tensor *tfc_gru_layer(tfc_graph *g, tfc_tensor *x, int64_t units,
  * message naming the node and the device. hard = 0 (soft): such a task may run on any worker;
  * the run still succeeds, tfc_session_stats.soft_fallbacks counts the tasks, and
  * tfc_session_last_warning names the nodes. A bad device string is TFC_ERR_INVALID_ARGUMENT,
- * recorded on the graph like a build error. Hints are not saved in model stores. */
+ * recorded on the graph like a build error. Hints are not saved in model stores.
+ * Model parallelism (README "Model parallelism"): "rank:R" or "rank:R/DEVICE" (DEVICE as
+ * above, with its meaning on rank R) runs the node on MPI rank R of a distributed context
+ * (tfc_ctx_create_dist); every rank builds the same graph and runs the same calls, each
+ * submits its own nodes' tasks, and values crossing ranks travel by StarPU-MPI. Nodes
+ * without a rank run on rank 0, except that assignments and optimizer updates run on their
+ * variable's rank; tfc_gradients gives the nodes it builds the rank of the node they
+ * differentiate. Fetched values are returned on every rank. A rank >= the number of ranks,
+ * a rank other than 0 without a distributed context (or without MPI), or in a graph with
+ * cond or while, fails the run with TFC_ERR_INVALID_ARGUMENT naming the node. */
 /* Sets (replaces) the hint of the node producing t; plans built before are rebuilt. */
 TFC_API tfc_status tfc_tensor_set_device(tfc_tensor *t, const char *device, int hard);
 /* Opens a scope: every node built until the matching pop gets this hint (NULL: none). Scopes
@@ -1250,7 +1259,9 @@ typedef struct tfc_checkpoint_info {
  * another process) is sticky: the writes queued behind it are dropped (nothing is written
  * out of order), and this call, tfc_store_log_metric, tfc_store_set_retention,
  * tfc_store_truncate_metrics and tfc_store_committed_checkpoints return it (TFC_ERR_STORE,
- * naming the file and the cause) and queue nothing until tfc_store_flush reports it. */
+ * naming the file and the cause) and queue nothing until tfc_store_flush reports it.
+ * A graph split across ranks ("rank:R" hints) is gathered by a run: every rank calls this,
+ * each with a store of its own, and each store gets every variable's current value. */
 TFC_API tfc_status tfc_store_checkpoint(tfc_store *st, tfc_session *s, int64_t step,
                                         const tfc_input_position *pos);
 /* Without waiting: *count receives the number of checkpoints committed through st since it

@@ -87,6 +87,17 @@ static tfc_status new_ckpt_job(tfc_store *st, int64_t step, const tfc_input_posi
     return TFC_OK;
 }
 
+/* A graph split across ranks ("rank:R" hints, sched/dist_place.c) holds a variable's current
+ * value only on its rank: the checkpoint gathers them by a run fetching every variable (each
+ * rank sends its own, and a fetched value reaches every rank), so every rank of the job must
+ * take the checkpoint, as it makes every other run. */
+static int split_across_ranks(const tfc_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->device.has_rank && g->nodes[i]->device.rank > 0) return 1;
+    return 0;
+}
+
 /* Reads the snapshot into the job, takes the metrics logged so far for steps up to the
  * checkpoint's (so that its transaction commits them too: a crash never leaves a checkpoint
  * whose steps lack their metrics), and queues the job. The job is freed on failure. */
@@ -106,7 +117,9 @@ static tfc_status take_and_queue(tfc_store *st, tfc_session *s, int n, tfc_tenso
         return status;
     }
     c->time = tfc_store_now();
-    status = tfc_session_read_variables(s, n, vars, c->values);
+    status = split_across_ranks(tfc_session_graph(s))
+                 ? tfc_session_run(s, 0, NULL, NULL, n, vars, c->values, 0, NULL)
+                 : tfc_session_read_variables(s, n, vars, c->values);
     if (status) {
         tfc_fail(st->msg, status, "checkpoint of step %lld: %s", (long long)c->step,
                  tfc_session_errmsg(s));
