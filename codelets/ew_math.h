@@ -26,10 +26,13 @@
 #include <tgmath.h>
 #define TFC_EW_FN static inline
 #define TFC_EW_HD static inline
+#include "ew_vexpf.h"
 #define EW(name) tfc_ew_##name##_f32
 #define EWS(f) f##_f32
 #define T float
+#define TFC_EW_CPU_F32 1
 #include "ew_scalar.h"
+#undef TFC_EW_CPU_F32
 #undef T
 #undef EW
 #undef EWS

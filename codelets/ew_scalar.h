@@ -27,11 +27,17 @@ TFC_EW_FN T EW(exp)(T x, T p0, T p1) { return exp(x); }
 TFC_EW_FN T EW(log)(T x, T p0, T p1) { return log(x); }
 TFC_EW_FN T EW(relu)(T x, T p0, T p1) { return x > (T)0 ? x : (T)0; }
 /* the stable forms: no exp of a large positive argument */
+#ifdef TFC_EW_CPU_F32
+/* C float32: ew_vexpf.h's forms, which gcc vectorizes (the LSTM's gates) */
+TFC_EW_FN T EW(sigmoid)(T x, T p0, T p1) { return tfc_vsigmoidf(x); }
+TFC_EW_FN T EW(tanh)(T x, T p0, T p1) { return tfc_vtanhf(x); }
+#else
 TFC_EW_FN T EW(sigmoid)(T x, T p0, T p1)
 {
     return x >= (T)0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x));
 }
 TFC_EW_FN T EW(tanh)(T x, T p0, T p1) { return tanh(x); }
+#endif
 TFC_EW_FN T EW(softplus)(T x, T p0, T p1)
 {
     return x > (T)0 ? x + log1p(exp(-x)) : log1p(exp(x));
