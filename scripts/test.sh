@@ -90,7 +90,9 @@ fi
 # same configure and runs `make check` there (a separate `make check` in build/ ran the same
 # programs again and took a quarter of the job), then installs and uninstalls it.
 step "make distcheck (make check of the packed tree: op sweep under four schedulers, OpenCL pass)"
-if ! make -C build distcheck 2>&1 | tee build/distcheck.out; then
+# -j2: two test programs at a time on the 2-core machines (most of them wait on StarPU's
+# workers, calibration or child processes as much as they compute)
+if ! make -C build -j2 distcheck 2>&1 | tee build/distcheck.out; then
     for log in build/tfc-starpu-*/_build/sub/test-suite.log; do [ -f "$log" ] && cat "$log"; done
     exit 1
 fi
@@ -107,7 +109,7 @@ if [ "${TFC_SKIP_SANITIZERS:-0}" != 1 ]; then
     # hwloc's PCI plugin (dlopen'd for `tfc info --topology`'s I/O devices, unloaded before
     # exit) leaves libpciaccess allocations whose frames LeakSanitizer can no longer name
     export HWLOC_COMPONENTS=-pci
-    make -C build-asan check TFC_TEST_SCHEDS="lws dmdas" \
+    make -C build-asan -j2 check TFC_TEST_SCHEDS="lws dmdas" \
         || { cat build-asan/test-suite.log; exit 1; }
     tally build-asan/test-suite.log
     unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS HWLOC_COMPONENTS
