@@ -92,7 +92,14 @@ static void analytic(const tfc_dist_train *t, tfc_tensor **vars, int me, int n,
                      long long *bytes, int *msgs)
 {
     long long pack[64] = {0};
-    for (int i = 0; i < MLP_N_VARS; i++) pack[tfc_dist_train_owner(t, i)] += var_bytes(vars[i]);
+    for (int i = 0; i < MLP_N_VARS; i++) { /* a tiled variable: each row tile to its owner */
+        int64_t rows = tfc_tensor_shape(vars[i]).rank ? tfc_tensor_shape(vars[i]).dims[0] : 1;
+        for (int k = 0; k < tfc_dist_train_tiles(t, i); k++) {
+            int64_t r0 = 0, r1 = rows;
+            int o = tfc_dist_train_tile(t, i, k, &r0, &r1);
+            if (o >= 0 && o < 64) pack[o] += (long long)var_bytes(vars[i]) / rows * (r1 - r0);
+        }
+    }
     *bytes = 0, *msgs = 0;
     for (int o = 0; o < n && o < 64; o++) {
         if (!pack[o]) continue;
