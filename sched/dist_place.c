@@ -4,7 +4,9 @@
  * rank does not hold. The transfers themselves are StarPU-MPI's (sched/dist_place_mpi.c). */
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_CONFIG_H /* configure's; scripts/fuzz.sh builds without it: then no MPI */
 #include "config.h"
+#endif
 #include "dist_place.h"
 
 typedef unsigned long long rankset; /* bit r: rank r holds the slot's current value */
