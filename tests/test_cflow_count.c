@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testutil.h"
+#include "cflow_cases.h"
 #include "../sched/cflow_count.h"
 
 enum pred_form {
@@ -98,13 +99,6 @@ static double as_double(const tfc_value *v)
     case TFC_FLOAT32: return *(const float *)p;
     default: return *(const double *)p;
     }
-}
-
-static tfc_value *scalar_value(enum tfc_dtype dt, double x)
-{
-    tfc_value *v = NULL;
-    CU_ASSERT_FATAL(tfc_value_scalar(dt, x, &v) == TFC_OK);
-    return v;
 }
 
 /* One run of the loop: its two outputs, and the stats' growth in iterations and in loops run
@@ -425,13 +419,6 @@ static void test_gradient_count_known(void)
     CU_ASSERT_EQUAL(got[0][1], got[1][1]);
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
-}
-
-static int count_prefix(const tfc_run_summary *sm, const char *prefix)
-{
-    int n = 0;
-    for (int i = 0; i < sm->n_tasks; i++) n += !strncmp(sm->tasks[i].node, prefix, strlen(prefix));
-    return n;
 }
 
 /* A profiled count-known run's report has every body task, and no predicate task. */

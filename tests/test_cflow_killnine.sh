@@ -13,20 +13,12 @@
 # CFLOW_KILL_SEED=N replays the drawn schedule (the machine's timing still varies).
 # Run by `make check` from the build directory; takes a few seconds. Exits 77 without sqlite3.
 set -u
-build=$(pwd)
+. "$(dirname "$0")/lib_setup.sh"
 tfc=$build/src/tfc
 loop_model=$build/tests/loop_model
-for p in "$tfc" "$loop_model"; do
-    [ -x "$p" ] || { echo "FAIL: $p is not built (run from the build directory)"; exit 1; }
-done
-command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3 (the checkpoints are compared with it)"; exit 77; }
-work=$(mktemp -d "$build/tests/cflow-killnine.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
-bg=
-cleanup() {
-    [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+need_built "$tfc" "$loop_model"
+need_command sqlite3 "the checkpoints are compared with it"
+make_work cflow-killnine
 cd "$work"
 STARPU_NCPU=1 STARPU_NCUDA=0 STARPU_NOPENCL=0
 export STARPU_NCPU STARPU_NCUDA STARPU_NOPENCL

@@ -5,19 +5,11 @@
 # checkpoint resumes to the same result as an uninterrupted one (`tfc eval` prints the same).
 # Run by `make check` from the build directory; takes a few seconds.
 set -u
-build=$(pwd)
+. "$(dirname "$0")/lib_setup.sh"
 tfc=$build/src/tfc
 loop_model=$build/tests/loop_model
-for p in "$tfc" "$loop_model"; do
-    [ -x "$p" ] || { echo "FAIL: $p is not built (run from the build directory)"; exit 1; }
-done
-work=$(mktemp -d "$build/tests/cflow-train.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
-bg=
-cleanup() {
-    [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+need_built "$tfc" "$loop_model"
+make_work cflow-train
 cd "$work"
 limit=120
 fail() {

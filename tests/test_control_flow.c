@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "cflow_cases.h"
 #include "../graph/serialize.h"
 
 static tfc_tensor *i32(tfc_graph *g, double x) { return tfc_scalar(g, TFC_INT32, x); }
@@ -19,13 +20,6 @@ static tfc_value *run1(tfc_session *s, int nf, tfc_tensor **ft, tfc_value **fv, 
     if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
     CU_ASSERT_FATAL(st == TFC_OK);
     return out;
-}
-
-static tfc_value *scalar_value(enum tfc_dtype dt, double x)
-{
-    tfc_value *v = NULL;
-    CU_ASSERT_FATAL(tfc_value_scalar(dt, x, &v) == TFC_OK);
-    return v;
 }
 
 static tfc_session *session_of(tfc_graph *g)
@@ -1089,13 +1083,6 @@ static void test_folded_constants_fetched(void)
     tfc_value_destroy(nv);
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
-}
-
-static int count_prefix(const tfc_run_summary *sm, const char *prefix)
-{
-    int n = 0;
-    for (int i = 0; i < sm->n_tasks; i++) n += !strncmp(sm->tasks[i].node, prefix, strlen(prefix));
-    return n;
 }
 
 /* With profiling on, a control-flow run reports every task of every segment as one run: the

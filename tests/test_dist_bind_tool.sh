@@ -12,15 +12,13 @@
 # bits of its one-process reference.
 # Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
-build=$(pwd)
+. "$(dirname "$0")/lib_setup.sh"
 tfc=$build/src/tfc
-[ -x "$tfc" ] || { echo "FAIL: $tfc is not built (run from the build directory)"; exit 1; }
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
-work=$(mktemp -d "$build/tests/bind.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
-trap 'rm -rf "$work"' EXIT
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" # (Open MPI's)
-mpi="mpirun --oversubscribe -np 2"
-[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
+need_built "$tfc"
+need_command mpirun
+make_work bind
+mpi_setup
+mpi="$mpi 2"
 export STARPU_NCPU=1
 fail=0
 run() { # run NAME ENV...: tfc info --topology on 2 ranks, stdout to NAME.out, stderr NAME.err

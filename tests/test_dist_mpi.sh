@@ -11,25 +11,14 @@
 # 3 ranks) go on with the bits of one
 # process that changed its number of slices at that step. Exits 77 (skipped) without mpirun or with a library built without MPI.
 set -u
-build=$(pwd)
+. "$(dirname "$0")/lib_setup.sh"
 prog=$build/tests/dist_mlp
-[ -x "$prog" ] || { echo "FAIL: $prog is not built (run from the build directory)"; exit 1; }
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
-work=$(mktemp -d "$build/tests/dist.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
-job=
-cleanup() {
-    [ -n "$job" ] && kill "$job" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+need_built "$prog"
+need_command mpirun
+make_work dist
+bg_signal=TERM # bg: an mpirun job, which passes the signal on to its ranks
 export STARPU_NCPU=1 STARPU_NOPENCL=0
-# The sanitizer run (scripts/test.sh): Open MPI leaks about 3000 objects per rank at exit, most
-# from MCA components it has unloaded by then (stacks in "<unknown module>", so no suppression
-# can name them); the ranks keep AddressSanitizer's checks without leak detection. (Checked by
-# hand on 2 ranks: no leak stack passed through the library or dist_mlp.)
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
-mpi="mpirun --oversubscribe -np"
-[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np"
+mpi_setup
 fail=0
 "$prog" local 1 size 0 "$work/probe" >/dev/null || { echo "FAIL: dist_mlp does not start"; exit 1; }
 if ! $mpi 1 "$prog" mpi - size 0 "$work/probe" > "$work/probe.log" 2>&1; then
@@ -176,7 +165,7 @@ cmp -s "$work/ref1" "$work/ref2" && { echo "FAIL: the references of 1 and 2 rank
 
 # a rank killed mid-training ends the whole job, non-zero, within seconds
 $mpi 2 "$prog" mpi - size 1000000 "$work/kill" > "$work/kill.log" 2>&1 &
-job=$!
+bg=$!
 for _ in $(seq 100); do [ -s "$work/kill.1.pid" ] && break; sleep 0.1; done
 if [ ! -s "$work/kill.1.pid" ]; then
     echo "FAIL: rank 1 did not start"; cat "$work/kill.log"; exit 1
@@ -184,11 +173,11 @@ fi
 sleep 1
 start=$(date +%s)
 kill -KILL "$(cat "$work/kill.1.pid")"
-for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then
+for _ in $(seq 200); do kill -0 $bg 2>/dev/null || break; sleep 0.1; done
+if kill -0 $bg 2>/dev/null; then
     echo "FAIL: the job still runs 20 s after rank 1 was killed"; fail=1
 else
-    wait $job; rc=$?; job=
+    wait $bg; rc=$?; bg=
     if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 was killed"; fail=1
     else echo "ok: killed rank 1: the job ended with status $rc after $(( $(date +%s) - start )) s"; fi
 fi
@@ -204,18 +193,18 @@ else echo "ok: rank 1 gave up: the job ended with status $rc after $(( $(date +%
 
 # a hung rank (SIGSTOP): the others wait for it at most TFC_DIST_TIMEOUT seconds
 TFC_DIST_TIMEOUT=2 $mpi 2 "$prog" mpi - size 1000000 "$work/hang" > "$work/hang.log" 2>&1 &
-job=$!
+bg=$!
 for _ in $(seq 100); do [ -s "$work/hang.1.pid" ] && break; sleep 0.1; done
 [ -s "$work/hang.1.pid" ] || { echo "FAIL: rank 1 did not start"; cat "$work/hang.log"; exit 1; }
 sleep 1
 start=$(date +%s)
 kill -STOP "$(cat "$work/hang.1.pid")"
-for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then
+for _ in $(seq 200); do kill -0 $bg 2>/dev/null || break; sleep 0.1; done
+if kill -0 $bg 2>/dev/null; then
     echo "FAIL: the job still runs 20 s after rank 1 was stopped (TFC_DIST_TIMEOUT=2)"; fail=1
     kill -KILL "$(cat "$work/hang.1.pid")"
 else
-    wait $job; rc=$?; job=
+    wait $bg; rc=$?; bg=
     if [ $rc -eq 0 ]; then echo "FAIL: the job exited 0 after rank 1 hung"; fail=1
     elif ! grep -Eq "rank 0: step [0-9]+: waited 2 s \(TFC_DIST_TIMEOUT\) for rank 1" "$work/hang.log"; then
         echo "FAIL: no message naming the hung rank and the step:"; cat "$work/hang.log"; fail=1

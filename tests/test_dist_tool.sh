@@ -11,22 +11,16 @@
 # owners' optimizer slots), with the bytes each rank sends (STARPU_COMM_STATS) more balanced.
 # Exits 77 (skipped) without mpirun or sqlite3, or with a library built without MPI.
 set -u
-build=$(pwd)
+. "$(dirname "$0")/lib_setup.sh"
 tfc=$build/src/tfc
 make_model=$build/examples/make_model
-for p in "$tfc" "$make_model"; do
-    [ -x "$p" ] || { echo "FAIL: $p is not built (run from the build directory)"; exit 1; }
-done
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
-command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3 (the checkpoints are compared with it)"; exit 77; }
-work=$(mktemp -d "$build/tests/dist_tool.XXXXXX") || { echo "FAIL: no temporary directory"; exit 1; }
-trap 'rm -rf "$work"' EXIT
+need_built "$tfc" "$make_model"
+need_command mpirun
+need_command sqlite3 "the checkpoints are compared with it"
+make_work dist_tool
 cd "$work"
 export STARPU_NCPU=1
-# Open MPI keeps allocations at exit that LeakSanitizer reports (as in test_dist_mpi.sh)
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
-mpi="mpirun --oversubscribe -np"
-[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np"
+mpi_setup
 fail=0
 "$make_model" . > make.log 2>&1 || { echo "FAIL: make_model"; cat make.log; exit 1; }
 data="--data images=train-images.idx --data labels=train-labels.idx"

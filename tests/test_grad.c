@@ -43,6 +43,7 @@
 #include "../src/tfc.h"
 #include "../graph/graph.h"
 #include "../sched/testing.h"
+#include "cflow_cases.h"
 #include "host_tensor.h"
 
 /* A condition that takes both branches: first element true, last false. */
@@ -714,33 +715,11 @@ static void test_select(void)
 
 /* ---- cond and while_loop (issue 13): gradients through the branch taken and the loop ------ */
 
-struct cf_caps { tfc_tensor *a, *b; };
-
-static tfc_status cf_then(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    const struct cf_caps *k = arg;
-    out[0] = tfc_add(g, tfc_mul(g, k->a, k->b), tfc_tanh(g, k->a));
-    return TFC_OK;
-}
-
+/* the else branch (cf_then and the loop: tests/cflow_cases.c) */
 static tfc_status cf_else(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
 {
     const struct cf_caps *k = arg;
     out[0] = tfc_sub(g, tfc_exp(g, k->a), tfc_square(g, k->b));
-    return TFC_OK;
-}
-
-static tfc_status cf_below3(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    out[0] = tfc_less(g, v[0], tfc_scalar(g, TFC_INT32, 3));
-    return TFC_OK;
-}
-
-static tfc_status cf_step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    const struct cf_caps *k = arg;
-    out[0] = tfc_add(g, v[0], tfc_scalar(g, TFC_INT32, 1));
-    out[1] = tfc_tanh(g, tfc_add(g, tfc_mul(g, v[1], k->b), k->a)); /* h' = tanh(h*b + a) */
     return TFC_OK;
 }
 
@@ -769,10 +748,7 @@ static void test_control_flow_grads(void)
     k.a = gc_x(&c, ht_rand(F64, (tfc_shape){2, {2, 3}}, -1, 1, 0));
     k.b = gc_x(&c, ht_rand(F64, (tfc_shape){2, {2, 3}}, -1, 1, 0));
     tfc_tensor *h0 = gc_x(&c, ht_rand(F64, (tfc_shape){2, {2, 3}}, -1, 1, 0)), *r[2] = {0};
-    if (c.g) {
-        tfc_tensor *init[2] = {tfc_scalar(c.g, TFC_INT32, 0), h0};
-        tfc_while_loop(c.g, "loop", cf_below3, cf_step, &k, 2, init, NULL, r);
-    }
+    if (c.g) cf_tanh_loop(c.g, &k, h0, r);
     gc_use(&c, r[1]);
     gc_run(&c);
 }

@@ -37,6 +37,7 @@
 #include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
 #include "../codelets/op_attrs.h"
 #include "../codelets/philox.h"   /* test_dropout: the generator of the reference masks */
+#include "cflow_cases.h"
 #include "host_tensor.h"
 
 
@@ -988,33 +989,11 @@ static void test_select(void)
 
 /* ---- cond and while_loop (issue 13): the host picks the branch / the next iteration ---------- */
 
-struct cf_caps { tfc_tensor *a, *b; };
-
-static tfc_status cf_then(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    const struct cf_caps *k = arg;
-    out[0] = tfc_add(g, tfc_mul(g, k->a, k->b), tfc_tanh(g, k->a)); /* a*b + tanh(a) */
-    return TFC_OK;
-}
-
+/* the else branch (cf_then and the loop: tests/cflow_cases.c) */
 static tfc_status cf_else(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
 {
     const struct cf_caps *k = arg;
     out[0] = tfc_sub(g, k->a, tfc_square(g, k->b)); /* a - b^2 */
-    return TFC_OK;
-}
-
-static tfc_status cf_below3(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    out[0] = tfc_less(g, v[0], tfc_scalar(g, TFC_INT32, 3));
-    return TFC_OK;
-}
-
-static tfc_status cf_step(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_tensor **out)
-{
-    const struct cf_caps *k = arg;
-    out[0] = tfc_add(g, v[0], tfc_scalar(g, TFC_INT32, 1));
-    out[1] = tfc_tanh(g, tfc_add(g, tfc_mul(g, v[1], k->b), k->a)); /* h' = tanh(h*b + a) */
     return TFC_OK;
 }
 
@@ -1047,8 +1026,8 @@ static void test_control_flow_ops(void)
         ht a = ht_rand(dt, S(2, 3), -1, 1, 0), b = ht_rand(dt, S(2, 3), -1, 1, 0);
         ht h0 = ht_rand(dt, S(2, 3), -1, 1, 0);
         struct cf_caps k = {tc_in(&c, &a), tc_in(&c, &b)};
-        tfc_tensor *init[2] = {tfc_scalar(c.g, TFC_INT32, 0), tc_in(&c, &h0)}, *r[2] = {0};
-        tfc_while_loop(c.g, "loop", cf_below3, cf_step, &k, 2, init, NULL, r);
+        tfc_tensor *r[2] = {0};
+        cf_tanh_loop(c.g, &k, tc_in(&c, &h0), r);
         ht o = ht_new(dt, S(2, 3)), n = ht_new(I32, S0);
         for (int64_t i = 0; i < o.n; i++) {
             double h = h0.d[i];
