@@ -35,6 +35,12 @@ tfc_status tfc_graph_export_node(const tfc_graph *g, int i, struct tfc_node_reco
     if (!g || i < 0 || i >= g->n_nodes)
         return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "export: no node %d", i);
     const struct tfc_node *n = g->nodes[i];
+    const struct tfc_cflow *open = n->region ? g->regions[n->region].cf : NULL;
+    if (open && !open->node) /* its records would stop inside the region: they never load */
+        return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "node '%s' is inside %s '%s', whose "
+                               "building is not finished (tfc_cflow_finish): a graph is "
+                               "exported whole", n->name,
+                               open->kind == TFC_CF_WHILE ? "while_loop" : "cond", open->name);
     rec->name = n->name;
     rec->op = n->op->name;
     rec->n_inputs = n->n_inputs;

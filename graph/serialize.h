@@ -20,7 +20,8 @@ struct tfc_node_record {
 };
 
 /* Fills rec for node i (pointers borrow from the graph; inputs/ctrl arrays are allocated and
- * freed by tfc_node_record_clear). */
+ * freed by tfc_node_record_clear). Fails, with its message in tfc_errmsg(), for a node inside a
+ * cond or while_loop still being built (TFC_ERR_INVALID_ARGUMENT) or without memory. */
 tfc_status tfc_graph_export_node(const tfc_graph *g, int i, struct tfc_node_record *rec);
 void tfc_node_record_clear(struct tfc_node_record *rec);
 /* Adds the node of rec (its inputs must exist; control inputs are added by

@@ -119,10 +119,12 @@ tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g)
         }
     }
     int failed_node = -1;
-    for (int i = 0; i < g->n_nodes && rc == SQLITE_OK; i++) {
+    for (int i = 0; i < g->n_nodes && rc == SQLITE_OK && !status; i++) {
         struct tfc_node_record rec;
-        if (tfc_graph_export_node(g, i, &rec)) {
-            rc = SQLITE_NOMEM;
+        tfc_status exported = tfc_graph_export_node(g, i, &rec);
+        if (exported) { /* its own status and message (a node that cannot be stored, memory) */
+            status = tfc_fail(st->msg, exported, "store '%s': saving the graph: %s (the stored "
+                              "graph is unchanged)", st->path, tfc_errmsg());
             break;
         }
         rc = insert_node(db, q, i, &rec, g->nodes[i]);
@@ -130,7 +132,8 @@ tfc_status tfc_store_save_graph(tfc_store *st, tfc_graph *g)
         if (rc) failed_node = i;
         tfc_node_record_clear(&rec);
     }
-    if (rc == SQLITE_OK) rc = tfc_store_write_commit(st, db);
+    if (status) tfc_store_write_rollback(st, db);
+    if (rc == SQLITE_OK && !status) rc = tfc_store_write_commit(st, db);
     if (rc) { /* the message first: finalizing a statement resets the connection's error */
         status = tfc_store_sqlfail(st, db, rc, st->msg, "saving the graph%s%s%s (the stored "
                                    "graph is unchanged)", failed_node >= 0 ? " at node '" : "",

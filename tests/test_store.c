@@ -390,6 +390,36 @@ static void test_graph_roundtrip(void)
     tfc_graph_destroy(g);
 }
 
+/* A graph whose export fails (a node inside a while_loop still being built, two-step form) is
+ * refused with the export's own status and message, naming the node and the loop, and the
+ * stored graph is left as it was (it used to be reported as "out of memory", a store error). */
+static void test_graph_export_fails(void)
+{
+    tfc_graph *g;
+    CU_ASSERT_EQUAL_FATAL(tfc_graph_create(&g), TFC_OK);
+    tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(0, NULL));
+    tfc_store *st = create_store("graph_open.db");
+    CU_ASSERT_EQUAL_FATAL(tfc_store_save_graph(st, g), TFC_OK);
+    int64_t before = 0, after = -1;
+    CU_ASSERT_EQUAL(tfc_store_query_int(st, "SELECT count(*) FROM nodes", &before), TFC_OK);
+    tfc_tensor *zero = tfc_scalar(g, TFC_INT32, 0), *in[1] = {NULL};
+    tfc_cflow *cf = tfc_while_new(g, "open_loop", 1, &zero, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cf);
+    CU_ASSERT_EQUAL_FATAL(tfc_cflow_enter(cf, 0, in), TFC_OK); /* and never finished */
+    CU_ASSERT_EQUAL(tfc_graph_status(g), TFC_OK);
+    CU_ASSERT_EQUAL(tfc_store_save_graph(st, g), TFC_ERR_INVALID_ARGUMENT);
+    const char *msg = tfc_store_errmsg(st);
+    if (!strstr(msg, "'open_loop', whose building is not finished")) fprintf(stderr, "%s\n", msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "'open_loop', whose building is not finished"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, tfc_tensor_name(in[0])));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "graph_open.db"));
+    CU_ASSERT_PTR_NULL(strstr(msg, "memory"));
+    CU_ASSERT_EQUAL(tfc_store_query_int(st, "SELECT count(*) FROM nodes", &after), TFC_OK);
+    CU_ASSERT_EQUAL(after, before); /* rolled back: the graph saved before is still there */
+    tfc_store_close(st);
+    tfc_graph_destroy(g);
+}
+
 /* ---- signatures ------------------------------------------------------------------------------ */
 
 static void test_signatures(void)
@@ -2141,6 +2171,7 @@ int main(void)
     TEST_SUITE("store", suite_init, suite_clean);
     TEST_ADD(test_open_close);
     TEST_ADD(test_graph_roundtrip);
+    TEST_ADD(test_graph_export_fails);
     TEST_ADD(test_stored_sizes_that_overflow);
     TEST_ADD(test_stored_constant_size);
     TEST_ADD(test_damaged_chunks);
