@@ -12,9 +12,10 @@
  * body recomputed and differentiated. R's body also read F's stacked variables; their gradient
  * goes into F's gradient F', built later in the same backward pass (R leaves RR on F): F' is a
  * reverse loop over RR's stack (which holds R's and so F's inputs too) whose body differentiates
- * F's body and R's recomputed body together, and whose capture sums start from RR's. A reverse
- * loop of third order, and one cloned inside another region (a loop nested in a loop or a
- * cond), have no gradient yet: a clear error. */
+ * F's body and R's recomputed body together, and whose capture sums start from RR's. A loop
+ * nested in a loop or a cond is the same one level down: the clone of a region that holds
+ * F and R holds clones of both, R's reading the stack of F's clone. A reverse loop of third
+ * order has no gradient yet: a clear error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,25 +118,27 @@ static const char *clone_name(tfc_graph *g, const struct tfc_node *m, const char
     return m->name + pl;
 }
 
-/* A cond or while node inside the cloned region, rebuilt with its regions cloned. */
+/* A cond or while node inside the cloned region, rebuilt with its regions cloned; a reverse
+ * loop (a gradient loop in a gradient's region) reads the stack of its forward loop's clone. */
 static tfc_status clone_cflow(struct clone *c, struct tfc_node *m, const char *rel)
 {
     tfc_graph *g = c->g;
     const struct tfc_cflow *cf = m->cflow;
-    if (cf->fwd)
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "gradient of '%s': it holds '%s', the gradient loop of another "
-                               "while_loop; gradients of gradients through a while_loop are "
-                               "not supported yet", c->what, m->name);
-    tfc_tensor *in[MAX_OP], *out[MAX_OP];
+    tfc_tensor *in[4 * MAX_OP], *out[MAX_OP];
     for (int i = 0; i < cf->n_vars && cf->kind == TFC_CF_WHILE; i++)
         in[i] = map_tensor(c, m->inputs[i]);
     tfc_while_opts opts = {.maximum_iterations = cf->max_iter, .shape_invariants = cf->invariant};
-    tfc_cflow *ncf = cf->kind == TFC_CF_WHILE
-                         ? tfc_while_new(g, rel, cf->n_vars, in, &opts)
-                         : tfc_cond_new(g, rel, map_tensor(c, m->inputs[0]), cf->n_vars);
+    tfc_cflow *ncf;
+    if (cf->fwd) {
+        struct tfc_node *f = map_tensor(c, &cf->fwd->node->outputs[0])->node;
+        ncf = tfc_while_reverse_new(g, rel, f->cflow, cf->n_vars, in, cf->invariant);
+    } else {
+        ncf = cf->kind == TFC_CF_WHILE ? tfc_while_new(g, rel, cf->n_vars, in, &opts)
+                                       : tfc_cond_new(g, rel, map_tensor(c, m->inputs[0]),
+                                                      cf->n_vars);
+    }
     if (!ncf) return g->status;
-    for (int r = 0; r < 2; r++) {
+    for (int r = cf->fwd ? 1 : 0; r < 2; r++) { /* a reverse loop's cond region is built */
         memset(out, 0, sizeof out);
         if (!tfc_cflow_enter(ncf, r, in)) clone_region(c, cf, r, m, in, out);
         tfc_cflow_leave(ncf, cf->reg[r].n_out, out);
