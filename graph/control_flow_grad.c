@@ -4,18 +4,8 @@
  * predicate (the branch that ran); a while's is a reverse loop (sched/cflow_run.c runs it) whose
  * body runs once per forward iteration, last first, from that iteration's loop variables, which
  * the forward loop keeps on its stack. Only loop variables are kept: a body's other values are
- * recomputed in the reverse body, so the gradient equals that of the unrolled graph.
- *
- * Second order (the gradient of a reverse loop R of forward loop F): what a loop stacks is its
- * body's inputs, so R stacks its carried gradients with F's variables of the iteration, and R's
- * gradient RR is a reverse loop over R's stack: it runs F's iterations in their order, with R's
- * body recomputed and differentiated. R's body also read F's stacked variables; their gradient
- * goes into F's gradient F', built later in the same backward pass (R leaves RR on F): F' is a
- * reverse loop over RR's stack (which holds R's and so F's inputs too) whose body differentiates
- * F's body and R's recomputed body together, and whose capture sums start from RR's. A loop
- * nested in a loop or a cond is the same one level down: the clone of a region that holds
- * F and R holds clones of both, R's reading the stack of F's clone. A reverse loop of third
- * order has no gradient yet: a clear error. */
+ * recomputed in the reverse body, so the gradient equals that of the unrolled graph. A reverse
+ * loop has a gradient too (second order: see "gradients of gradient loops" below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +281,19 @@ static tfc_status cond_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const 
     return TFC_OK;
 }
 
+/* ---- gradients of gradient loops ------------------------------------------------------- */
+
+/* Second order, the gradient of a reverse loop R of forward loop F. What a loop stacks is its
+ * body's inputs, so R stacks its carried gradients with F's variables of the iteration, and R's
+ * gradient RR is a reverse loop over R's stack: it runs F's iterations in their order, with R's
+ * body recomputed and differentiated. R's body also read F's stacked variables; their gradient
+ * goes into F's gradient F', built later in the same backward pass (R leaves RR on F): F' is a
+ * reverse loop over RR's stack (which holds R's and so F's inputs too) whose body differentiates
+ * F's body and R's recomputed body together, and whose capture sums start from RR's. A loop
+ * nested in a loop or a cond is the same one level down: the clone of a region that holds F
+ * and R holds clones of both, R's reading the stack of F's clone. RR and F' have no gradient:
+ * a third order is a clear error. */
+
 /* The reverse loop being built for the gradient of while n. */
 struct rev {
     struct tfc_node *n;
@@ -385,11 +388,13 @@ static int rev_layout(tfc_graph *g, struct tfc_node *n, struct rev *rv, struct w
         if (is_float(t) && t != order) w->idx[w->n_idx++] = body->cap_base + j;
     }
     int m = rv->nf + w->n_idx + w->n_glob;
-    if (m > MAX_OP / 2) /* a while's loop variables */
-        return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
-                               "gradient of while '%s': %d gradients to carry (its float loop "
-                               "variables, float captures of its body and the xs read inside), "
-                               "at most %d", n->name, m, MAX_OP / 2), -1;
+    if (m > MAX_OP / 2) { /* a while's loop variables */
+        tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                        "gradient of while '%s': %d gradients to carry (its float loop variables, "
+                        "float captures of its body and the xs read inside), at most %d",
+                        n->name, m, MAX_OP / 2);
+        return -1;
+    }
     return m;
 }
 

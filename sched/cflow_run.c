@@ -8,7 +8,8 @@
  * instances that no loop variable refers to are recycled within the run (memory stays bounded).
  * A loop whose gradient is built keeps each iteration's loop variables (their handles, not
  * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
- * predicate to read back (the count is known). A forward loop whose trip count follows from a
+ * predicate to read back (the count is known); a reverse loop whose own gradient is built
+ * stacks its body's inputs in turn (second order). A forward loop whose trip count follows from a
  * counter (sched/cflow_count.c) reads its counter, bound and step once and submits every
  * iteration without a predicate; from its second iteration on, a body of one segment goes
  * straight to that segment's plan (no cut, no plan lookup). With TFC_WHILE_SPECULATE=1 other
@@ -45,10 +46,10 @@ struct hold {                /* one segment submission, held until the run ends 
     struct hold *next;
 };
 
-struct stack {               /* a forward loop's variables, iteration by iteration */
+struct stack {               /* a loop's body inputs, iteration by iteration */
     const struct tfc_cflow *cf;
     int n, cap;              /* iterations kept */
-    struct bound *v;         /* n * cf->n_vars: the values iteration i's body read */
+    struct bound *v;         /* n * tfc_cflow_n_stacked(cf): the values iteration i's body read */
     struct stack *next;
 };
 
