@@ -1127,6 +1127,20 @@ static void test_refused(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "beyond the second order"));
     tfc_graph_destroy(g);
 
+    tfc_graph_create(&g); /* two gradient loops of one loop, differentiated in one pass */
+    h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    a.w = tfc_placeholder(g, "w", TFC_FLOAT32, tfc_shape_of(1, &d3));
+    init[0] = i32(g, 0);
+    init[1] = h0;
+    CU_ASSERT_EQUAL_FATAL(tfc_while_loop(g, "lp", lt2, inner_body, &a, 2, init, NULL, r), TFC_OK);
+    tfc_tensor *d2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &r[1], NULL, 1, &a.w, &d), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &r[1], NULL, 1, &a.w, &d2), TFC_OK);
+    sum = tfc_add(g, tfc_reduce_sum(g, d, 0, NULL, 0), tfc_reduce_sum(g, d2, 0, NULL, 0));
+    CU_ASSERT_NOT_EQUAL(tfc_gradients(g, 1, &sum, NULL, 1, &a.w, &dd), TFC_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(tfc_graph_errmsg(g), "are both gradient loops of while 'lp'"));
+    tfc_graph_destroy(g);
+
     tfc_graph_create(&g); /* a body reading more of the xs than a node has inputs */
     struct many m;
     for (int i = 0; i < 65; i++) {
