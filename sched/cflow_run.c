@@ -10,176 +10,17 @@
  * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
  * predicate to read back (the count is known); a reverse loop whose own gradient is built
  * stacks its body's inputs in turn (second order). A forward loop whose trip count follows from a
- * counter (sched/cflow_count.c) reads its counter, bound and step once and submits every
- * iteration without a predicate; from its second iteration on, a body of one segment goes
- * straight to that segment's plan (no cut, no plan lookup). With TFC_WHILE_SPECULATE=1 other
- * loops whose regions are pure run one iteration ahead of their predicate's read-back. */
-#include <limits.h>
+ * counter, or that may run ahead of its predicate, goes to sched/cflow_loop.c; the run's values
+ * and held submissions are sched/cflow_hold.c's (the state of a run: cflow_priv.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "session_priv.h"
-#include "../graph/control_flow.h"
+#include "cflow_priv.h"
 #include "../src/env.h"
-#include "cflow_count.h"
-
-/* A value of the run: the handle holding a tensor's value. */
-struct bound {
-    tfc_tensor *t;
-    starpu_data_handle_t h;  /* NULL: zero elements */
-    struct tfc_desc desc;    /* concrete */
-};
-
-struct env {                 /* the values a region sees: its inputs and what it computed */
-    int n, cap;
-    struct bound *b;
-    struct bound *local;     /* the caller's stack buffer b starts in (not ours to free) */
-};
-
-struct hold {                /* one segment submission, held until the run ends */
-    struct tfc_run *sub;     /* its plan, instance and feed handles; counts on the run */
-    starpu_data_handle_t *extra; /* per fetch of the plan: a handle registered on a fetched
-                              * folded constant (NULL until fetched) */
-    uint64_t seq;            /* submission number within the run */
-    int discarded;           /* a speculative iteration that did not run: its results and
-                              * kernel errors are never seen, its instance never reused */
-    struct hold *next;
-};
-
-struct stack {               /* a loop's body inputs, iteration by iteration */
-    const struct tfc_cflow *cf;
-    int n, cap;              /* iterations kept */
-    struct bound *v;         /* n * tfc_cflow_n_stacked(cf): the values iteration i's body read */
-    struct stack *next;
-};
-
-struct tfc_cf_run {
-    tfc_session *s;
-    struct stack *stacks;    /* of the loops with a gradient, each from its latest run */
-    char *reached;           /* per node id: a fetch or target needs it (top level) */
-    int64_t kept;            /* loop iterations whose variables went on a stack */
-    struct tfc_run *top;
-    struct hold *holds;      /* newest first */
-    struct hold *pool;       /* recycled: an instance no value of the run refers to any more */
-    uint64_t seq;            /* submissions so far */
-    int n_feeds;
-    starpu_data_handle_t *feed_h; /* the caller's feeds, registered on their buffers */
-    int n_fetches;
-    tfc_value **fetch_values;
-    int profiling;           /* the session profiles: task records, no recycling */
-    struct tfc_snap *snap0;  /* when profiling: counters at the start */
-    int64_t iterations;      /* loop bodies run */
-    int count_known_on;      /* TFC_WHILE_COUNT: count-known loops skip their predicate */
-    int64_t count_known;     /* loops run without a predicate (their count known) */
-    int speculate_on;        /* TFC_WHILE_SPECULATE: other pure loops run one iteration ahead */
-    int64_t branches[2];     /* conds: then, else taken */
-};
 
 static const char shape_only; /* the data pointer of the shape carriers of plan keys */
 
-/* ---- environments ---------------------------------------------------------------------- */
-
-static const struct bound *env_find(const struct env *e, const tfc_tensor *t)
-{
-    for (int i = e->n - 1; i >= 0; i--)
-        if (e->b[i].t == t) return &e->b[i];
-    return NULL;
-}
-
-static int env_bind(struct env *e, tfc_tensor *t, const struct bound *v)
-{
-    if (e->n == e->cap) {
-        int cap = e->cap ? e->cap * 2 : 16;
-        int grow_local = e->b == e->local; /* leaving the stack buffer: copy, not realloc */
-        struct bound *b = grow_local ? malloc(sizeof *b * (size_t)cap)
-                                     : realloc(e->b, sizeof *b * (size_t)cap);
-        if (!b) return -1;
-        if (grow_local && e->n) memcpy(b, e->b, sizeof *b * (size_t)e->n);
-        e->b = b;
-        e->cap = cap;
-    }
-    e->b[e->n] = *v;
-    e->b[e->n++].t = t;
-    return 0;
-}
-
 /* ---- segments -------------------------------------------------------------------------- */
-
-/* The handle of the plan's fetch j in submission sub (NULL for zero elements). */
-static starpu_data_handle_t fetch_handle(struct tfc_cf_run *cr, struct hold *hd, int j)
-{
-    struct tfc_run *sub = hd->sub;
-    const struct plan *p = sub->plan;
-    const struct slot *sl = &p->slots[p->fetch_slot[j]];
-    switch (sl->kind) {
-    case SLOT_TEMP: return sub->inst->handles[p->fetch_slot[j]];
-    case SLOT_FEED: return sub->feed_handles[sl->ref];
-    case SLOT_PERSIST: return cr->s->pers[sl->ref].h;
-    case SLOT_CONST:
-        if (sl->ch) return sl->ch;
-        if (!hd->extra[j]) /* read-only: later segments only read it */
-            starpu_vector_data_register(&hd->extra[j], STARPU_MAIN_RAM, (uintptr_t)sl->cdata,
-                                        (uint32_t)sl->numel, tfc_dtype_size(sl->desc.dtype));
-        return hd->extra[j];
-    default: return NULL;
-    }
-}
-
-/* A recycled submission of plan p, if the run has one. */
-static struct hold *pool_take(struct tfc_cf_run *cr, const struct plan *p)
-{
-    for (struct hold **pp = &cr->pool; *pp; pp = &(*pp)->next)
-        if ((*pp)->sub->plan == p) {
-            struct hold *hd = *pp;
-            *pp = hd->next;
-            return hd;
-        }
-    return NULL;
-}
-
-/* A submission of plan p on a fresh or recycled instance, fed from env; held by the run. Under
- * the lock. */
-static struct hold *hold_new(struct tfc_cf_run *cr, struct plan *p, const struct env *env)
-{
-    struct hold *hd = pool_take(cr, p);
-    if (hd) { /* the same key: as many feeds */
-        for (int i = 0; i < env->n; i++) hd->sub->feed_handles[i] = env->b[i].h;
-        hd->seq = cr->seq++;
-        hd->next = cr->holds;
-        cr->holds = hd;
-        return hd;
-    }
-    hd = calloc(1, sizeof *hd);
-    struct tfc_run *sub = calloc(1, sizeof *sub);
-    if (!hd || !sub) {
-        free(hd);
-        free(sub);
-        return NULL;
-    }
-    hd->sub = sub;
-    sub->s = cr->s;
-    sub->plan = p;
-    sub->counter = cr->top;
-    sub->feed_handles = malloc(sizeof *sub->feed_handles * (size_t)(env->n + 1));
-    sub->cbs = malloc(sizeof *sub->cbs * (size_t)(p->n_steps + 1));
-    hd->extra = calloc((size_t)p->n_fetches + 1, sizeof *hd->extra);
-    if (p->n_parts) sub->parts = calloc((size_t)p->n_parts, sizeof *sub->parts);
-    if (cr->profiling) sub->records = calloc((size_t)p->n_steps + 1, sizeof *sub->records);
-    sub->inst = sub->feed_handles && sub->cbs && hd->extra && (!p->n_parts || sub->parts) &&
-                        (!cr->profiling || sub->records)
-                    ? tfc_plan_take_instance(p) : NULL;
-    if (!sub->inst) {
-        free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub->records);
-        free(hd->extra); free(sub); free(hd);
-        return NULL;
-    }
-    for (int i = 0; i < env->n; i++) sub->feed_handles[i] = env->b[i].h;
-    p->running++;
-    hd->seq = cr->seq++;
-    hd->next = cr->holds;
-    cr->holds = hd;
-    return hd;
-}
 
 /* Plans (or finds) and submits the segment computing fetch[0..n_fetch) and running the
  * targets from the values in env; out[j] receives fetch j's handle and concrete description. */
@@ -205,7 +46,7 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
         pthread_mutex_lock(&s->lock);
         p = tfc_run_find_plan(s, env->n, ft, fv, n_fetch, fetch, n_targets, targets, &st, msg);
         if (p && !(st = tfc_run_check_variables(s, p, msg))) {
-            struct hold *hd = hold_new(cr, p, env);
+            struct hold *hd = tfc_cf_hold_new(cr, p, env);
             if (!hd) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
             if (hd) /* the tasks with a callback: all of them when profiling */
                 __atomic_add_fetch(&cr->top->pending, cr->profiling ? p->n_steps : p->n_signals,
@@ -215,7 +56,7 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
                 for (int i = 0; i < p->n_var_writes; i++) s->pers[p->var_writes[i]].initialized = 1;
                 for (int j = 0; j < n_fetch; j++) {
                     const struct slot *sl = &p->slots[p->fetch_slot[j]];
-                    out[j] = (struct bound){fetch[j], fetch_handle(cr, hd, j), sl->desc};
+                    out[j] = (struct bound){fetch[j], tfc_cf_fetch_handle(cr, hd, j), sl->desc};
                 }
             }
         }
@@ -231,40 +72,12 @@ static tfc_status submit_segment(struct tfc_cf_run *cr, const struct env *env, i
 
 /* ---- predicates ------------------------------------------------------------------------ */
 
-/* A kernel failure recorded in one of the newest n holds (the predicate's producers): a loop
- * must not go on from a value a failed kernel left. */
-static tfc_status recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
-{
-    for (struct hold *hd = cr->holds; hd && n-- > 0; hd = hd->next) {
-        struct tfc_kerr *e = &hd->sub->inst->err;
-        if (!e->set || hd->discarded) continue;
-        struct tfc_node *nd = cr->s->g->nodes[e->node];
-        return tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", nd->name,
-                        nd->op->name, e->msg);
-    }
-    return TFC_OK;
-}
-
-/* The predicate's one element, read back without the session lock (ARCHITECTURE.md 9); no
- * check of the kernels before it. */
-static tfc_status read_pred_value(const struct bound *b, const char *node, int *value, char *msg)
-{
-    if (!b->h)
-        return tfc_fail(msg, TFC_ERR_INTERNAL, "node '%s': predicate '%s' has no data", node,
-                        b->t->name);
-    if (starpu_data_acquire(b->h, STARPU_R))
-        return tfc_fail(msg, TFC_ERR_RUNTIME, "node '%s': StarPU could not acquire predicate "
-                        "'%s'", node, b->t->name);
-    *value = tfc_cf_pred_value(b->desc.dtype, starpu_data_handle_to_pointer(b->h, STARPU_MAIN_RAM));
-    starpu_data_release(b->h);
-    return TFC_OK;
-}
-
+/* A cond's or loop's predicate, and no kernel before it failed. */
 static tfc_status read_pred(struct tfc_cf_run *cr, const struct bound *b, const char *node,
                             int *value, char *msg)
 {
-    tfc_status st = read_pred_value(b, node, value, msg);
-    return st ? st : recent_kernel_error(cr, 3, msg);
+    tfc_status st = tfc_cf_read_pred_value(b, node, value, msg);
+    return st ? st : tfc_cf_recent_kernel_error(cr, 3, msg);
 }
 
 /* ---- regions --------------------------------------------------------------------------- */
@@ -279,19 +92,6 @@ static int is_global_source(const struct tfc_node *n)
     return (n->op->flags & TFC_OP_SOURCE) && n->op != &tfc_op_placeholder;
 }
 
-/* The values region r of cf sees: its input placeholders bound to vars (a while's loop
- * variables), its captures to the node's inputs in. */
-static int region_env(const struct tfc_cflow *cf, int r, const struct bound *vars,
-                      const struct bound *in, struct env *e)
-{
-    const struct tfc_region *reg = &cf->g->regions[cf->reg[r].id];
-    for (int i = 0; i < cf->reg[r].n_in; i++)
-        if (env_bind(e, cf->reg[r].in[i], &vars[i])) return -1;
-    for (int k = 0; k < reg->n_caps; k++)
-        if (env_bind(e, reg->cap_inner[k], &in[cf->reg[r].cap_base + k])) return -1;
-    return 0;
-}
-
 /* Runs region r of cf from vars and in; out receives its outputs. */
 static tfc_status run_region(struct tfc_cf_run *cr, const struct tfc_cflow *cf, int r,
                              const struct bound *vars, const struct bound *in,
@@ -299,50 +99,13 @@ static tfc_status run_region(struct tfc_cf_run *cr, const struct tfc_cflow *cf, 
 {
     struct bound local[16]; /* a loop iteration's region mostly fits: no malloc per iteration */
     struct env e = {0, 16, local, local};
-    tfc_status st = region_env(cf, r, vars, in, &e)
+    tfc_status st = tfc_cf_region_env(cf, r, vars, in, &e)
                         ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run")
                         : exec_region(cr, &e, &cf->reg[r], cf->reg[r].n_out, cf->reg[r].out, 0,
                                       NULL, out,
                                       msg);
     if (e.b != e.local) free(e.b);
     return st;
-}
-
-/* Whether one of the n values lives in a handle of hd's instance. */
-static int hold_refers(const struct hold *hd, const struct bound *v, int n)
-{
-    const struct plan *p = hd->sub->plan;
-    for (int j = 0; j < n; j++) {
-        if (!v[j].h) continue;
-        for (int k = 0; k < p->n_fetches; k++)
-            if (v[j].h == hd->extra[k]) return 1;
-        for (int k = 0; k < p->n_slots; k++)
-            if (p->slots[k].kind == SLOT_TEMP && hd->sub->inst->handles[k] == v[j].h) return 1;
-    }
-    return 0;
-}
-
-/* Once iteration k+1 is submitted, what iteration k submitted (holds numbered [from, to)) is
- * read by nothing later but the loop variables: the other instances go to the pool, and their
- * next writer is ordered after their readers by StarPU (sequential consistency). Memory stays
- * bounded however long the loop runs. A backward loop will keep them instead (its stack). */
-static void recycle(struct tfc_cf_run *cr, uint64_t from, uint64_t to, const struct bound *vars,
-                    int n_vars)
-{
-    if (cr->profiling) return; /* each submission keeps its task records */
-    pthread_mutex_lock(&cr->s->lock); /* the pool is shared with this run's submissions only,
-                                       * but hold_new reads it under the lock */
-    for (struct hold **pp = &cr->holds; *pp && (*pp)->seq >= from;) {
-        struct hold *hd = *pp;
-        if (hd->seq >= to || hd->discarded || hold_refers(hd, vars, n_vars)) {
-            pp = &hd->next;
-            continue;
-        }
-        *pp = hd->next;
-        hd->next = cr->pool;
-        cr->pool = hd;
-    }
-    pthread_mutex_unlock(&cr->s->lock);
 }
 
 /* ---- stacks ---------------------------------------------------------------------------- */
@@ -365,20 +128,6 @@ static struct stack *stack_begin(struct tfc_cf_run *cr, const struct tfc_cflow *
     }
     if (sk) sk->n = 0;
     return sk;
-}
-
-static int stack_push(struct stack *sk, const struct bound *vars)
-{
-    int nv = tfc_cflow_n_stacked(sk->cf);
-    if (sk->n == sk->cap) {
-        int cap = sk->cap ? sk->cap * 2 : 16;
-        struct bound *v = realloc(sk->v, sizeof *v * (size_t)cap * (size_t)nv);
-        if (!v) return -1;
-        sk->v = v;
-        sk->cap = cap;
-    }
-    memcpy(sk->v + (size_t)sk->n++ * (size_t)nv, vars, sizeof *vars * (size_t)nv);
-    return 0;
 }
 
 /* Whether a run of loop cf keeps a stack: a reverse loop of it runs in this run (inside a
@@ -463,227 +212,15 @@ static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf
             return tfc_fail(msg, st, "while '%s' (gradient), iteration %d: %s", cf->name, it,
                             inner);
         }
-        if (own && stack_push(own, bv))
+        if (own && tfc_cf_stack_push(own, bv))
             return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
         cr->kept += own != NULL;
         /* kept alive: the new carried values, and with a stack the ones this body read */
         memcpy(next + nc, vars, sizeof *next * (size_t)nc);
         memcpy(vars, next, sizeof *vars * (size_t)nc);
         cr->iterations++;
-        if (it < sk->n - 1) recycle(cr, prev, first, next, own ? 2 * nc : nc);
+        if (it < sk->n - 1) tfc_cf_recycle(cr, prev, first, next, own ? 2 * nc : nc);
         prev = first;
-    }
-    return TFC_OK;
-}
-
-/* After iteration it of forward loop cf (its submissions numbered from first, the iteration
- * before's from *prev): next becomes the loop variables, the ones the body read go on the
- * stack sk (if any), and what iteration it-1 submitted goes back to the pool. */
-static tfc_status iteration_done(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
-                                 struct stack *sk, struct bound *vars, const struct bound *next,
-                                 int64_t it, uint64_t first, uint64_t *prev, char *msg)
-{
-    /* kept alive: the new loop variables, and with a stack the ones this body read */
-    struct bound keep[2 * TFC_MAX_OPERANDS];
-    memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
-    memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
-    if (sk && stack_push(sk, vars))
-        return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
-    cr->kept += sk != NULL;
-    memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);
-    cr->iterations++;
-    if (it > 0) recycle(cr, *prev, first, keep, sk ? 2 * cf->n_vars : cf->n_vars);
-    *prev = first;
-    return TFC_OK;
-}
-
-static tfc_status iteration_failed(const struct tfc_cflow *cf, int64_t it, tfc_status st,
-                                   char *msg)
-{
-    char inner[TFC_MSG_LEN];
-    snprintf(inner, sizeof inner, "%s", msg);
-    return tfc_fail(msg, st, "while '%s', iteration %lld: %s", cf->name, (long long)it, inner);
-}
-
-/* ---- count-known loops ----------------------------------------------------------------- */
-
-/* 1 and *count when forward loop cf, entered with inputs in, is count-known: its counter,
- * bound and step are read here, once (each acquire waits for its producer). 0 otherwise, with
- * *st set when a kernel that computed them failed. */
-static int known_count(struct tfc_cf_run *cr, const struct tfc_cflow *cf, const struct bound *in,
-                       int64_t *count, tfc_status *st, char *msg)
-{
-    struct tfc_cf_counter k;
-    if (!cr->count_known_on || !tfc_cf_counter_find(cf, &k)) return 0;
-    const struct tfc_cf_operand *ops[3] = {NULL, &k.bound, &k.step};
-    const void *data[3];
-    int64_t buf[3];
-    for (int j = 0; j < 3; j++) {
-        if (ops[j] && ops[j]->value) { /* a constant: its host data */
-            data[j] = tfc_value_cdata(ops[j]->value);
-            continue;
-        }
-        const struct bound *b = &in[ops[j] ? ops[j]->input : k.var];
-        if (!b->h || b->desc.dtype != k.dtype || tfc_shape_numel(&b->desc.shape) != 1 ||
-            starpu_data_acquire(b->h, STARPU_R))
-            return 0;
-        memcpy(&buf[j], starpu_data_handle_to_pointer(b->h, STARPU_MAIN_RAM),
-               tfc_dtype_size(k.dtype));
-        starpu_data_release(b->h);
-        data[j] = &buf[j];
-    }
-    if ((*st = recent_kernel_error(cr, INT_MAX, msg))) return 0; /* garbage in: no count */
-    return tfc_cf_trip_count(&k, data[0], data[1], data[2], cf->max_iter, count);
-}
-
-/* A body of one segment, submitted again without cutting it or looking its plan up: the plan
- * of its first iteration, its feeds the body's env (loop variables, then captures), and where
- * each output comes from. */
-struct fast_body {
-    struct plan *p;          /* NULL: the body submits nothing (its outputs are its inputs) */
-    int from[TFC_MAX_OPERANDS]; /* output j: >= 0 the env entry, < 0 the plan fetch -1-from */
-};
-
-/* Whether iteration 0 of loop cf (submissions from first; loop variables vars before it, next
- * after) lets the next iterations take the fast path; fills fb. */
-static int fast_prepare(struct tfc_cf_run *cr, const struct tfc_cflow *cf, uint64_t first,
-                        const struct bound *vars, const struct bound *in,
-                        const struct bound *next, struct fast_body *fb)
-{
-    const struct tfc_cf_region *body = &cf->reg[1];
-    tfc_graph *g = cr->s->g;
-    if (cr->seq > first + 1) return 0; /* more than one segment */
-    for (int id = body->lo; id <= body->hi; id++)
-        if (tfc_is_cflow(g->nodes[id])) return 0;
-    for (int k = 0; k < cf->n_vars; k++) /* the same plan key every iteration */
-        if (next[k].desc.dtype != vars[k].desc.dtype ||
-            !tfc_shape_equal(&next[k].desc.shape, &vars[k].desc.shape))
-            return 0;
-    fb->p = cr->seq == first + 1 ? cr->holds->sub->plan : NULL;
-    struct bound local[16];
-    struct env e = {0, 16, local, local};
-    int ok = !region_env(cf, 1, vars, in, &e), nf = 0;
-    tfc_tensor *f[TFC_MAX_OPERANDS]; /* as segment_last lists them: outputs not in env, once */
-    for (int j = 0; ok && j < body->n_out; j++) {
-        const struct bound *b = env_find(&e, body->out[j]);
-        if (b) {
-            fb->from[j] = (int)(b - e.b);
-            continue;
-        }
-        int at = 0;
-        while (at < nf && f[at] != body->out[j]) at++;
-        if (at == nf) f[nf++] = body->out[j];
-        fb->from[j] = -1 - at;
-    }
-    if (e.b != e.local) free(e.b);
-    return ok && nf == (fb->p ? fb->p->n_fetches : 0);
-}
-
-/* One iteration of a fast body: its segment submitted on a pooled instance; next receives the
- * new loop variables. */
-static tfc_status fast_submit(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
-                              const struct fast_body *fb, const struct bound *vars,
-                              const struct bound *in, struct bound *next, char *msg)
-{
-    tfc_session *s = cr->s;
-    struct bound local[16];
-    struct env e = {0, 16, local, local};
-    tfc_status st = region_env(cf, 1, vars, in, &e)
-                        ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run")
-                        : TFC_OK;
-    struct plan *p = fb->p;
-    struct hold *hd = NULL;
-    if (!st && p) {
-        pthread_mutex_lock(&s->lock);
-        hd = hold_new(cr, p, &e);
-        if (!hd) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
-        if (hd)
-            __atomic_add_fetch(&cr->top->pending, cr->profiling ? p->n_steps : p->n_signals,
-                               __ATOMIC_ACQ_REL);
-        if (hd && !(st = tfc_run_submit_tasks(s, hd->sub, 0, msg)))
-            s->stats.tasks += (uint64_t)p->n_steps;
-        pthread_mutex_unlock(&s->lock);
-    }
-    for (int j = 0; !st && j < cf->reg[1].n_out; j++) {
-        int f = -1 - fb->from[j];
-        next[j] = fb->from[j] >= 0 ? e.b[fb->from[j]]
-                                   : (struct bound){NULL, fetch_handle(cr, hd, f),
-                                                    p->slots[p->fetch_slot[f]].desc};
-        next[j].t = cf->reg[1].out[j];
-    }
-    if (e.b != e.local) free(e.b);
-    return st;
-}
-
-/* Forward loop cf with its count known: count bodies, no predicate. */
-static tfc_status exec_counted(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
-                               const struct bound *in, struct bound *vars, struct stack *sk,
-                               int64_t count, char *msg)
-{
-    struct fast_body fb;
-    int fast = 0;
-    uint64_t prev = cr->seq;
-    cr->count_known++;
-    for (int64_t it = 0; it < count; it++) {
-        uint64_t first = cr->seq;
-        struct bound next[TFC_MAX_OPERANDS];
-        tfc_status st = fast ? fast_submit(cr, cf, &fb, vars, in, next, msg)
-                             : run_region(cr, cf, 1, vars, in, next, msg);
-        if (st) return iteration_failed(cf, it, st, msg);
-        if (it == 0) fast = fast_prepare(cr, cf, first, vars, in, next, &fb);
-        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
-    }
-    return TFC_OK;
-}
-
-/* ---- speculative iterations ------------------------------------------------------------ */
-
-/* Whether running loop cf's regions once too often changes nothing but wasted work: no node
- * of either writes a variable or holds control flow (whose predicates would be read back). */
-static int speculable(const struct tfc_cf_run *cr, const struct tfc_cflow *cf)
-{
-    if (!cr->speculate_on || cr->profiling) return 0; /* a report shows what ran, nothing more */
-    tfc_graph *g = cr->s->g;
-    for (int r = 0; r < 2; r++)
-        for (int id = cf->reg[r].lo; id <= cf->reg[r].hi; id++) {
-            const struct tfc_node *n = g->nodes[id];
-            if (tfc_is_cflow(n) || n->op->var_access != TFC_VAR_NONE || n->op->n_state) return 0;
-        }
-    return 1;
-}
-
-/* Marks what was submitted from seq first on as not run (a speculative iteration). */
-static void discard_from(struct tfc_cf_run *cr, uint64_t first)
-{
-    for (struct hold *hd = cr->holds; hd && hd->seq >= first; hd = hd->next) hd->discarded = 1;
-}
-
-/* Forward loop cf whose count is not known, one iteration ahead (TF's parallel_iterations):
- * iteration k's body and iteration k+1's predicate are submitted (into fresh handles) before
- * k's predicate is read back, so the workers run them during the round trip. When k's
- * predicate says stop, they are discarded: their values are never bound, their kernel errors
- * never reported. */
-static tfc_status exec_speculative(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
-                                   const struct bound *in, struct bound *vars, struct stack *sk,
-                                   char *msg)
-{
-    uint64_t prev = cr->seq;
-    struct bound pred, next_pred;
-    tfc_status st = run_region(cr, cf, 0, vars, in, &pred, msg);
-    if (st) return iteration_failed(cf, 0, st, msg);
-    for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
-        uint64_t first = cr->seq;
-        struct bound next[TFC_MAX_OPERANDS];
-        int go = 0, ahead = !cf->max_iter || it + 1 < cf->max_iter;
-        st = run_region(cr, cf, 1, vars, in, next, msg); /* speculative until pred is read */
-        if (!st && ahead) st = run_region(cr, cf, 0, next, in, &next_pred, msg);
-        if (!st) st = read_pred_value(&pred, cf->name, &go, msg);
-        if (!st && !go) discard_from(cr, first);
-        if (!st) st = recent_kernel_error(cr, 5, msg); /* this predicate's producers */
-        if (st) return iteration_failed(cf, it, st, msg);
-        if (!go) break;
-        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
-        pred = next_pred;
     }
     return TFC_OK;
 }
@@ -698,10 +235,10 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
     if (keep && !sk) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     int64_t count;
     tfc_status st = TFC_OK;
-    if (known_count(cr, cf, in, &count, &st, msg))
-        return exec_counted(cr, cf, in, vars, sk, count, msg);
-    if (st) return iteration_failed(cf, 0, st, msg);
-    if (speculable(cr, cf)) return exec_speculative(cr, cf, in, vars, sk, msg);
+    if (tfc_cf_known_count(cr, cf, in, &count, &st, msg))
+        return tfc_cf_exec_counted(cr, cf, in, vars, sk, count, msg);
+    if (st) return tfc_cf_iteration_failed(cf, 0, st, msg);
+    if (tfc_cf_speculable(cr, cf)) return tfc_cf_exec_speculative(cr, cf, in, vars, sk, msg);
     uint64_t prev = cr->seq; /* the first submission of the iteration before */
     for (int64_t it = 0; !cf->max_iter || it < cf->max_iter; it++) {
         uint64_t first = cr->seq;
@@ -710,9 +247,9 @@ static tfc_status exec_while(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
         st = run_region(cr, cf, 0, vars, in, &pred, msg);
         if (!st) st = read_pred(cr, &pred, cf->name, &go, msg);
         if (!st && go) st = run_region(cr, cf, 1, vars, in, next, msg);
-        if (st) return iteration_failed(cf, it, st, msg);
+        if (st) return tfc_cf_iteration_failed(cf, it, st, msg);
         if (!go) break;
-        if ((st = iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
+        if ((st = tfc_cf_iteration_done(cr, cf, sk, vars, next, it, first, &prev, msg))) return st;
     }
     return TFC_OK;
 }
@@ -740,7 +277,7 @@ static tfc_status exec_cflow(struct tfc_cf_run *cr, struct tfc_node *n, struct e
 {
     struct bound in[TFC_MAX_OPERANDS], outs[TFC_MAX_OPERANDS];
     for (int i = 0; i < n->n_inputs; i++) {
-        const struct bound *b = env_find(env, n->inputs[i]);
+        const struct bound *b = tfc_cf_env_find(env, n->inputs[i]);
         if (!b)
             return tfc_fail(msg, TFC_ERR_INTERNAL, "node '%s': input '%s' was not computed",
                             n->name, n->inputs[i]->name);
@@ -750,7 +287,7 @@ static tfc_status exec_cflow(struct tfc_cf_run *cr, struct tfc_node *n, struct e
     tfc_status st = cf->kind == TFC_CF_WHILE ? exec_while(cr, cf, in, outs, msg)
                                              : exec_cond(cr, cf, in, outs, msg);
     for (int k = 0; !st && k < n->n_outputs; k++)
-        if (env_bind(env, &n->outputs[k], &outs[k]))
+        if (tfc_cf_env_bind(env, &n->outputs[k], &outs[k]))
             st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     return st;
 }
@@ -774,7 +311,7 @@ static void mark_from(struct cut *c, const tfc_tensor *t, int is_node, char *mar
 {
     int top = 0;
     const struct tfc_node *first = t->node;
-    if ((!is_node && env_find(c->env, t)) || mark[first->id] || c->done[first->id]) return;
+    if ((!is_node && tfc_cf_env_find(c->env, t)) || mark[first->id] || c->done[first->id]) return;
     mark[first->id] = 1;
     c->stack[top++] = first->id;
     while (top) {
@@ -783,7 +320,7 @@ static void mark_from(struct cut *c, const tfc_tensor *t, int is_node, char *mar
         for (int i = 0; i < n->n_inputs + n->n_ctrl; i++) {
             struct tfc_node *m;
             if (i < n->n_inputs) {
-                if (env_find(c->env, n->inputs[i])) continue;
+                if (tfc_cf_env_find(c->env, n->inputs[i])) continue;
                 m = n->inputs[i]->node;
             } else {
                 m = n->ctrl[i - n->n_inputs];
@@ -821,7 +358,7 @@ static tfc_status segment_before(struct tfc_cf_run *cr, struct cut *c, struct en
     tfc_tensor **want = NULL;
     int nw = 0, cw = 0, oom = !seg;
     for (int i = 0; !oom && i < n->n_inputs; i++)
-        if (!env_find(env, n->inputs[i])) {
+        if (!tfc_cf_env_find(env, n->inputs[i])) {
             mark_from(c, n->inputs[i], 0, seg, 1);
             oom = push_tensor(&want, &nw, &cw, n->inputs[i]);
         }
@@ -830,19 +367,19 @@ static tfc_status segment_before(struct tfc_cf_run *cr, struct cut *c, struct en
         if (!c->needed[id] || seg[id] || c->done[id]) continue;
         for (int i = 0; !oom && i < m->n_inputs; i++) {
             tfc_tensor *t = m->inputs[i];
-            if (seg[t->node->id] && !is_global_source(t->node) && !env_find(env, t))
+            if (seg[t->node->id] && !is_global_source(t->node) && !tfc_cf_env_find(env, t))
                 oom = push_tensor(&want, &nw, &cw, t);
         }
     }
     for (int j = 0; !oom && nw && j < n_fetch; j++)
-        if (seg[fetch[j]->node->id] && !env_find(env, fetch[j]))
+        if (seg[fetch[j]->node->id] && !tfc_cf_env_find(env, fetch[j]))
             oom = push_tensor(&want, &nw, &cw, fetch[j]);
     tfc_status st = oom ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run") : TFC_OK;
     struct bound *got = nw ? malloc(sizeof *got * (size_t)nw) : NULL;
     if (!st && nw && !got) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     if (!st && nw) st = submit_segment(cr, env, nw, want, 0, NULL, got, msg);
     for (int j = 0; !st && j < nw; j++)
-        if (env_bind(env, want[j], &got[j]))
+        if (tfc_cf_env_bind(env, want[j], &got[j]))
             st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int id = c->lo; !st && id <= c->hi; id++) /* (a variable it reads may lie outside) */
         if (seg[id]) c->done[id] = 1;
@@ -860,7 +397,7 @@ static tfc_status segment_last(struct tfc_cf_run *cr, struct cut *c, struct env 
     tfc_tensor **f = NULL, **t = NULL;
     int nf = 0, cf = 0, nt = 0, ct = 0, oom = 0;
     for (int j = 0; !oom && j < n_fetch; j++)
-        if (!env_find(env, fetch[j])) oom = push_tensor(&f, &nf, &cf, fetch[j]);
+        if (!tfc_cf_env_find(env, fetch[j])) oom = push_tensor(&f, &nf, &cf, fetch[j]);
     for (int j = 0; !oom && j < n_targets; j++)
         if (!c->done[targets[j]->node->id]) oom = push_tensor(&t, &nt, &ct, targets[j]);
     tfc_status st = oom ? tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run") : TFC_OK;
@@ -868,7 +405,7 @@ static tfc_status segment_last(struct tfc_cf_run *cr, struct cut *c, struct env 
     if (!st && !got) st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     if (!st && (nf || nt)) st = submit_segment(cr, env, nf, f, nt, t, got, msg);
     for (int j = 0; !st && j < nf; j++)
-        if (env_bind(env, f[j], &got[j]))
+        if (tfc_cf_env_bind(env, f[j], &got[j]))
             st = tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     free(got);
     free(f);
@@ -907,7 +444,7 @@ static tfc_status exec_region(struct tfc_cf_run *cr, struct env *env,
         c.done[id] = 1;
     }
     if (!st) st = segment_last(cr, &c, env, n_fetch, fetch, n_targets, targets, msg);
-    for (int j = 0; !st && j < n_fetch; j++) out[j] = *env_find(env, fetch[j]);
+    for (int j = 0; !st && j < n_fetch; j++) out[j] = *tfc_cf_env_find(env, fetch[j]);
     if (blk != (char *)local) free(blk);
     return st;
 }
@@ -943,7 +480,7 @@ static tfc_status bind_feeds(struct tfc_cf_run *cr, int n_feeds, tfc_tensor *con
                                         (uintptr_t)tfc_value_data(feeds[i]), (uint32_t)numel,
                                         tfc_dtype_size(b.desc.dtype));
         b.h = cr->feed_h[i];
-        if (env_bind(env, ft[i], &b))
+        if (tfc_cf_env_bind(env, ft[i], &b))
             return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     }
     return TFC_OK;
@@ -1066,6 +603,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!cr) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     cr->s = s;
     cr->top = run;
+    cr->run_region = run_region;
     run->cf = cr;
     pthread_mutex_lock(&s->lock);
     cr->profiling = s->profiling;
