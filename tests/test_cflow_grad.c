@@ -814,14 +814,15 @@ static tfc_status poly_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_t
  * or its unrolled twin (loop 0): its gradients with respect to x and y0 are second
  * derivatives through the loop, pure (d/dx of dL/dx) and mixed (d/dy0 of dL/dx, d/dx of
  * dL/dy0). */
-static tfc_tensor *poly_first_order(tfc_graph *g, tfc_tensor *x, tfc_tensor *y0, tfc_tensor *k,
-                                    int loop, int n)
+static tfc_tensor *poly_first_order_opts(tfc_graph *g, tfc_tensor *x, tfc_tensor *y0,
+                                         tfc_tensor *k, int loop, int n,
+                                         const tfc_while_opts *opts)
 {
     struct poly a = {x, n};
     tfc_tensor *y = y0, *d[2], *xs[2] = {x, y0};
     if (loop) {
         tfc_tensor *init[2] = {i32(g, 0), y0}, *r[2];
-        if (tfc_while_loop(g, "poly", poly_cond, poly_body, &a, 2, init, NULL, r)) return NULL;
+        if (tfc_while_loop(g, "poly", poly_cond, poly_body, &a, 2, init, opts, r)) return NULL;
         y = r[1];
     } else {
         for (int i = 0; i < n; i++) y = poly_step(g, x, y);
@@ -832,12 +833,19 @@ static tfc_tensor *poly_first_order(tfc_graph *g, tfc_tensor *x, tfc_tensor *y0,
                    tfc_reduce_sum(g, tfc_mul(g, d[1], d[1]), 0, NULL, 0));
 }
 
+static tfc_tensor *poly_first_order(tfc_graph *g, tfc_tensor *x, tfc_tensor *y0, tfc_tensor *k,
+                                    int loop, int n)
+{
+    return poly_first_order_opts(g, x, y0, k, loop, n, NULL);
+}
+
 /* The second derivatives against central differences of the first-order gradient (float64),
- * for 0, 1 and 3 iterations. */
+ * for 0, 1 and 3 iterations, and 2 of 3 under maximum_iterations. */
 static void test_second_order_fd(void)
 {
-    const int counts[3] = {0, 1, 3};
-    for (int c = 0; c < 3; c++) {
+    const int counts[4] = {0, 1, 3, 3};
+    tfc_while_opts two = {.maximum_iterations = 2};
+    for (int c = 0; c < 4; c++) {
         tfc_graph *g;
         tfc_graph_create(&g);
         int64_t d3 = 3;
@@ -848,7 +856,7 @@ static void test_second_order_fd(void)
         fill_input(&in[0], x, 0, 1, &d3, 0.3);
         fill_input(&in[1], y0, 0, 1, &d3, 1.1);
         fill_input(&in[2], k, 0, 1, &d3, 2.0);
-        tfc_tensor *s = poly_first_order(g, x, y0, k, 1, counts[c]);
+        tfc_tensor *s = poly_first_order_opts(g, x, y0, k, 1, counts[c], c == 3 ? &two : NULL);
         if (tfc_graph_status(g)) fprintf(stderr, "graph: %s\n", tfc_graph_errmsg(g));
         CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
         check_fd(g, s, in, 3, NULL, NULL);
