@@ -423,7 +423,9 @@ static tfc_status lstm_body(tfc_graph *g, void *arg, tfc_tensor *const *v, tfc_t
     return TFC_OK;
 }
 
-static void check_lstm(int steps)
+/* second: the loss is s = sum(dL/dW^2) + sum(dL/db^2) + sum(dL/dc0 * h0) instead of L, so
+ * its gradients are second derivatives through the loop (its two float loop variables). */
+static void check_lstm(int steps, int second)
 {
     tfc_graph *g;
     tfc_graph_create(&g);
@@ -446,6 +448,14 @@ static void check_lstm(int steps)
                           TFC_OK);
     tfc_tensor *loss = tfc_add(g, tfc_reduce_sum(g, tfc_mul(g, r[1], r[1]), 0, NULL, 0),
                                tfc_reduce_sum(g, tfc_sin(g, r[2]), 0, NULL, 0));
+    if (second) {
+        tfc_tensor *xs[3] = {a.w, a.b, c0}, *d[3];
+        CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 3, xs, d), TFC_OK);
+        loss = tfc_add_n(g, 3, (tfc_tensor *[]){
+                                   tfc_reduce_sum(g, tfc_mul(g, d[0], d[0]), 0, NULL, 0),
+                                   tfc_reduce_sum(g, tfc_mul(g, d[1], d[1]), 0, NULL, 0),
+                                   tfc_reduce_sum(g, tfc_mul(g, d[2], h0), 0, NULL, 0)});
+    }
     tfc_value *nv = scalar_value(TFC_INT32, steps);
     check_fd(g, loss, in, 5, a.n, nv);
     tfc_value_destroy(nv);
@@ -454,14 +464,14 @@ static void check_lstm(int steps)
 
 static void test_lstm_fd(void)
 {
-    check_lstm(3);
+    check_lstm(3, 0);
 }
 
 /* A loop that runs no iteration passes the gradients of its outputs to its inputs (and the
  * captures and variables get zeros). */
 static void test_no_iteration_fd(void)
 {
-    check_lstm(0);
+    check_lstm(0, 0);
 }
 
 /* ---- while_loop: the unrolled twin, bit for bit ------------------------------------------ */
@@ -1019,6 +1029,14 @@ static tfc_tensor *rnn_first_order(tfc_graph *g, struct rnn *a, tfc_tensor *h0, 
                    tfc_reduce_sum(g, tfc_mul(g, d[1], d[1]), 0, NULL, 0));
 }
 
+/* The LSTM-style loop's second derivatives (two float loop variables, sigmoid, tanh, slices,
+ * a variable read inside), for 3 iterations and none, against central differences. */
+static void test_second_order_lstm_fd(void)
+{
+    check_lstm(3, 1);
+    check_lstm(0, 1);
+}
+
 /* Its second derivatives against central differences of the first-order gradients. */
 static void test_second_order_rnn_fd(void)
 {
@@ -1222,6 +1240,7 @@ int main(void)
     TEST_ADD(test_second_order_nested_fd);
     TEST_ADD(test_second_order_stored);
     TEST_ADD(test_second_order_rnn_fd);
+    TEST_ADD(test_second_order_lstm_fd);
     TEST_ADD(test_second_order_rnn_unrolled);
     TEST_ADD(test_while_fd);
     TEST_ADD(test_while_max_iter_fd);
