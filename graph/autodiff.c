@@ -148,6 +148,8 @@ struct backward {
     tfc_tensor *const *xs;
     char *from_x, *to_y;   /* per node: it depends on an x; a y depends on it */
     struct contribs **acc; /* per node a y depends on, per output */
+    unsigned long pass;    /* this pass, unique: what a gradient loop's gradient leaves for its
+                            * forward loop's (graph/control_flow_grad.c) is matched by it */
 };
 
 /* The variables and constants that a cond or while node's regions read directly (they are
@@ -199,7 +201,8 @@ static int backprop_cflow(struct backward *b, struct tfc_node *n, tfc_tensor *co
         return -1;
     }
     memset(dg, 0, sizeof dg);
-    if (tfc_cflow_grad(b->g, n, dys, dx, nw, wanted, dg, tfc_gradients) || b->g->status)
+    if (tfc_cflow_grad(b->g, n, dys, dx, nw, wanted, dg, tfc_gradients, b->pass) ||
+        b->g->status)
         return -1;
     for (int i = 0; i < nw; i++)
         if (dg[i] && b->acc[wanted[i]->node->id] &&
@@ -334,6 +337,7 @@ static int backprop_node_here(struct backward *b, int id)
         dys[k] = sum_contribs(g, &b->acc[id][k]);
         any |= dys[k] != NULL;
     }
+    any |= tfc_is_cflow(n) && tfc_cflow_stack_grad_pending(n, b->pass); /* second order */
     if (!any) return 0;
     if (n->op->flags & TFC_OP_NO_GRADIENT) return 0;
     memset(dx, 0, sizeof(tfc_tensor *) * (size_t)n->n_inputs);
@@ -366,7 +370,9 @@ tfc_status tfc_gradients(tfc_graph *g, int n_ys, tfc_tensor *const *ys,
     if (!g) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "gradients: graph is NULL");
     if (g->status) return g->status;
     if (check_args(g, n_ys, ys, n_xs, xs, dxs)) return g->status;
-    struct backward b = {.g = g, .N = g->n_nodes, .n_xs = n_xs, .xs = xs};
+    static unsigned long passes; /* process-wide, so a pass number is never reused */
+    struct backward b = {.g = g, .N = g->n_nodes, .n_xs = n_xs, .xs = xs,
+                         .pass = __atomic_add_fetch(&passes, 1, __ATOMIC_RELAXED)};
     tfc_status st = backward_init(&b, n_ys, ys, n_xs, xs);
     if (st) {
         backward_free(&b);

@@ -176,6 +176,7 @@ static void cflow_free(struct tfc_cflow *cf)
     }
     free(cf->init);
     free(cf->invariant);
+    free(cf->stack_grad_sums);
     free(cf->name);
     free(cf->rel_name);
     free(cf);
@@ -351,21 +352,27 @@ static tfc_status make_inputs(struct tfc_cflow *cf, struct tfc_cf_region *reg)
 {
     tfc_graph *g = cf->g;
     reg->n_in = cf->kind == TFC_CF_WHILE ? cf->n_vars : 0;
-    int n_stacked = cf->fwd && reg == &cf->reg[1] ? cf->fwd->n_vars : 0;
+    int n_stacked = cf->fwd && reg == &cf->reg[1] ? tfc_cflow_n_stacked(cf->fwd) : 0;
     reg->in = calloc((size_t)(reg->n_in + n_stacked) + 1, sizeof *reg->in);
     if (!reg->in) return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "%s: no memory", cf->name);
     for (int i = 0; i < reg->n_in + n_stacked; i++) {
         struct tfc_kattr at[TFC_MAX_ATTRS];
         char nm[32];
-        /* a reverse body's inputs after the carried ones: the forward loop's variables */
-        const struct tfc_cflow *of = i < reg->n_in ? cf : cf->fwd;
-        int k = i < reg->n_in ? i : i - reg->n_in;
+        /* a reverse body's inputs after the carried ones: its forward loop's stacked values
+         * (that loop's variables, then, for a reverse loop, what it stacked in turn) */
+        const struct tfc_cflow *of = cf;
+        int k = i;
+        while (k >= of->n_vars && of->fwd) {
+            k -= of->n_vars;
+            of = of->fwd;
+        }
         tfc_attrs_default(&tfc_op_placeholder, at);
         at[SOURCE_DTYPE].i = of->init[k]->desc.dtype;
         at[SOURCE_SHAPE].n = of->invariant[k].rank;
         for (int d = 0; d < of->invariant[k].rank; d++)
             at[SOURCE_SHAPE].v[d] = of->invariant[k].dims[d];
-        snprintf(nm, sizeof nm, i < reg->n_in ? "var_%d" : "stacked_%d", k);
+        snprintf(nm, sizeof nm, i < reg->n_in ? "var_%d" : "stacked_%d",
+                 i < reg->n_in ? i : i - reg->n_in);
         struct tfc_node *n = tfc_node_build(g, &tfc_op_placeholder, nm, 0, NULL, at);
         if (!n) return g->status;
         reg->in[i] = &n->outputs[0];
@@ -626,6 +633,11 @@ tfc_status tfc_cond(tfc_graph *g, const char *name, tfc_tensor *pred, tfc_region
 }
 
 /* ---- reverse loops (gradients of while loops) ------------------------------------------ */
+
+int tfc_cflow_n_stacked(const struct tfc_cflow *cf)
+{
+    return cf->n_vars + (cf->fwd ? tfc_cflow_n_stacked(cf->fwd) : 0);
+}
 
 void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd)
 {

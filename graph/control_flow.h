@@ -41,6 +41,14 @@ struct tfc_cflow {
                               * stack); its cond region is never run */
     int keep_stack;          /* while: a reverse loop reads its stack, so each iteration's loop
                               * variables stay alive (their handles are not recycled) */
+    struct tfc_cflow *stack_grad; /* while: the loop whose stack holds the gradient of this
+                              * loop's stack (the reverse loop of this loop's reverse loop),
+                              * set by the gradient pass stack_grad_pass (second order) */
+    unsigned long stack_grad_pass;
+    tfc_tensor **stack_grad_sums; /* pairs: a capture or global of this loop's body, and the
+                              * sum of its gradient over stack_grad's iterations, where this
+                              * loop's gradient goes on summing it (the unrolled graph's order) */
+    int n_stack_grad_sums;
     struct tfc_cflow *next;  /* the graph's list of builders (g->cflows) */
 };
 
@@ -80,6 +88,10 @@ int tfc_cflow_import_input(tfc_graph *g, const char *name, const tfc_shape *shap
 /* Whether region node n is a capture placeholder; *outer is then the tensor it captures. */
 int tfc_cflow_captured(const struct tfc_node *n, const tfc_tensor **outer);
 
+/* What a run of while cf keeps on its stack per iteration, its body's inputs: its loop
+ * variables, and for a reverse loop also its forward loop's stacked values of the iteration. */
+int tfc_cflow_n_stacked(const struct tfc_cflow *cf);
+
 /* Whether n is a cond or while node. */
 static inline int tfc_is_cflow(const struct tfc_node *n)
 {
@@ -103,10 +115,15 @@ void tfc_cflow_set_forward(struct tfc_cflow *cf, struct tfc_cflow *fwd);
 
 /* Gradients through control flow (graph/control_flow_grad.c), called by tfc_gradients for a
  * cond or while node n: dxs[i] for its float inputs (NULL: none), and dglobs[k] for the
- * variables or constants globs[k] that its regions read directly (not captured). */
+ * variables or constants globs[k] that its regions read directly (not captured). pass names
+ * the backward pass (unique per tfc_gradients call): the gradient of a reverse loop, visited
+ * first, leaves the gradient of its forward loop's stack for that loop's visit in the pass. */
 tfc_status tfc_cflow_grad(tfc_graph *g, struct tfc_node *n, tfc_tensor *const *dys,
                           tfc_tensor **dxs, int n_globs, tfc_tensor *const *globs,
-                          tfc_tensor **dglobs, tfc_gradients_fn gradients);
+                          tfc_tensor **dglobs, tfc_gradients_fn gradients, unsigned long pass);
+/* Whether while node n's stack received a gradient in pass (then n has a gradient to build
+ * even when none reaches its outputs). */
+int tfc_cflow_stack_grad_pending(const struct tfc_node *n, unsigned long pass);
 /* The distinct float variables and constants that nodes inside n's regions read directly
  * (at most max; the count, which may exceed max). */
 int tfc_cflow_globals(const struct tfc_node *n, int max, tfc_tensor **out);

@@ -12,9 +12,9 @@
 
 /* ---- iterations ------------------------------------------------------------------------ */
 
-static int stack_push(struct stack *sk, const struct bound *vars)
+int tfc_cf_stack_push(struct stack *sk, const struct bound *vars)
 {
-    int nv = sk->cf->n_vars;
+    int nv = tfc_cflow_n_stacked(sk->cf);
     if (sk->n == sk->cap) {
         int cap = sk->cap ? sk->cap * 2 : 16;
         struct bound *v = realloc(sk->v, sizeof *v * (size_t)cap * (size_t)nv);
@@ -37,7 +37,7 @@ tfc_status tfc_cf_iteration_done(struct tfc_cf_run *cr, const struct tfc_cflow *
     struct bound keep[2 * TFC_MAX_OPERANDS];
     memcpy(keep, next, sizeof *keep * (size_t)cf->n_vars);
     memcpy(keep + cf->n_vars, vars, sizeof *keep * (size_t)cf->n_vars);
-    if (sk && stack_push(sk, vars))
+    if (sk && tfc_cf_stack_push(sk, vars))
         return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     cr->kept += sk != NULL;
     memcpy(vars, next, sizeof *vars * (size_t)cf->n_vars);

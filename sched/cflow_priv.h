@@ -32,10 +32,10 @@ struct hold {                /* one segment submission, held until the run ends 
     struct hold *next;
 };
 
-struct stack {               /* a forward loop's variables, iteration by iteration */
+struct stack {               /* a loop's body inputs, iteration by iteration */
     const struct tfc_cflow *cf;
     int n, cap;              /* iterations kept */
-    struct bound *v;         /* n * cf->n_vars: the values iteration i's body read */
+    struct bound *v;         /* n * tfc_cflow_n_stacked(cf): the values iteration i's body read */
     struct stack *next;
 };
 
@@ -93,6 +93,9 @@ tfc_status tfc_cf_read_pred_value(const struct bound *b, const char *node, int *
 
 /* ---- cflow_loop.c: while-loop strategies --------------------------------------------------- */
 
+/* Pushes one iteration's body inputs (tfc_cflow_n_stacked(sk->cf) of them) on sk; -1 when out
+ * of memory. */
+int tfc_cf_stack_push(struct stack *sk, const struct bound *vars);
 /* After iteration it of forward loop cf: next becomes vars, what the body read goes on sk. */
 tfc_status tfc_cf_iteration_done(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                                  struct stack *sk, struct bound *vars, const struct bound *next,

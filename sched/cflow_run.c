@@ -8,7 +8,8 @@
  * instances that no loop variable refers to are recycled within the run (memory stays bounded).
  * A loop whose gradient is built keeps each iteration's loop variables (their handles, not
  * copies) on a stack; its reverse loop runs its body once per entry, last first, with no
- * predicate to read back (the count is known). A forward loop whose trip count follows from a
+ * predicate to read back (the count is known); a reverse loop whose own gradient is built
+ * stacks its body's inputs in turn (second order). A forward loop whose trip count follows from a
  * counter, or that may run ahead of its predicate, goes to sched/cflow_loop.c; the run's values
  * and held submissions are sched/cflow_hold.c's (the state of a run: cflow_priv.h). */
 #include <stdio.h>
@@ -179,20 +180,28 @@ static void stacks_free(struct tfc_cf_run *cr)
 }
 
 /* The reverse loop cf (a gradient): its body once per iteration its forward loop ran, last
- * first, from the carried values in[0..n_vars) and that iteration's loop variables. The count
- * is the stack's: nothing is read back between iterations. */
+ * first, from the carried values in[0..n_vars) and what that iteration stacked. The count
+ * is the stack's: nothing is read back between iterations. A reverse loop with a gradient of
+ * its own (second order) stacks its body's inputs in turn, so that loop runs the forward
+ * loop's iterations in their order. */
 static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf,
                                const struct bound *in, struct bound *vars, char *msg)
 {
-    int nc = cf->n_vars, nf = cf->fwd->n_vars;
+    int nc = cf->n_vars, nf = tfc_cflow_n_stacked(cf->fwd);
     const struct stack *sk = stack_find(cr, cf->fwd);
     if (!sk)
         return tfc_fail(msg, TFC_ERR_INTERNAL, "while '%s': its forward loop '%s' did not run "
                         "before it", cf->name, cf->fwd->name);
+    if (nc + nf > 4 * TFC_MAX_OPERANDS)
+        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "while '%s' (gradient): %d values per "
+                        "iteration, at most %d", cf->name, nc + nf, 4 * TFC_MAX_OPERANDS);
+    int keep = stack_wanted(cr, cf);
+    struct stack *own = keep ? stack_begin(cr, cf) : NULL;
+    if (keep && !own) return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     memcpy(vars, in, sizeof *vars * (size_t)nc);
     uint64_t prev = cr->seq;
     for (int it = sk->n - 1; it >= 0; it--) {
-        struct bound bv[2 * TFC_MAX_OPERANDS], next[TFC_MAX_OPERANDS];
+        struct bound bv[4 * TFC_MAX_OPERANDS], next[2 * TFC_MAX_OPERANDS];
         memcpy(bv, vars, sizeof *bv * (size_t)nc);
         memcpy(bv + nc, sk->v + (size_t)it * (size_t)nf, sizeof *bv * (size_t)nf);
         uint64_t first = cr->seq;
@@ -203,9 +212,14 @@ static tfc_status exec_reverse(struct tfc_cf_run *cr, const struct tfc_cflow *cf
             return tfc_fail(msg, st, "while '%s' (gradient), iteration %d: %s", cf->name, it,
                             inner);
         }
+        if (own && tfc_cf_stack_push(own, bv))
+            return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
+        cr->kept += own != NULL;
+        /* kept alive: the new carried values, and with a stack the ones this body read */
+        memcpy(next + nc, vars, sizeof *next * (size_t)nc);
         memcpy(vars, next, sizeof *vars * (size_t)nc);
         cr->iterations++;
-        if (it < sk->n - 1) tfc_cf_recycle(cr, prev, first, vars, nc);
+        if (it < sk->n - 1) tfc_cf_recycle(cr, prev, first, next, own ? 2 * nc : nc);
         prev = first;
     }
     return TFC_OK;

@@ -530,7 +530,8 @@ TFC_API tfc_tensor *tfc_group(tfc_graph *g, int n, tfc_tensor *const *inputs);
  * captured tensors and the variables read inside (those among the xs). The backward pass
  * recomputes each branch or body from the loop variables the forward loop kept, so a
  * differentiated region may hold only pure ops (an assign inside is an error naming it).
- * Gradients of a loop's gradient are not supported yet. */
+ * Gradients of a loop's gradient work too (second order, pure and mixed, nested loops and
+ * cond included); a third order through a loop is an error naming the gradient loop. */
 typedef tfc_status (*tfc_region_fn)(tfc_graph *g, void *arg, tfc_tensor *const *in,
                                     tfc_tensor **out);
 
