@@ -97,7 +97,9 @@ static int cse_equal(const struct tfc_cse *c, const struct tfc_node *m, const st
     if (m->op != n->op || m->n_inputs != n->n_inputs || !same_hint(&m->device, &n->device) ||
         memcmp(m->attrs, n->attrs, sizeof m->attrs) != 0) /* builders zero them first */
         return 0;
-    return memcmp(c->pool + c->slot_off[m->id], in_slots, sizeof(int) * (size_t)n->n_inputs) == 0;
+    /* no inputs: nothing to compare (and the pool may still be empty, NULL) */
+    return !n->n_inputs ||
+           memcmp(c->pool + c->slot_off[m->id], in_slots, sizeof(int) * (size_t)n->n_inputs) == 0;
 }
 
 int tfc_cse_lookup(struct tfc_cse *c, const struct plan *p, const struct tfc_node *n,

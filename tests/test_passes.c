@@ -364,6 +364,27 @@ static void test_cse(void)
     tfc_graph_destroy(g);
 }
 
+/* Two equal nodes without inputs (fills) first in the plan: CSE compares them before any
+ * node with inputs filled its slot pool (empty until then: the sanitizer run's UBSan caught
+ * memcmp(NULL, ..., 0) here). They are one value with CSE, two without. */
+static void test_cse_no_inputs_first(void)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(4, 4));
+    tfc_tensor *a = tfc_fill(g, S2(4, 4), TFC_FLOAT32, 2.0);
+    tfc_tensor *b = tfc_fill(g, S2(4, 4), TFC_FLOAT32, 2.0);
+    tfc_tensor *fetch[1] = {tfc_add(g, tfc_mul(g, a, b), x)};
+    tfc_value *xv = rand_value(TFC_FLOAT32, S2(4, 4), -1, 1, 42), *on[1], *off[1];
+    CU_ASSERT_EQUAL(run_with(g, TFC_PASS_CSE, 1, &x, &xv, 1, fetch, on),
+                    run_with(g, 0, 1, &x, &xv, 1, fetch, off) - 1);
+    CU_ASSERT(max_diff(on[0], off[0]) == 0);
+    destroy_all(1, on);
+    destroy_all(1, off);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
 /* Runs fetch with the given passes and profiling; returns the tasks of op `op`. */
 static int op_tasks(tfc_graph *g, unsigned passes, tfc_tensor *x, tfc_value *xv, int nfetch,
                     tfc_tensor **fetch, tfc_value **out, const char *op)
@@ -588,6 +609,7 @@ int main(void)
         TEST_ADD(test_cse);
         TEST_ADD(test_cse_variable_update);
         TEST_ADD(test_cse_pool_twin);
+        TEST_ADD(test_cse_no_inputs_first);
         TEST_ADD(test_const_fold);
         TEST_ADD(test_fold_cached_runs);
         TEST_ADD(test_fold_hints);
