@@ -1158,7 +1158,8 @@ static ht ref_bmm(const ht *a, const ht *b, int ta, int tb)
 
 static void test_matmul(void)
 {
-    const int64_t mkn[][3] = {{3, 4, 5}, {1, 7, 1}, {4, 0, 3}, {0, 3, 2}, {2, 1, 3}, {6, 5, 4}};
+    const int64_t mkn[][3] = {{3, 4, 5}, {1, 7, 1}, {4, 0, 3}, {0, 3, 2}, {2, 1, 3}, {6, 5, 4},
+                               {1, 64, 1024}, {1024, 64, 1}}; /* one row, one column: gemv */
     rng_seed(11);
     for (int di = 0; di < 2; di++) {
         enum tfc_dtype dt = di ? F64 : F32;

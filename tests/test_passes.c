@@ -583,6 +583,74 @@ static void test_env_values(void)
     tfc_graph_destroy(g);
 }
 
+/* ---- one-row and one-column matmuls in tiles: the gemv path on strided views ------------- */
+
+/* C = op(A) op(B) with A, B fed; its whole value with tiling off, or with tiles of edge 8
+ * (the task count of the run then). */
+static int run_mm(enum tfc_dtype dt, int64_t m, int64_t k, int64_t n, int ta, int tb,
+                  tfc_value *av, tfc_value *bv, int tile, tfc_value **out)
+{
+    tfc_graph *g;
+    tfc_graph_create(&g);
+    tfc_tensor *a = tfc_placeholder(g, "a", dt, ta ? S2(k, m) : S2(m, k));
+    tfc_tensor *b = tfc_placeholder(g, "b", dt, tb ? S2(n, k) : S2(k, n));
+    tfc_tensor *c = tfc_matmul(g, a, b, ta, tb), *ft[2] = {a, b};
+    tfc_value *fv[2] = {av, bv};
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_tiling(s, tile ? 1 : 0, tile), TFC_OK);
+    tfc_session_stats x, y;
+    tfc_session_get_stats(s, &x);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 2, ft, fv, 1, &c, out, 0, NULL), TFC_OK);
+    tfc_session_get_stats(s, &y);
+    tfc_session_destroy(s);
+    tfc_graph_destroy(g);
+    return (int)(y.tasks - x.tasks);
+}
+
+/* [1, 8200] x [8200, 20] and [20, 8200] x [8200, 1], every transpose: tiles of edge 8 make
+ * 3 tasks, two of whose operand tiles (8200 x 8, row stride 20 when strided) are large enough
+ * for codelets/matmul.c's gemv; they must equal a float64 reference and the untiled run. */
+static void test_matmul_gemv_tiles(void)
+{
+    const int64_t mkn[2][3] = {{1, 8200, 20}, {20, 8200, 1}};
+    for (int di = 0; di < 2; di++)
+        for (int q = 0; q < 2; q++)
+            for (int t = 0; t < 4; t++) {
+                enum tfc_dtype dt = di ? TFC_FLOAT64 : TFC_FLOAT32;
+                int ta = t & 1, tb = t >> 1;
+                int64_t m = mkn[q][0], k = mkn[q][1], n = mkn[q][2];
+                tfc_value *av = rand_value(dt, ta ? S2(k, m) : S2(m, k), -1, 1, 3 + t);
+                tfc_value *bv = rand_value(dt, tb ? S2(n, k) : S2(k, n), -1, 1, 9 + t);
+                tfc_value *out[2], *ref;
+                CU_ASSERT_FATAL(tfc_value_create(dt, S2(m, n), &ref) == TFC_OK);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++) {
+                        double sum = 0;
+                        for (int64_t p = 0; p < k; p++)
+                            sum += tfc_value_get(av, ta ? p * m + i : i * k + p) *
+                                   tfc_value_get(bv, tb ? j * k + p : p * n + j);
+                        if (di)
+                            ((double *)tfc_value_data(ref))[i * n + j] = sum;
+                        else
+                            ((float *)tfc_value_data(ref))[i * n + j] = (float)sum;
+                    }
+                run_mm(dt, m, k, n, ta, tb, av, bv, 0, &out[0]);
+                CU_ASSERT_EQUAL(run_mm(dt, m, k, n, ta, tb, av, bv, 8, &out[1]), 3);
+                double tol = di ? 1e-12 : 1e-4, e0 = max_diff(out[0], ref),
+                       e1 = max_diff(out[1], ref);
+                if (!(e0 <= tol && e1 <= tol))
+                    fprintf(stderr, "%s [%lld,%lld,%lld] ta=%d tb=%d: error %g, tiled %g\n",
+                            di ? "f64" : "f32", (long long)m, (long long)k, (long long)n, ta,
+                            tb, e0, e1);
+                CU_ASSERT(e0 <= tol);
+                CU_ASSERT(e1 <= tol);
+                tfc_value *all[5] = {av, bv, ref, out[0], out[1]};
+                destroy_all(5, all);
+            }
+}
+
 static int open_ctx(void)
 {
     setenv("STARPU_OPENCL_ON_CPUS", "1", 0); /* PoCL's CPU device, unless the caller chose */
@@ -614,6 +682,7 @@ int main(void)
         TEST_ADD(test_fold_cached_runs);
         TEST_ADD(test_fold_hints);
         TEST_ADD(test_env_values);
+        TEST_ADD(test_matmul_gemv_tiles);
     }
     return test_main();
 }
