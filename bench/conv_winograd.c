@@ -7,7 +7,7 @@
  * the mean of back-to-back calls lasting --block-ms; figures are medians over rounds of the
  * thread's CPU time (the machine is shared) and of wall-clock. Usage: conv_winograd
  * [--batches 16,32,128] [--rounds 7] [--block-ms 20] [--tiles 2,3,4] [--layers conv2]
- * [--block-pos 4] (tile positions of 16 images per block) */
+ * [--block-pos 1] (tile positions of 16 images per block) */
 #include "config.h"
 #include <cblas.h>
 #include <math.h>
@@ -228,7 +228,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verify-max")) verify_max = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "usage: %s [--batches 16,32,128] [--tiles 2,3,4] [--layers conv2] "
-                    "[--rounds 7] [--block-ms 20] [--verify-max 32] [--block-pos 4]\n", argv[0]);
+                    "[--rounds 7] [--block-ms 20] [--verify-max 32] [--block-pos 1]\n", argv[0]);
             return 2;
         }
     }

@@ -4,10 +4,12 @@
  *   forward:         V = BT d B, M[xi] = U[xi] V[xi] (U = G g GT), y = AT M A;
  *   input gradient:  dM = A dy AT, dV[xi] = U[xi]^T dM[xi], dx += B dV BT (tiles overlap);
  *   filter gradient: dU[xi] = sum over tiles dM[xi] V[xi]^T, dw = GT dU G.
- * Tiles (over images and space) go in blocks of BLOCK: V [xi][c][tile] and M [xi][k][tile]
- * of a block stay in cache, the GEMMs (OpenBLAS, the worker's one thread) read contiguous
- * panels, and the transforms run on 16 tiles at once, lanes innermost, in function clones for
- * AVX-512 and AVX2+FMA picked at load time (the library is built for generic x86-64). */
+ * Images go 16 to a vector (one per lane): activations are packed into [channel][row][column]
+ * [16 images] planes with the padding stored, so the transforms of a tile position run on
+ * aligned vectors with no bounds checks, in function versions for AVX-512 and AVX2+FMA picked
+ * by CPU features at first use (the library is built for generic x86-64). Tile positions go
+ * in small blocks, so that V [xi][c][col] and M [xi][k][col] of a block stay in L2; the GEMMs
+ * go to OpenBLAS on the worker's one thread. */
 #include "conv_winograd.h"
 #include <cblas.h>
 #include <math.h>
@@ -267,7 +269,10 @@ static float *scratch_get(size_t len)
 
 /* Tile positions (of 16 images each) per block: V and M of a block stay in L2 (measured by
  * bench/conv_winograd --block-pos). */
-static int block_pos = 4;
+static int block_pos = 1;
+/* The filter gradient's blocks are larger: each block's GEMMs add into all of dU (n*n*K*C),
+ * so wider blocks (a longer GEMM inner dimension) read and write it fewer times. */
+#define FILTER_BLOCK_FACTOR 2
 
 void tfc_conv_winograd_set_block(int positions)
 {
@@ -425,6 +430,7 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
                       .OW = g->out[1], .pt = g->pad_lo[0], .pl = g->pad_lo[1]};
     c.th = (c.OH + t->m - 1) / t->m, c.tw = (c.OW + t->m - 1) / t->m, c.npos = c.th * c.tw;
     int bp = __atomic_load_n(&block_pos, __ATOMIC_RELAXED);
+    if (kind == TFC_K_CONV_BP_FILTER) bp *= FILTER_BLOCK_FACTOR;
     c.pb = c.npos < bp ? c.npos : bp;
     c.QH = c.th * t->m, c.QW = c.tw * t->m, c.PH = c.QH + t->r - 1, c.PW = c.QW + t->r - 1;
     size_t nn = (size_t)(t->n * t->n), cols = (size_t)(c.pb * LANES);

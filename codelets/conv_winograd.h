@@ -52,7 +52,8 @@ int tfc_conv_winograd_cpu(void *buffers[], const struct tfc_kargs *a);
  * x, dy (as y) and writes dw (as w). 0, or -1 when scratch memory cannot be had. */
 int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_conv_geom *g,
                           float *x, float *w, float *y);
-/* Tile positions (of 16 images) per block from now on (benchmarks; default 4). */
+/* Tile positions (of 16 images) per block from now on (benchmarks; default 1, the filter
+ * gradient twice that). */
 void tfc_conv_winograd_set_block(int positions);
 /* Threads holding Winograd scratch (for tests). */
 int tfc_conv_winograd_live_threads(void);
