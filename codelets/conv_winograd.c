@@ -307,6 +307,14 @@ static void pack(const struct wconv *c, const float *src, int64_t n0, int64_t ch
         }
 }
 
+/* Floats between the xi panels of a V or M block (rows x cols): one cache line more than the
+ * panel, so that the n*n panels a tile's transform reads or writes do not all fall in the same
+ * L1 sets (panels are often a multiple of 4 KiB). */
+static int64_t panel(int64_t rows, int64_t cols)
+{
+    return rows * cols + LANES;
+}
+
 /* The reverse of pack: dst[n0 + lane][c][y][x] = P[c][top + y][left + x][lane]. */
 static void unpack(const struct wconv *c, const float *src, int64_t n0, int64_t ch, int64_t h,
                    int64_t w, int64_t ph, int64_t pw, int64_t top, int64_t left, float *dst)
@@ -328,7 +336,8 @@ static void tiles_xfer(const struct wconv *c, int64_t p0, int64_t np, float *pla
                        const struct tfc_wino_sparse *L, int to_block, int add)
 {
     int64_t cols = c->pb * LANES, nn = c->t->n * c->t->n, m = c->t->m;
-    struct lay pl = {pw * LANES, LANES}, bl = {c->t->n * ch * cols, ch * cols};
+    int64_t xs = panel(ch, cols); /* one xi's panel */
+    struct lay pl = {pw * LANES, LANES}, bl = {c->t->n * xs, xs};
     (void)nn;
     for (int64_t p = 0; p < np; p++) {
         int64_t oy = (p0 + p) / c->tw * m, ox = (p0 + p) % c->tw * m;
@@ -382,8 +391,8 @@ static void block_gemms(const struct wconv *c, int kind, int64_t np, int first)
     int nn = c->t->n * c->t->n, K = (int)c->K, C = (int)c->C, ld = (int)(c->pb * LANES);
     int cols = (int)(np * LANES);
     for (int xi = 0; xi < nn; xi++) {
-        float *U = c->U + (size_t)xi * K * C, *V = c->V + (size_t)xi * C * ld;
-        float *M = c->M + (size_t)xi * K * ld;
+        float *U = c->U + (size_t)xi * K * C, *V = c->V + (size_t)xi * panel(C, ld);
+        float *M = c->M + (size_t)xi * panel(K, ld);
         if (kind == TFC_K_CONV)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, cols, C, 1.0f, U, C, V,
                         ld, 0.0f, M, ld);
@@ -434,7 +443,8 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
     c.pb = c.npos < bp ? c.npos : bp;
     c.QH = c.th * t->m, c.QW = c.tw * t->m, c.PH = c.QH + t->r - 1, c.PW = c.QW + t->r - 1;
     size_t nn = (size_t)(t->n * t->n), cols = (size_t)(c.pb * LANES);
-    size_t lu = nn * (size_t)(c.K * c.C), lv = nn * c.C * cols, lm = nn * c.K * cols;
+    size_t lu = nn * (size_t)(c.K * c.C), lv = nn * (size_t)panel(c.C, (int64_t)cols),
+           lm = nn * (size_t)panel(c.K, (int64_t)cols);
     size_t lp = (size_t)(c.C * c.PH * c.PW * LANES), lq = (size_t)(c.K * c.QH * c.QW * LANES);
     float *s = scratch_get(lu + lv + lm + lp + lq);
     if (!s) return -1;
