@@ -292,18 +292,33 @@ struct wconv {
     float *U, *V, *M, *P, *Q;              /* [n*n][K][C], blocks, packed input, output */
 };
 
-/* P[c][pt + y][pl + x][lane] = x[n0 + lane][c][y][x], zero elsewhere (images past N too). */
+/* P[c][top + y][left + x][lane] = src[n0 + lane][c][y][x], zero elsewhere (images past N
+ * too). Lanes innermost: each store writes whole lines, the loads stream 16 image planes. */
 static void pack(const struct wconv *c, const float *src, int64_t n0, int64_t ch, int64_t h,
                  int64_t w, int64_t ph, int64_t pw, int64_t top, int64_t left, float *dst)
 {
+    int nl = c->N - n0 < LANES ? (int)(c->N - n0) : LANES;
     memset(dst, 0, sizeof(float) * (size_t)(ch * ph * pw * LANES));
-    for (int l = 0; l < LANES && n0 + l < c->N; l++)
-        for (int64_t k = 0; k < ch; k++) {
-            const float *s = src + ((n0 + l) * ch + k) * h * w;
-            for (int64_t y = 0; y < h; y++) {
-                float *d = dst + ((k * ph + top + y) * pw + left) * LANES + l;
-                for (int64_t x = 0; x < w; x++) d[x * LANES] = s[y * w + x];
-            }
+    for (int64_t k = 0; k < ch; k++)
+        for (int64_t y = 0; y < h; y++) {
+            const float *s = src + ((n0 * ch + k) * h + y) * w;
+            float *d = dst + ((k * ph + top + y) * pw + left) * LANES;
+            for (int64_t x = 0; x < w; x++)
+                for (int l = 0; l < nl; l++) d[x * LANES + l] = s[l * ch * h * w + x];
+        }
+}
+
+/* The reverse of pack: dst[n0 + lane][c][y][x] = P[c][top + y][left + x][lane]. */
+static void unpack(const struct wconv *c, const float *src, int64_t n0, int64_t ch, int64_t h,
+                   int64_t w, int64_t ph, int64_t pw, int64_t top, int64_t left, float *dst)
+{
+    int nl = c->N - n0 < LANES ? (int)(c->N - n0) : LANES;
+    for (int64_t k = 0; k < ch; k++)
+        for (int64_t y = 0; y < h; y++) {
+            float *d = dst + ((n0 * ch + k) * h + y) * w;
+            const float *s = src + ((k * ph + top + y) * pw + left) * LANES;
+            for (int64_t x = 0; x < w; x++)
+                for (int l = 0; l < nl; l++) d[l * ch * h * w + x] = s[x * LANES + l];
         }
 }
 
@@ -313,20 +328,6 @@ static void pack(const struct wconv *c, const float *src, int64_t n0, int64_t ch
 static int64_t panel(int64_t rows, int64_t cols)
 {
     return rows * cols + LANES;
-}
-
-/* The reverse of pack: dst[n0 + lane][c][y][x] = P[c][top + y][left + x][lane]. */
-static void unpack(const struct wconv *c, const float *src, int64_t n0, int64_t ch, int64_t h,
-                   int64_t w, int64_t ph, int64_t pw, int64_t top, int64_t left, float *dst)
-{
-    for (int l = 0; l < LANES && n0 + l < c->N; l++)
-        for (int64_t k = 0; k < ch; k++) {
-            float *d = dst + ((n0 + l) * ch + k) * h * w;
-            for (int64_t y = 0; y < h; y++) {
-                const float *s = src + ((k * ph + top + y) * pw + left) * LANES + l;
-                for (int64_t x = 0; x < w; x++) d[y * w + x] = s[x * LANES];
-            }
-        }
 }
 
 /* The block's tiles between packed planes (plane rows ph x pw, `ch` channels, tiles start
