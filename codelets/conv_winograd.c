@@ -178,6 +178,7 @@ sandwich_body(const struct tfc_wino_sparse *L, const float *X, struct lay xl, in
         const struct tfc_wino_sparse *R, float *Y, struct lay yl, int add
 typedef void sandwich_fn(SANDWICH_ARGS);
 
+#if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("avx512f,avx512vl,fma"))) static void sandwich_avx512(SANDWICH_ARGS)
 {
     sandwich_body(L, X, xl, nj, R, Y, yl, add);
@@ -187,6 +188,7 @@ __attribute__((target("avx2,fma"))) static void sandwich_avx2(SANDWICH_ARGS)
 {
     sandwich_body(L, X, xl, nj, R, Y, yl, add);
 }
+#endif
 
 static void sandwich_plain(SANDWICH_ARGS)
 {
@@ -196,11 +198,13 @@ static void sandwich_plain(SANDWICH_ARGS)
 /* The widest the CPU runs, picked once (by features: gcc's arch= clones test CPU models). */
 static sandwich_fn *sandwich_pick(void)
 {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("fma"))
         return sandwich_avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return sandwich_avx2;
+#endif
     return sandwich_plain;
 }
 
