@@ -1,13 +1,15 @@
 /* conv.c: CPU kernels of the N-D convolution and its adjoints through im2col (vol2col in 3-D)
  * and OpenBLAS GEMM, one GEMM per image and group: y_g = w_g col; dx: col = w_g^T dy_g then
  * col2im; dw_g += dy_g col^T. The gather/scatter index table is built once per task. Float32
- * tasks go to oneDNN first when the library has it (codelets/conv_dnnl.c, TFC_CONV_BACKEND). */
+ * tasks go to Winograd (codelets/conv_winograd.c) where it wins, else to oneDNN first when the
+ * library has it (codelets/conv_dnnl.c); TFC_CONV_BACKEND overrides. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernel.h"
 #include "conv_geom.h"
 #include "conv_dnnl.h"
+#include "conv_winograd.h"
 #include "opencl_common.h"
 #include "../src/tfc.h"
 #include "../src/env.h"
@@ -126,13 +128,16 @@ static void conv_one(const struct tfc_kargs *a, const struct conv_task *t, const
     }
 }
 
-/* TFC_CONV_BACKEND picks the kernels: auto (oneDNN when the library has it), dnnl, im2col.
- * 1 when oneDNN ran the task (or recorded its failure); 0 when the im2col kernels must: the
- * variable says so, or oneDNN declines the task (float64, a geometry it has no fast code for).
- * Read per task (tfc_ctx_create has checked it): cheap next to a convolution. */
-static int conv_ran_dnnl(void *buffers[], const struct tfc_kargs *a)
+/* TFC_CONV_BACKEND picks the kernels: auto (Winograd where tfc_conv_winograd_auto says it
+ * wins, else oneDNN when the library has it), dnnl, im2col, winograd (every task the Winograd
+ * kernels fit; the others as auto without Winograd).
+ * 1 when Winograd or oneDNN ran the task (or recorded its failure); 0 when the im2col kernels
+ * must: the variable says so, or oneDNN declines the task (float64, a geometry it has no fast
+ * code for). Read per task (tfc_ctx_create has checked it): cheap next to a convolution. */
+static int conv_ran_fast(void *buffers[], const struct tfc_kargs *a)
 {
-    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL }; /* the words' order in src/env.c */
+    /* the words' order in src/env.c */
+    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL, BACKEND_WINOGRAD };
     char msg[TFC_MSG_LEN];
     int backend;
     if (tfc_env_choice("TFC_CONV_BACKEND", &backend, msg)) {
@@ -140,11 +145,18 @@ static int conv_ran_dnnl(void *buffers[], const struct tfc_kargs *a)
         return 1;
     }
     if (backend == BACKEND_IM2COL) return 0;
+    struct tfc_conv_geom g;
+    if ((backend == BACKEND_AUTO || backend == BACKEND_WINOGRAD) &&
+        !tfc_conv_geom_of(a, &g, msg, sizeof msg) && tfc_conv_winograd_fits(a, &g) &&
+        (backend == BACKEND_WINOGRAD || tfc_conv_winograd_auto(&g))) {
+        tfc_conv_winograd_cpu(buffers, a);
+        return 1;
+    }
     enum tfc_conv_dnnl_result r = tfc_conv_dnnl_cpu(buffers, a);
     if (r == TFC_CONV_DNNL_ABSENT && backend == BACKEND_DNNL) {
         tfc_kernel_fail(a, TFC_ERR_INVALID_ARGUMENT, "TFC_CONV_BACKEND is dnnl but this "
                         "library was built without oneDNN (install libdnnl-dev and configure "
-                        "--with-dnnl), so only auto or im2col can run");
+                        "--with-dnnl), so only auto, im2col or winograd can run");
         return 1;
     }
     return r == TFC_CONV_DNNL_RAN;
@@ -153,7 +165,7 @@ static int conv_ran_dnnl(void *buffers[], const struct tfc_kargs *a)
 static void conv_cpu(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
-    if (conv_ran_dnnl(buffers, a)) return;
+    if (conv_ran_fast(buffers, a)) return;
     const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
     char *out = tfc_kout(buffers, a, 0);
     if (!out) return;

@@ -51,9 +51,10 @@ static const struct knob knobs[] = {
     {"TFC_STORE_EXCLUSIVE", KNOB_BOOL, 0, 1,
      "1: open model stores in SQLite's exclusive locking mode (TFC_STORE_EXCLUSIVE flag)"},
     {"TFC_CONV_BACKEND", KNOB_CHOICE, 0, 0,
-     "convolution kernels: auto (oneDNN on CPUs when built with it, cuDNN on CUDA), "
-     "dnnl or im2col (own kernels only)",
-     "auto|dnnl|im2col"},
+     "convolution kernels: auto (Winograd for 5x5 float32 layers where it wins, else oneDNN "
+     "on CPUs when built with it, cuDNN on CUDA), dnnl, im2col (own kernels only) or "
+     "winograd (Winograd on CPUs wherever it fits)",
+     "auto|dnnl|im2col|winograd"},
     {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
      "seconds a distributed rank may wait for another before it ends the job naming that rank "
      "and the step; 0 or off: wait forever", "off", 0},

@@ -108,7 +108,7 @@ static const struct env_case cases[] = {
     {{"TFC_FUSION="}, BAD, "TFC_FUSION must be 0 or 1, not ''"},
     {{"TFC_TRACE="}, BAD, "TFC_TRACE is empty"},
     {{"TFC_SCHED=dmda"}, BAD, "unknown environment variable TFC_SCHED"},
-    {{"TFC_CONV_BACKEND=cudnn"}, BAD, "TFC_CONV_BACKEND must be one of auto|dnnl|im2col, "
+    {{"TFC_CONV_BACKEND=cudnn"}, BAD, "TFC_CONV_BACKEND must be one of auto|dnnl|im2col|winograd, "
      "not 'cudnn'"},
     {{"TFC_CONV_BACKEND="}, BAD, "TFC_CONV_BACKEND must be one of", "not ''"},
     /* good values start */

@@ -241,7 +241,7 @@ static void expect_task_error(const char *backend, const char *phrase)
 
 static void test_backend_variable(void)
 {
-    expect_task_error("cudnn", "TFC_CONV_BACKEND must be one of auto|dnnl|im2col, not 'cudnn'");
+    expect_task_error("cudnn", "TFC_CONV_BACKEND must be one of auto|dnnl|im2col|winograd, not 'cudnn'");
     expect_task_error("", "TFC_CONV_BACKEND must be one of");
 #ifndef TFC_HAVE_DNNL
     expect_task_error("dnnl", "built without oneDNN");
