@@ -263,7 +263,7 @@ static void test_gru_gradient_dynamic_batch(void) { check_gradient(1, TFC_RNN_UN
 
 /* One profiled run of the gradients of sum(y^2) through an LSTM of 8 steps over a fed batch in
  * mode: the gradients (kernel, recurrent_kernel, bias) into dv, the run's tasks by op. */
-struct step_tasks { int sums, copies, matmuls; };
+struct step_tasks { int sums, copies, matmuls, muls, all; };
 
 static void run_step_tasks(tfc_rnn_mode mode, tfc_value **dvals, struct step_tasks *n)
 {
@@ -290,7 +290,9 @@ static void run_step_tasks(tfc_rnn_mode mode, tfc_value **dvals, struct step_tas
         n->sums += !strcmp(rec[i].op, "sum_to_like");
         n->copies += !strcmp(rec[i].op, "reshape") || !strcmp(rec[i].op, "reshape_like");
         n->matmuls += !strcmp(rec[i].op, "matmul");
+        n->muls += !strcmp(rec[i].op, "mul");
     }
+    n->all = nr;
     tfc_value_destroy(fv);
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
@@ -301,8 +303,8 @@ static void run_step_tasks(tfc_rnn_mode mode, tfc_value **dvals, struct step_tas
  * step inputs (reshape forward, reshape_like backward: the steps read rows of the input
  * projection's splits), and the input projection in 4 chunks of 2 steps: 4 + 7 matmuls
  * forward (step 0 of a zero state has no recurrent one), 4 + 7 + 7 backward (the chunks'
- * kernel gradients, the recurrent kernel's and h's per step), where one projection made 23.
- * Its gradients are the while loop's (one projection over all steps) within float32's
+ * kernel gradients, the recurrent kernel's and h's per step), where one projection made 23;
+ * sibling products of the cell's backward fused. Its gradients are the while loop's (one projection over all steps) within float32's
  * summation-order error. */
 static void test_lstm_step_tasks(void)
 {
@@ -315,6 +317,13 @@ static void test_lstm_step_tasks(void)
     CU_ASSERT(n.copies <= 1); /* the input's one flattening reshape */
     if (n.sums || n.copies > 1 || n.matmuls != 29)
         fprintf(stderr, "%d sum_to_like, %d reshape, %d matmul tasks\n", n.sums, n.copies, n.matmuls);
+    /* backward, each step's cell multiplies dc by the gates: the products that feed the gate
+     * gradients' concat have no tree to join, and the fusion pass runs one of them inside the
+     * task of the tree that makes dc (a sibling; the other would take a ninth input): 7 lone
+     * mul tasks for 7 steps, where each step had 2, and 117 tasks in all instead of 124 */
+    CU_ASSERT_EQUAL(n.muls, 7);
+    CU_ASSERT_EQUAL(n.all, 117);
+    if (n.muls != 7 || n.all != 117) fprintf(stderr, "%d mul tasks, %d in all\n", n.muls, n.all);
     for (int k = 0; k < 3; k++) {
         CU_ASSERT_FATAL(unrolled[k] && loop[k]);
         int64_t m = tfc_value_numel(loop[k]), bad = 0;
