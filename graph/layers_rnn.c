@@ -1,8 +1,9 @@
 /* layers_rnn.c: the recurrent layers tfc_lstm_layer and tfc_gru_layer over batch-major
- * sequences [batch, steps, features]. The input projection of every step is one matmul; each
- * step then adds h @ recurrent_kernel and applies the cell. The time loop is either a
- * tfc_while_loop or unrolled into a static graph of `steps` steps: both build each step with
- * the same cell function (rnn_step), so they compute the same bits. */
+ * sequences [batch, steps, features]. The input projection of all steps is one matmul (the
+ * unrolled graph: one per chunk of steps); each step then adds h @ recurrent_kernel and
+ * applies the cell. The time loop is either a tfc_while_loop or unrolled into a static graph
+ * of `steps` steps: both build each step with the same cell function (rnn_step), so they
+ * compute the same forward bits. */
 #include <stdio.h>
 #include <string.h>
 #include "layers.h"
