@@ -19,11 +19,13 @@
 #define UNARY_F32(K, name) UNARY_LOOP(K, name, f32)
 #define UNARY_F64(K, name) UNARY_LOOP(K, name, f64)
 
+TFC_EW_VECTOR_CLONES
 static void unary_f32(int kind, const float *x, float *y, int64_t n, float p0, float p1)
 {
     switch (kind) { TFC_EW_UNARY_ANY(UNARY_F32) TFC_EW_UNARY_FLOAT(UNARY_F32) }
 }
 
+TFC_EW_VECTOR_CLONES
 static void unary_f64(int kind, const double *x, double *y, int64_t n, double p0, double p1)
 {
     switch (kind) { TFC_EW_UNARY_ANY(UNARY_F64) TFC_EW_UNARY_FLOAT(UNARY_F64) }
@@ -111,6 +113,7 @@ static void cast_run(const struct tfc_kargs *a, const void *in, void *out)
 #define BINARY_F32(K, name) BINARY_LOOP(K, name, f32)
 #define BINARY_F64(K, name) BINARY_LOOP(K, name, f64)
 
+TFC_EW_VECTOR_CLONES
 static void binary_f32(int kind, float *restrict o, const float *x, int64_t sx,
                        const float *y, int64_t sy, int64_t n)
 {
@@ -119,6 +122,7 @@ static void binary_f32(int kind, float *restrict o, const float *x, int64_t sx,
     switch (kind) { TFC_EW_BINARY(BINARY_F32) }
 }
 
+TFC_EW_VECTOR_CLONES
 static void binary_f64(int kind, double *restrict o, const double *x, int64_t sx,
                        const double *y, int64_t sy, int64_t n)
 {

@@ -12,6 +12,18 @@
 
 #include <stdint.h>
 
+/* The loops that call these formulas, built once per vector width (AVX-512, AVX2, the
+ * baseline SSE2) and picked at load time by the CPU (gcc's target_clones, an ifunc): the
+ * build's flags stay portable. The targets carry no FMA, so every width gives the same bits.
+ * Left out under clang (the fuzz build), the sanitizers and C libraries without ifuncs
+ * (glibc only), which then run the baseline. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define TFC_EW_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TFC_EW_VECTOR_CLONES
+#endif
+
 static inline int32_t tfc_vf_bits(float f)
 {
     union { float f; int32_t i; } u = { f };

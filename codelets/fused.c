@@ -49,6 +49,7 @@ apply_f64_n(const struct tfc_fused_op *op, double *restrict o, const double *x, 
 
 /* A whole block runs with its length known at compile time, so that -O2 (whose cost model
  * vectorizes only loops needing no scalar remainder) vectorizes the op loops. */
+TFC_EW_VECTOR_CLONES
 static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const float *x,
                       const float *y, int m)
 {
@@ -58,6 +59,7 @@ static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const fl
         apply_f32_n(op, o, x, y, m);
 }
 
+TFC_EW_VECTOR_CLONES
 static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const double *x,
                       const double *y, int m)
 {

@@ -1,8 +1,9 @@
 /* layers_rnn.c: the recurrent layers tfc_lstm_layer and tfc_gru_layer over batch-major
- * sequences [batch, steps, features]. The input projection of every step is one matmul; each
- * step then adds h @ recurrent_kernel and applies the cell. The time loop is either a
- * tfc_while_loop or unrolled into a static graph of `steps` steps: both build each step with
- * the same cell function (rnn_step), so they compute the same bits. */
+ * sequences [batch, steps, features]. The input projection of all steps is one matmul (the
+ * unrolled graph: one per chunk of steps); each step then adds h @ recurrent_kernel and
+ * applies the cell. The time loop is either a tfc_while_loop or unrolled into a static graph
+ * of `steps` steps: both build each step with the same cell function (rnn_step), so they
+ * compute the same forward bits. */
 #include <stdio.h>
 #include <string.h>
 #include "layers.h"
@@ -14,9 +15,9 @@ struct rnn {
     int gates;          /* 4 or 3 */
     int64_t steps, units;
     enum tfc_dtype dtype;
-    tfc_tensor *xw;     /* [steps, batch, gates * units]: x @ kernel + bias, time-major */
-    tfc_tensor *xflat;  /* the same as [steps * batch, gates * units], as the matmul gives it */
-    tfc_tensor *parts[TFC_MAX_OPERANDS]; /* unrolled: step t's rows of xflat [batch, gates * units] */
+    tfc_tensor *xw;     /* loop: [steps, batch, gates * units]: x @ kernel + bias, time-major */
+    tfc_tensor *xflat;  /* loop: the same as [steps * batch, gates * units], as the matmul gives it */
+    tfc_tensor *parts[TFC_MAX_OPERANDS]; /* unrolled: step t's x @ kernel + bias [batch, gates * units] */
     int split;          /* parts holds the steps (unrolled, steps <= TFC_MAX_OPERANDS) */
     int zero_start;     /* LSTM whose initial h and c are zeros (no initial state given) */
     tfc_tensor *u;      /* recurrent_kernel [units, gates * units] */
@@ -125,8 +126,8 @@ static void run_loop(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor
     if (r->sequences) *seq = out[n - 1];
 }
 
-/* The time loop unrolled: the step inputs are one split of xflat's rows (its gradient is one
- * concat, where a slice per step would add steps full-size gradients; splitting the 2-D
+/* The time loop unrolled: the step inputs are splits of the projection's rows (project_chunks;
+ * a split's gradient is one concat, where a slice per step would add steps full-size gradients; splitting the 2-D
  * matmul output gives [batch, gates * units] parts with no squeeze, which would copy each
  * step's input forward and its gradient backward). */
 static void run_unrolled(struct rnn *r, tfc_tensor **h, tfc_tensor *cell, tfc_tensor **seq)
@@ -212,7 +213,36 @@ static tfc_tensor *gate_constant(struct rnn *r, const char *name, int gate, doub
     return t;
 }
 
-/* The layer's variables and xw; LSTM's forget-gate slice of the bias gets a constant 1 on top
+/* The number of chunks of steps that the unrolled graph projects apart: the largest divisor
+ * of steps up to INPUT_CHUNKS. */
+#define INPUT_CHUNKS 4
+static int input_chunks(int64_t steps)
+{
+    int n = INPUT_CHUNKS;
+    while (n > 1 && steps % n) n--;
+    return n;
+}
+
+/* Unrolled: the input projection of the time-major rows flat [steps * batch, features] in
+ * chunks of consecutive steps, each one matmul and bias_add split into its steps' parts. The
+ * first step waits only for the first chunk's projection, the later chunks run beside the
+ * recurrence on another worker, and backward each chunk's kernel gradient (one GEMM over its
+ * steps) starts when its steps are done, where one projection made the first step wait for
+ * all of it and its gradient wait for the last step. */
+static void project_chunks(struct rnn *r, tfc_tensor *flat, tfc_tensor *w, tfc_tensor *b)
+{
+    tfc_graph *g = r->g;
+    int n = input_chunks(r->steps), per = (int)(r->steps / n);
+    tfc_tensor *rows[INPUT_CHUNKS] = {flat};
+    if (n > 1) tfc_split(g, flat, n, 0, rows);
+    for (int c = 0; c < n && !g->status; c++) {
+        tfc_tensor *proj = tfc_bias_add(g, tfc_matmul(g, rows[c], w, 0, 0), b);
+        if (per > 1) tfc_split(g, proj, per, 0, &r->parts[c * per]);
+        else r->parts[c] = proj;
+    }
+}
+
+/* The layer's variables and the input projection (xw, or the unrolled graph's parts); LSTM's forget-gate slice of the bias gets a constant 1 on top
  * (Keras's unit_forget_bias, as an offset: the variable itself starts at zeros). */
 static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
 {
@@ -232,9 +262,12 @@ static void make_inputs(struct rnn *r, tfc_tensor *x, int64_t features)
     }
     tfc_tensor *xt = tfc_transpose(g, x, (int64_t[]){1, 0, 2}); /* time-major */
     tfc_tensor *flat = tfc_reshape(g, xt, tfc_shape_of(2, (int64_t[]){-1, features}));
+    if (r->split) {
+        project_chunks(r, flat, w, b);
+        return;
+    }
     r->xflat = tfc_bias_add(g, tfc_matmul(g, flat, w, 0, 0), b);
     r->xw = tfc_reshape(g, r->xflat, tfc_shape_of(3, (int64_t[]){r->steps, -1, gh}));
-    if (r->split) tfc_split(g, r->xflat, (int)r->steps, 0, r->parts);
 }
 
 /* Zeros [d0, batch, units] with the batch of xw (which may be known only at run time); from

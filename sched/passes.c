@@ -585,6 +585,60 @@ static int emit(struct fuser *f, struct group *gr)
     return 0;
 }
 
+/* Whether a lone element-wise step s after the group's root (a sibling: it reads an output of
+ * the group, as the LSTM's backward multiplies dc by four gates) can run inside the group's
+ * task instead of as a task of its own: its program runs last, its output is kept. It must
+ * be an unfused element-wise step of the root's dtype, shape and placement, every input of it
+ * made by a member or by a step that runs before the root (after fusion), and none of its inputs written between the
+ * root and s (variables). Its readers come after s, so after the root too. */
+static int try_hoist(struct fuser *f, struct group *gr, int s)
+{
+    const struct plan *p = f->p;
+    const struct step *ss = &p->steps[s], *sr = &p->steps[gr->root];
+    if (s <= gr->root || !f->fusable[s] || f->eff[s] != s || f->in_group[s] ||
+        ss->cl != &tfc_cl_elementwise) /* a step emitted as a group is a fused one now */
+        return 0;
+    const struct tfc_kdesc *os = &ss->args->d[ss->args->n_in], *or = &sr->args->d[sr->args->n_in];
+    if (os->dtype != or->dtype || !same_shape(os, or) ||
+        !same_hint(&f->g->nodes[ss->node]->device, &f->g->nodes[sr->node]->device) ||
+        ss->where != sr->where || ss->workerids_len || sr->workerids_len)
+        return 0;
+    if (gr->n_mem == TFC_FUSED_MAX_OPS || gr->n_ops + ops_of(ss) > TFC_FUSED_MAX_OPS ||
+        gr->n_kept == TFC_FUSED_MAX_OUT - 1)
+        return 0;
+    for (int k = 0; k < ss->args->n_in; k++) { /* where its producer runs after fusion */
+        int q = f->producer[in_slot(ss, k)];
+        if (q >= 0 && !f->in_group[q] && f->eff[q] >= gr->root) return 0;
+    }
+    for (int k = gr->root + 1; k < s; k++) { /* write-after-read, as try_join */
+        const struct step *w = &p->steps[k];
+        if (f->eff[k] != k) continue;
+        for (int j = 0; j < w->n_buf; j++)
+            if ((w->modes[j] & STARPU_W) && has(ss->buf_slot, ss->n_buf, w->buf_slot[j]))
+                return 0;
+    }
+    int ext[TFC_FUSED_MAX_IN], n_ext = ext_with(f, gr, ss, ext);
+    if (n_ext < 0) return 0;
+    gr->mem[gr->n_mem++] = s;
+    gr->n_ops += ops_of(ss);
+    gr->n_ext = n_ext;
+    memcpy(gr->ext, ext, sizeof(int) * (size_t)n_ext);
+    gr->kept[gr->n_kept++] = out_slot(ss);
+    f->in_group[s] = 1;
+    return 1;
+}
+
+/* Hoists the lone siblings that read the group's outputs into it (try_hoist), earliest
+ * first. */
+static void hoist_siblings(struct fuser *f, struct group *gr)
+{
+    for (int i = 0; i < gr->n_mem; i++) { /* n_mem grows: a hoisted step's readers too */
+        int sl = out_slot(&f->p->steps[gr->mem[i]]);
+        for (int c = f->cons_start[sl]; c < f->cons_start[sl + 1]; c++)
+            try_hoist(f, gr, f->cons[c]);
+    }
+}
+
 /* Whether a group reads the output of a matmul that tiling will split: then even one op is
  * worth a fused step, which tiling splits too (the fused kernels take tiles; elementwise.c's do
  * not). */
@@ -681,6 +735,7 @@ static int fuse_from(struct fuser *f, int r, const struct plan_options *opt)
         tried[n_tried++] = best;
         try_join(f, &gr, best);
     }
+    if (gr.n_mem > 1) hoist_siblings(f, &gr);
     for (int i = 0; i < gr.n_mem; i++) f->in_group[gr.mem[i]] = 0;
     if ((gr.n_mem > 1 || reads_tiled(f, &gr, opt)) && emit(f, &gr)) return -1;
     return 0;

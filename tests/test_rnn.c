@@ -261,16 +261,17 @@ static void test_gru_gradient_loop(void) { check_gradient(1, TFC_RNN_WHILE_LOOP,
 static void test_lstm_gradient_dynamic_batch(void) { check_gradient(0, TFC_RNN_UNROLLED, 1); }
 static void test_gru_gradient_dynamic_batch(void) { check_gradient(1, TFC_RNN_UNROLLED, 1); }
 
-/* The tasks of one profiled training-gradient run of an unrolled LSTM over a fed batch, by op:
- * no sum_to_like (the cell's operands are all [batch, units]: the sums reduce nothing, and
- * the plan drops them) and no per-step copies of the step inputs (reshape forward,
- * reshape_like backward): the steps read rows of the input projection's split. */
-static void test_lstm_step_tasks(void)
+/* One profiled run of the gradients of sum(y^2) through an LSTM of 8 steps over a fed batch in
+ * mode: the gradients (kernel, recurrent_kernel, bias) into dv, the run's tasks by op. */
+struct step_tasks { int sums, copies, matmuls, muls, all; };
+
+static void run_step_tasks(tfc_rnn_mode mode, tfc_value **dvals, struct step_tasks *n)
 {
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(3, (int64_t[]){-1, 8, F}));
-    tfc_tensor *y = tfc_lstm_layer(g, x, H, NULL, NULL);
+    tfc_rnn_opts o = {.mode = mode};
+    tfc_tensor *y = tfc_lstm_layer(g, x, H, &o, NULL);
     tfc_tensor *loss = tfc_reduce_sum(g, tfc_mul(g, y, y), 0, NULL, 0), *vars[3], *dv[3];
     CU_ASSERT_EQUAL_FATAL(tfc_trainable_variables(g, vars, 3), 3);
     CU_ASSERT_EQUAL_FATAL(tfc_gradients(g, 1, &loss, NULL, 3, vars, dv), TFC_OK);
@@ -280,23 +281,60 @@ static void test_lstm_step_tasks(void)
     CU_ASSERT_FATAL(tfc_session_set_profiling(s, 1) == TFC_OK);
     static float xd[5 * 8 * F];
     for (int i = 0; i < 5 * 8 * F; i++) xd[i] = (float)sin(0.61 * i);
-    tfc_value *fv = test_f32(3, (int64_t[]){5, 8, F}, xd), *out[3] = {0};
-    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &fv, 3, dv, out, 0, NULL), TFC_OK);
+    tfc_value *fv = test_f32(3, (int64_t[]){5, 8, F}, xd);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_run(s, 1, &x, &fv, 3, dv, dvals, 0, NULL), TFC_OK);
     const tfc_task_record *rec;
-    int n = tfc_session_last_records(s, &rec), sums = 0, copies = 0, matmuls = 0;
-    for (int i = 0; i < n; i++) {
-        sums += !strcmp(rec[i].op, "sum_to_like");
-        copies += !strcmp(rec[i].op, "reshape") || !strcmp(rec[i].op, "reshape_like");
-        matmuls += !strcmp(rec[i].op, "matmul");
+    int nr = tfc_session_last_records(s, &rec);
+    *n = (struct step_tasks){0};
+    for (int i = 0; i < nr; i++) {
+        n->sums += !strcmp(rec[i].op, "sum_to_like");
+        n->copies += !strcmp(rec[i].op, "reshape") || !strcmp(rec[i].op, "reshape_like");
+        n->matmuls += !strcmp(rec[i].op, "matmul");
+        n->muls += !strcmp(rec[i].op, "mul");
     }
-    CU_ASSERT(matmuls >= 8 * 2); /* the records are the run's: the steps' matmuls */
-    CU_ASSERT_EQUAL(sums, 0);
-    CU_ASSERT(copies <= 1); /* the input's one flattening reshape */
-    if (sums || copies > 1) fprintf(stderr, "%d sum_to_like, %d reshape tasks\n", sums, copies);
-    for (int k = 0; k < 3; k++) tfc_value_destroy(out[k]);
+    n->all = nr;
     tfc_value_destroy(fv);
     tfc_session_destroy(s);
     tfc_graph_destroy(g);
+}
+
+/* The unrolled LSTM's training-gradient tasks: no sum_to_like (the cell's operands are all
+ * [batch, units]: the sums reduce nothing, and the plan drops them), no per-step copies of the
+ * step inputs (reshape forward, reshape_like backward: the steps read rows of the input
+ * projection's splits), and the input projection in 4 chunks of 2 steps: 4 + 7 matmuls
+ * forward (step 0 of a zero state has no recurrent one), 4 + 7 + 7 backward (the chunks'
+ * kernel gradients, the recurrent kernel's and h's per step), where one projection made 23;
+ * sibling products of the cell's backward fused. Its gradients are the while loop's (one projection over all steps) within float32's
+ * summation-order error. */
+static void test_lstm_step_tasks(void)
+{
+    tfc_value *unrolled[3] = {0}, *loop[3] = {0};
+    struct step_tasks n, nl;
+    run_step_tasks(TFC_RNN_UNROLLED, unrolled, &n);
+    run_step_tasks(TFC_RNN_WHILE_LOOP, loop, &nl);
+    CU_ASSERT_EQUAL(n.matmuls, 4 + 7 + 4 + 7 + 7);
+    CU_ASSERT_EQUAL(n.sums, 0);
+    CU_ASSERT(n.copies <= 1); /* the input's one flattening reshape */
+    if (n.sums || n.copies > 1 || n.matmuls != 29)
+        fprintf(stderr, "%d sum_to_like, %d reshape, %d matmul tasks\n", n.sums, n.copies, n.matmuls);
+    /* backward, each step's cell multiplies dc by the gates: the products that feed the gate
+     * gradients' concat have no tree to join, and the fusion pass runs one of them inside the
+     * task of the tree that makes dc (a sibling; the other would take a ninth input): 7 lone
+     * mul tasks for 7 steps, where each step had 2, and 117 tasks in all instead of 124 */
+    CU_ASSERT_EQUAL(n.muls, 7);
+    CU_ASSERT_EQUAL(n.all, 117);
+    if (n.muls != 7 || n.all != 117) fprintf(stderr, "%d mul tasks, %d in all\n", n.muls, n.all);
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_FATAL(unrolled[k] && loop[k]);
+        int64_t m = tfc_value_numel(loop[k]), bad = 0;
+        CU_ASSERT_EQUAL(tfc_value_numel(unrolled[k]), m);
+        for (int64_t i = 0; i < m; i++) {
+            double a = tfc_value_get(unrolled[k], i), b = tfc_value_get(loop[k], i);
+            bad += !(fabs(a - b) <= 1e-4 * fmax(1, fabs(b)));
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        tfc_value_destroy(unrolled[k]), tfc_value_destroy(loop[k]);
+    }
 }
 
 static int fails_with(tfc_graph *g, tfc_status want, const char *text)
