@@ -11,85 +11,49 @@
 #include <cblas.h>
 #include <math.h>
 #include <starpu.h>
-#include "benchutil.h"
+#include "conv_task.h"
 #include "../codelets/conv_dnnl.h"
 #include "../codelets/conv_geom.h"
-#include "../codelets/kinds.h"
-#include "../codelets/op_attrs.h"
 #include "../src/tfc.h"
-
-extern struct starpu_codelet tfc_cl_conv;
 
 struct layer {
     const char *name;
     int64_t c, k, hw;
 };
 static const struct layer layers[] = {{"conv1", 1, 32, 28}, {"conv2", 32, 64, 14}};
-static const int kinds[3] = {TFC_K_CONV, TFC_K_CONV_BP_INPUT, TFC_K_CONV_BP_FILTER};
 static const char *const dir_names[3] = {"forward", "backward-data", "backward-filter"};
 
 enum { V_SGEMM, V_IM2COL, V_DNNL, V_DNNL_BLOCKED, V_DNNL_PLAIN, N_VARIANTS };
 static const char *const variant_names[N_VARIANTS] = {
     "sgemm same shape", "im2col codelet", "dnnl codelet", "dnnl all blocked", "dnnl all plain"};
 
-/* One direction's task (x, w, y placed as the kind takes them) and the sgemm of its shape. */
+/* One direction's task and the sgemm of its shape. */
 struct problem {
-    struct tfc_kargs *a;
-    struct tfc_kerr err;
-    struct starpu_vector_interface iface[3];
-    void *bufs[3];
-    float *data[3];
-    int m, n, k;       /* the sgemm: C[m,n] = A[m,k] B[k,n] */
+    struct bench_conv_task t;
+    int m, n, k; /* the sgemm: C[m,n] = A[m,k] B[k,n] */
     float *A, *B, *C;
-    double flops;
 };
-
-static float *rand_floats(int64_t n)
-{
-    float *p = malloc((size_t)n * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX * 2 - 1;
-    return p;
-}
 
 static void problem_make(struct problem *p, const struct layer *l, int64_t batch, int dir)
 {
-    memset(p, 0, sizeof *p);
-    p->a = calloc(1, sizeof *p->a + 3 * sizeof(struct tfc_kdesc));
-    struct tfc_kargs *a = p->a;
-    a->kind = kinds[dir], a->n_in = 2, a->n_out = 1, a->err = &p->err;
-    a->attrs[CONV_GROUPS].i = 1, a->attrs[CONV_PADS].n = 4;
-    for (int i = 0; i < 4; i++) a->attrs[CONV_PADS].v[i] = 2;
-    int64_t shapes[3][4] = {{batch, l->c, l->hw, l->hw}, {l->k, l->c, 5, 5},
-                            {batch, l->k, l->hw, l->hw}}; /* x, w, y */
-    static const int order[3][3] = {{0, 1, 2}, {2, 1, 0}, {0, 2, 1}};
-    for (int i = 0; i < 3; i++) {
-        struct tfc_kdesc *d = &a->d[i];
-        const int64_t *s = shapes[order[dir][i]];
-        d->dtype = TFC_FLOAT32, d->rank = 4, d->buf = i, d->numel = 1;
-        for (int j = 0; j < 4; j++) d->dims[j] = s[j], d->numel *= s[j];
-        p->data[i] = rand_floats(d->numel);
-        p->iface[i] = (struct starpu_vector_interface){.id = STARPU_VECTOR_INTERFACE_ID,
-                                                       .ptr = (uintptr_t)p->data[i],
-                                                       .nx = (uint32_t)d->numel,
-                                                       .elemsize = 4};
-        p->bufs[i] = &p->iface[i];
-    }
+    bench_conv_task_make(&p->t, l->c, l->k, l->hw, batch, dir);
     int crs = (int)(l->c * 25), cols = (int)(batch * l->hw * l->hw), kk = (int)l->k;
     int mnk[3][3] = {{kk, cols, crs}, {crs, cols, kk}, {kk, crs, cols}};
     p->m = mnk[dir][0], p->n = mnk[dir][1], p->k = mnk[dir][2];
-    p->A = rand_floats((int64_t)p->m * p->k), p->B = rand_floats((int64_t)p->k * p->n);
-    p->C = rand_floats((int64_t)p->m * p->n);
-    p->flops = 2.0 * (double)kk * crs * cols;
+    p->A = bench_rand_floats((int64_t)p->m * p->k);
+    p->B = bench_rand_floats((int64_t)p->k * p->n);
+    p->C = bench_rand_floats((int64_t)p->m * p->n);
 }
 
 static void problem_free(struct problem *p)
 {
-    for (int i = 0; i < 3; i++) free(p->data[i]);
-    free(p->A), free(p->B), free(p->C), free(p->a);
+    bench_conv_task_free(&p->t);
+    free(p->A), free(p->B), free(p->C);
 }
 
-static void run_once(struct problem *p, int v)
+static void run_once(void *arg, int v)
 {
+    struct problem *p = arg;
     if (v == V_SGEMM) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->m, p->n, p->k, 1.0f, p->A,
                     p->k, p->B, p->n, 0.0f, p->C, p->n);
@@ -100,46 +64,24 @@ static void run_once(struct problem *p, int v)
         [V_DNNL_PLAIN] = TFC_CONV_DNNL_LAYOUTS_PLAIN};
     setenv("TFC_CONV_BACKEND", v == V_IM2COL ? "im2col" : "dnnl", 1);
     tfc_conv_dnnl_force_layouts(lay[v]);
-    tfc_cl_conv.cpu_funcs[0](p->bufs, p->a);
-    if (p->err.set) {
-        fprintf(stderr, "conv_codelet: %s: %s\n", variant_names[v], p->err.msg);
+    tfc_cl_conv.cpu_funcs[0](p->t.bufs, p->t.a);
+    if (p->t.err.set) {
+        fprintf(stderr, "conv_codelet: %s: %s\n", variant_names[v], p->t.err.msg);
         exit(1);
     }
-}
-
-static double thread_cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Seconds per call, wall-clock and this thread's CPU time (which leaves out the time other
- * processes had the core): means over back-to-back calls lasting block_s, after one untimed. */
-static void sample(struct problem *p, int v, double block_s, double *wall, double *cpu)
-{
-    run_once(p, v);
-    int calls = 0;
-    double t0 = bench_now(), c0 = thread_cpu_now(), t;
-    do {
-        run_once(p, v);
-        calls++;
-    } while ((t = bench_now() - t0) < block_s);
-    *cpu = (thread_cpu_now() - c0) / calls;
-    *wall = t / calls;
 }
 
 /* max |o - r| / max |r| of variant v's output against im2col's. */
 static double check(struct problem *p, int v)
 {
-    int64_t n = p->a->d[2].numel;
+    int64_t n = p->t.a->d[2].numel;
     float *ref = malloc((size_t)n * sizeof *ref);
     run_once(p, V_IM2COL);
-    memcpy(ref, p->data[2], (size_t)n * sizeof *ref);
+    memcpy(ref, p->t.data[2], (size_t)n * sizeof *ref);
     run_once(p, v);
     double diff = 0, big = 1e-30;
     for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)p->data[2][i] - ref[i]));
+        diff = fmax(diff, fabs((double)p->t.data[2][i] - ref[i]));
         big = fmax(big, fabs((double)ref[i]));
     }
     free(ref);
@@ -168,7 +110,7 @@ static void bench_one(const struct layer *l, int64_t batch, int dir, int rounds,
     for (int r = 0; r < rounds; r++)
         for (int j = 0; j < nv; j++) {
             int v = vs[(j + r) % nv];
-            sample(&p, v, block_s, &t[v][r], &c[v][r]);
+            bench_sample(run_once, &p, v, block_s, &t[v][r], &c[v][r]);
         }
     double med[N_VARIANTS], cpu[N_VARIANTS];
     for (int j = 0; j < nv; j++)
@@ -177,7 +119,7 @@ static void bench_one(const struct layer *l, int64_t batch, int dir, int rounds,
         int v = vs[j];
         printf("| %s | %lld | %s | %s | %.3f | %.3f | %.0f | %.2f | %.2f |\n", l->name,
                (long long)batch, dir_names[dir], variant_names[v], med[v] * 1e3, cpu[v] * 1e3,
-               p.flops / cpu[v] * 1e-9, cpu[V_SGEMM] / cpu[v], med[V_SGEMM] / med[v]);
+               p.t.flops / cpu[v] * 1e-9, cpu[V_SGEMM] / cpu[v], med[V_SGEMM] / med[v]);
     }
     fflush(stdout);
     problem_free(&p);

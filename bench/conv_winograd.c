@@ -12,96 +12,51 @@
 #include <cblas.h>
 #include <math.h>
 #include <starpu.h>
-#include "benchutil.h"
+#include "conv_task.h"
 #include "../codelets/conv_geom.h"
 #include "../codelets/conv_winograd.h"
-#include "../codelets/kinds.h"
-#include "../codelets/op_attrs.h"
 #include "../src/tfc.h"
-
-extern struct starpu_codelet tfc_cl_conv;
 
 struct layer {
     const char *name;
     int64_t c, k, hw;
 };
 static const struct layer layers[] = {{"conv1", 1, 32, 28}, {"conv2", 32, 64, 14}};
-static const int kinds[3] = {TFC_K_CONV, TFC_K_CONV_BP_INPUT, TFC_K_CONV_BP_FILTER};
 static const char *const dir_names[3] = {"forward", "input gradient", "filter gradient"};
 #define MAX_VARIANTS 8
 
-/* One direction's task (x, w, y placed as the kind takes them). */
+/* One direction's task and its geometry. */
 struct problem {
-    struct tfc_kargs *a;
-    struct tfc_kerr err;
+    struct bench_conv_task t;
     struct tfc_conv_geom g;
-    struct starpu_vector_interface iface[3];
-    void *bufs[3];
-    float *data[3];
-    float *x, *w, *y; /* the same arrays by role */
-    double flops;
 };
-
-static float *rand_floats(int64_t n)
-{
-    float *p = malloc((size_t)n * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = (float)rand() / RAND_MAX * 2 - 1;
-    return p;
-}
 
 static void problem_make(struct problem *p, const struct layer *l, int64_t batch, int dir)
 {
-    memset(p, 0, sizeof *p);
-    p->a = calloc(1, sizeof *p->a + 3 * sizeof(struct tfc_kdesc));
-    struct tfc_kargs *a = p->a;
-    a->kind = kinds[dir], a->n_in = 2, a->n_out = 1, a->err = &p->err;
-    a->attrs[CONV_GROUPS].i = 1, a->attrs[CONV_PADS].n = 4;
-    for (int i = 0; i < 4; i++) a->attrs[CONV_PADS].v[i] = 2;
-    int64_t shapes[3][4] = {{batch, l->c, l->hw, l->hw}, {l->k, l->c, 5, 5},
-                            {batch, l->k, l->hw, l->hw}}; /* x, w, y */
-    static const int order[3][3] = {{0, 1, 2}, {2, 1, 0}, {0, 2, 1}};
-    float *role[3];
-    for (int i = 0; i < 3; i++) {
-        struct tfc_kdesc *d = &a->d[i];
-        const int64_t *s = shapes[order[dir][i]];
-        d->dtype = TFC_FLOAT32, d->rank = 4, d->buf = i, d->numel = 1;
-        for (int j = 0; j < 4; j++) d->dims[j] = s[j], d->numel *= s[j];
-        p->data[i] = rand_floats(d->numel);
-        role[order[dir][i]] = p->data[i];
-        p->iface[i] = (struct starpu_vector_interface){.id = STARPU_VECTOR_INTERFACE_ID,
-                                                       .ptr = (uintptr_t)p->data[i],
-                                                       .nx = (uint32_t)d->numel,
-                                                       .elemsize = 4};
-        p->bufs[i] = &p->iface[i];
-    }
-    p->x = role[0], p->w = role[1], p->y = role[2];
+    bench_conv_task_make(&p->t, l->c, l->k, l->hw, batch, dir);
     char msg[200];
-    if (tfc_conv_geom_of(a, &p->g, msg, sizeof msg)) {
+    if (tfc_conv_geom_of(p->t.a, &p->g, msg, sizeof msg)) {
         fprintf(stderr, "conv_winograd: %s\n", msg);
         exit(1);
     }
-    p->flops = 2.0 * (double)(l->k * l->c * 25) * (double)(batch * l->hw * l->hw);
 }
 
-static void problem_free(struct problem *p)
-{
-    for (int i = 0; i < 3; i++) free(p->data[i]);
-    free(p->a);
-}
+static void problem_free(struct problem *p) { bench_conv_task_free(&p->t); }
 
 /* variant 0: the codelet; v >= 1: Winograd with transforms wino[v] */
 static struct tfc_wino wino[MAX_VARIANTS];
 
-static void run_once(struct problem *p, int v)
+static void run_once(void *arg, int v)
 {
+    struct problem *p = arg;
     if (v == 0) {
-        tfc_cl_conv.cpu_funcs[0](p->bufs, p->a);
-    } else if (tfc_conv_winograd_run(p->a->kind, &wino[v], &p->g, p->x, p->w, p->y)) {
+        tfc_cl_conv.cpu_funcs[0](p->t.bufs, p->t.a);
+    } else if (tfc_conv_winograd_run(p->t.a->kind, &wino[v], &p->g, p->t.x, p->t.w, p->t.y)) {
         fprintf(stderr, "conv_winograd: no memory for the scratch\n");
         exit(1);
     }
-    if (p->err.set) {
-        fprintf(stderr, "conv_winograd: codelet: %s\n", p->err.msg);
+    if (p->t.err.set) {
+        fprintf(stderr, "conv_winograd: codelet: %s\n", p->t.err.msg);
         exit(1);
     }
 }
@@ -112,7 +67,7 @@ static double *reference(const struct problem *p)
     const struct tfc_conv_geom *g = &p->g;
     int64_t N = g->batch, C = g->in_ch, K = g->out_ch, H = g->in[0], W = g->in[1];
     int64_t R = g->kern[0], S = g->kern[1], OH = g->out[0], OW = g->out[1];
-    int kind = p->a->kind;
+    int kind = p->t.a->kind;
     int64_t len = kind == TFC_K_CONV ? N * K * OH * OW
                   : kind == TFC_K_CONV_BP_INPUT ? N * C * H * W : K * C * R * S;
     double *o = calloc((size_t)len, sizeof *o);
@@ -130,10 +85,10 @@ static double *reference(const struct problem *p)
                                 int64_t xi = ((n * C + c) * H + iy) * W + ix;
                                 int64_t wi = ((k * C + c) * R + r) * S + s;
                                 int64_t yi = ((n * K + k) * OH + oy) * OW + ox;
-                                if (kind == TFC_K_CONV) o[yi] += (double)p->x[xi] * p->w[wi];
+                                if (kind == TFC_K_CONV) o[yi] += (double)p->t.x[xi] * p->t.w[wi];
                                 else if (kind == TFC_K_CONV_BP_INPUT)
-                                    o[xi] += (double)p->y[yi] * p->w[wi];
-                                else o[wi] += (double)p->y[yi] * p->x[xi];
+                                    o[xi] += (double)p->t.y[yi] * p->t.w[wi];
+                                else o[wi] += (double)p->t.y[yi] * p->t.x[xi];
                             }
                         }
     return o;
@@ -142,34 +97,14 @@ static double *reference(const struct problem *p)
 static double check(struct problem *p, int v, const double *ref)
 {
     run_once(p, v);
-    int64_t n = p->a->d[2].numel;
-    const float *out = p->data[2];
+    int64_t n = p->t.a->d[2].numel;
+    const float *out = p->t.data[2];
     double diff = 0, big = 1e-30;
     for (int64_t i = 0; i < n; i++) {
         diff = fmax(diff, fabs((double)out[i] - ref[i]));
         big = fmax(big, fabs(ref[i]));
     }
     return diff / big;
-}
-
-static double thread_cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void sample(struct problem *p, int v, double block_s, double *wall, double *cpu)
-{
-    run_once(p, v);
-    int calls = 0;
-    double t0 = bench_now(), c0 = thread_cpu_now(), t;
-    do {
-        run_once(p, v);
-        calls++;
-    } while ((t = bench_now() - t0) < block_s);
-    *cpu = (thread_cpu_now() - c0) / calls;
-    *wall = t / calls;
 }
 
 static void bench_one(const struct layer *l, int64_t batch, int dir, int nv, const int *tiles,
@@ -187,7 +122,7 @@ static void bench_one(const struct layer *l, int64_t batch, int dir, int nv, con
     for (int r = 0; r < rounds; r++)
         for (int j = 0; j < nv; j++) {
             int v = (j + r) % nv;
-            sample(&p, v, block_s, &t[v][r], &c[v][r]);
+            bench_sample(run_once, &p, v, block_s, &t[v][r], &c[v][r]);
         }
     for (int v = 0; v < nv; v++) med[v] = bench_median(t[v], rounds), cpu[v] = bench_median(c[v], rounds);
     for (int v = 0; v < nv; v++) {
@@ -198,7 +133,7 @@ static void bench_one(const struct layer *l, int64_t batch, int dir, int nv, con
         if (verify) snprintf(e, sizeof e, "%.1e", err[v]);
         printf("| %s | %lld | %s | %s | %.3f | %.3f | %.0f | %.2f | %.2f | %s |\n", l->name,
                (long long)batch, dir_names[dir], name, med[v] * 1e3, cpu[v] * 1e3,
-               p.flops / cpu[v] * 1e-9, cpu[0] / cpu[v], med[0] / med[v], e);
+               p.t.flops / cpu[v] * 1e-9, cpu[0] / cpu[v], med[0] / med[v], e);
     }
     fflush(stdout);
     problem_free(&p);
