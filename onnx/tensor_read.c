@@ -101,6 +101,36 @@ static size_t typed_field(const Onnx__TensorProto *t, enum tfc_dtype dt, void *d
     return 0;
 }
 
+/* 1 when x converts to dt: C leaves a float to integer conversion of NaN, an infinity or a value
+ * out of the type's range undefined (UBSan stops there; fuzz_onnx found it). */
+static int float_fits(double x, enum tfc_dtype dt)
+{
+    switch (dt) {
+    case TFC_INT32: return x > -2147483649.0 && x < 2147483648.0;
+    case TFC_INT64: return x >= -9223372036854775808.0 && x < 9223372036854775808.0;
+    case TFC_UINT8: return x > -1.0 && x < 256.0;
+    default: return 1; /* float, double; bool takes x != 0 */
+    }
+}
+
+/* An integer tensor whose values sit in float_data or double_data (the field typed_field reads
+ * first): every value must convert. */
+static tfc_status check_float_field(tfc_graph *g, const Onnx__TensorProto *t, enum tfc_dtype dt,
+                                    const char *what)
+{
+    size_t n = t->n_float_data ? t->n_float_data : t->n_double_data;
+    for (size_t i = 0; i < n; i++) {
+        double x = t->n_float_data ? (double)t->float_data[i] : t->double_data[i];
+        if (!float_fits(x, dt))
+            return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
+                                   "ONNX %s: value %zu of its %s (%g) does not fit its element "
+                                   "type %s", what, i,
+                                   t->n_float_data ? "float_data" : "double_data", x,
+                                   tfc_dtype_name(dt));
+    }
+    return TFC_OK;
+}
+
 tfc_status tfc_onnx_tensor_value(tfc_graph *g, const Onnx__TensorProto *t, const char *model_dir,
                                  const char *what, tfc_value **out)
 {
@@ -136,6 +166,8 @@ tfc_status tfc_onnx_tensor_value(tfc_graph *g, const Onnx__TensorProto *t, const
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "ONNX %s: holds %zu values, its dims need %lld", what, n_typed,
                                (long long)numel);
+    if (!external && !t->has_raw_data && check_float_field(g, t, (enum tfc_dtype)dt, what))
+        return g->status;
     tfc_value *v;
     if (tfc_value_create((enum tfc_dtype)dt, shape, &v))
         return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX %s: %s", what, tfc_errmsg());
