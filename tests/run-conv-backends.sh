@@ -19,12 +19,15 @@ if [ -z "$dir" ]; then
     exit 99
 fi
 unset TFC_TEST_HOP TFC_TEST_WHERE
+# one scheduler in the sanitizer pass (make check-sanitizers), as in run-tiling.sh
+scheds="eager dmdas"
+[ -n "${SANITIZER_PASS:-}" ] && scheds=dmdas
 log=$(mktemp "${TMPDIR:-/tmp}/run-conv-backends.XXXXXX") || exit 99
 trap 'rm -f "$log"' EXIT
 
 for prog in test_ops test_grad; do
     echo "run-conv-backends.sh: $prog with TFC_CONV_BACKEND=im2col"
-    TFC_CONV_BACKEND=im2col ONEDNN_VERBOSE=1 TFC_TEST_SCHEDS="eager dmdas" "$dir/$prog" \
+    TFC_CONV_BACKEND=im2col ONEDNN_VERBOSE=1 TFC_TEST_SCHEDS="$scheds" "$dir/$prog" \
         > "$log" 2>&1
     rc=$?
     grep -v '^onednn_verbose' "$log"
