@@ -6,7 +6,8 @@
  * the flagship MLP's training products (batch 128: forward NN, input gradient NT, filter
  * gradient TN), the CNN's dense layers (3136->1024, 1024->10) in the same three directions,
  * and one TT. Every backend is checked against sgemm first (its output buffer filled with NaN:
- * beta 0 must not read it). Rounds rotate the backends; a sample is the mean thread CPU time
+ * beta 0 must not read it; the largest difference relative to the largest output is printed
+ * and must stay under 1e-5). Rounds rotate the backends; a sample is the mean thread CPU time
  * of back-to-back calls over --block-ms; figures are medians over rounds.
  * Usage: matmul_small [--rounds 7] [--block-ms 20] */
 #include "config.h"
@@ -38,6 +39,7 @@ struct gemm {
     dnnl_memory_t mem[3];
 #endif
     int have[NBACK];
+    double diff[NBACK]; /* max |C - sgemm's C| / max |sgemm's C| */
 };
 
 static const struct gemm shapes[] = {
@@ -176,6 +178,7 @@ static void prepare(struct gemm *g)
             double d = fabs((double)g->C[i] - ref[i]);
             diff = isnan(d) ? INFINITY : fmax(diff, d);
         }
+        g->diff[b] = diff / big;
         if (diff / big > 1e-5) {
             fprintf(stderr, "matmul_small: %s: %s differs from sgemm by %.3g\n", g->what,
                     back_names[b], diff / big);
@@ -199,6 +202,9 @@ static void bench_one(struct gemm *g, int rounds, double block_s)
            g->m, g->n, g->k, med[SGEMM]);
     for (int b = 1; b < NBACK; b++)
         if (g->have[b]) printf(" %.1f (%.2f) |", med[b], med[SGEMM] / med[b]);
+        else printf(" - |");
+    for (int b = 1; b < NBACK; b++)
+        if (g->have[b]) printf(" %.1e |", g->diff[b]);
         else printf(" - |");
     printf("\n");
     fflush(stdout);
@@ -231,8 +237,9 @@ int main(int argc, char **argv)
 #endif
     srand(7);
     printf("one thread; thread CPU us per call, medians of %d rotated rounds of %.0f ms; "
-           "(sgemm / backend)\n\n| product | op | m x n x k | %s | %s | %s |\n"
-           "|---|---|---|---|---|---|\n",
+           "(sgemm / backend); the last two: max |C - sgemm's| / max |sgemm's C|\n\n"
+           "| product | op | m x n x k | %s | %s | %s | libxsmm diff | oneDNN diff |\n"
+           "|---|---|---|---|---|---|---|---|\n",
            rounds, block_ms, back_names[0], back_names[1], back_names[2]);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         struct gemm g = shapes[s];
