@@ -43,24 +43,24 @@ struct gemm {
 };
 
 static const struct gemm shapes[] = {
-    {"imported MLP dense1, 128 rows", 128, 256, 784, 0, 0},
-    {"imported MLP dense2, 128 rows", 128, 128, 256, 0, 0},
-    {"imported MLP logits, 128 rows", 128, 10, 128, 0, 0},
-    {"imported MLP dense1, 64 rows", 64, 256, 784, 0, 0},
-    {"imported MLP dense2, 64 rows", 64, 128, 256, 0, 0},
-    {"imported MLP logits, 64 rows", 64, 10, 128, 0, 0},
-    {"MLP dense2 dx = dy w^T", 128, 256, 128, 0, 1},
-    {"MLP logits dx = dy w^T", 128, 128, 10, 0, 1},
-    {"MLP dense1 dw = x^T dy", 784, 256, 128, 1, 0},
-    {"MLP dense2 dw = x^T dy", 256, 128, 128, 1, 0},
-    {"MLP logits dw = x^T dy", 128, 10, 128, 1, 0},
-    {"CNN dense y = x w", 128, 1024, 3136, 0, 0},
-    {"CNN logits y = x w", 128, 10, 1024, 0, 0},
-    {"CNN dense dx = dy w^T", 128, 3136, 1024, 0, 1},
-    {"CNN logits dx = dy w^T", 128, 1024, 10, 0, 1},
-    {"CNN dense dw = x^T dy", 3136, 1024, 128, 1, 0},
-    {"CNN logits dw = x^T dy", 1024, 10, 128, 1, 0},
-    {"TT, MLP dense2's size", 128, 128, 256, 1, 1},
+    {.what = "imported MLP dense1, 128 rows", .m = 128, .n = 256, .k = 784, .ta = 0, .tb = 0},
+    {.what = "imported MLP dense2, 128 rows", .m = 128, .n = 128, .k = 256, .ta = 0, .tb = 0},
+    {.what = "imported MLP logits, 128 rows", .m = 128, .n = 10, .k = 128, .ta = 0, .tb = 0},
+    {.what = "imported MLP dense1, 64 rows", .m = 64, .n = 256, .k = 784, .ta = 0, .tb = 0},
+    {.what = "imported MLP dense2, 64 rows", .m = 64, .n = 128, .k = 256, .ta = 0, .tb = 0},
+    {.what = "imported MLP logits, 64 rows", .m = 64, .n = 10, .k = 128, .ta = 0, .tb = 0},
+    {.what = "MLP dense2 dx = dy w^T", .m = 128, .n = 256, .k = 128, .ta = 0, .tb = 1},
+    {.what = "MLP logits dx = dy w^T", .m = 128, .n = 128, .k = 10, .ta = 0, .tb = 1},
+    {.what = "MLP dense1 dw = x^T dy", .m = 784, .n = 256, .k = 128, .ta = 1, .tb = 0},
+    {.what = "MLP dense2 dw = x^T dy", .m = 256, .n = 128, .k = 128, .ta = 1, .tb = 0},
+    {.what = "MLP logits dw = x^T dy", .m = 128, .n = 10, .k = 128, .ta = 1, .tb = 0},
+    {.what = "CNN dense y = x w", .m = 128, .n = 1024, .k = 3136, .ta = 0, .tb = 0},
+    {.what = "CNN logits y = x w", .m = 128, .n = 10, .k = 1024, .ta = 0, .tb = 0},
+    {.what = "CNN dense dx = dy w^T", .m = 128, .n = 3136, .k = 1024, .ta = 0, .tb = 1},
+    {.what = "CNN logits dx = dy w^T", .m = 128, .n = 1024, .k = 10, .ta = 0, .tb = 1},
+    {.what = "CNN dense dw = x^T dy", .m = 3136, .n = 1024, .k = 128, .ta = 1, .tb = 0},
+    {.what = "CNN logits dw = x^T dy", .m = 1024, .n = 10, .k = 128, .ta = 1, .tb = 0},
+    {.what = "TT, MLP dense2's size", .m = 128, .n = 128, .k = 256, .ta = 1, .tb = 1},
 };
 
 #ifdef TFC_HAVE_DNNL
@@ -85,7 +85,8 @@ static int dnnl_make(struct gemm *g)
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd;
     if (!md_of(&md[0], g->m, g->k, g->ta) || !md_of(&md[1], g->k, g->n, g->tb) ||
-        !md_of(&md[2], g->m, g->n, 0) || !ok(dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2])) ||
+        !md_of(&md[2], g->m, g->n, 0) ||
+        !ok(dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2])) ||
         !ok(dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL)))
         return 0;
     int made = ok(dnnl_primitive_create(&g->mm, pd));
