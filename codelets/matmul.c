@@ -1,10 +1,13 @@
-/* matmul.c: CPU kernels for matmul and batched matmul through OpenBLAS (row-major cblas).
- * BLAS runs single-threaded inside a task (set process-wide when the context starts):
- * parallelism comes from StarPU's workers. */
+/* matmul.c: CPU kernels for matmul and batched matmul through OpenBLAS (row-major cblas),
+ * float32 products of the sizes where it measured faster through oneDNN's matmul
+ * (codelets/matmul_dnnl.c; TFC_MATMUL_BACKEND overrides). BLAS runs single-threaded inside a
+ * task (set process-wide when the context starts): parallelism comes from StarPU's workers. */
 #include <cblas.h>
 #include <string.h>
 #include "kernel.h"
 #include "bcast.h"
+#include "matmul_dnnl.h"
+#include "../src/env.h"
 #include "opencl_common.h"
 #include "../src/tfc.h"
 
@@ -47,10 +50,14 @@ static int gemv(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, cons
     return 1;
 }
 
+/* TFC_MATMUL_BACKEND's words, in src/env.c's order */
+enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_BLAS };
+
 /* C[m,n] = op(A) op(B) for one matrix pair; A is [m,k] or [k,m] when ta, B [k,n] or [n,k]; lda,
- * ldb, ldc are the row strides (a tile of a larger matrix has a row stride above its width). */
-static void gemm(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *A,
-                 int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
+ * ldb, ldc are the row strides (a tile of a larger matrix has a row stride above its width).
+ * backend: TFC_MATMUL_BACKEND's value for the task. */
+static void gemm(int backend, int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                 const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     if (k == 0) { /* an empty inner dimension sums nothing */
         size_t es = dtype == TFC_FLOAT32 ? 4 : 8;
@@ -60,6 +67,10 @@ static void gemm(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, con
     }
     if (gemv(dtype, ta, tb, m, n, k, A, lda, B, ldb, C, ldc))
         return;
+    if (dtype == TFC_FLOAT32 && backend != BACKEND_BLAS &&
+        (backend == BACKEND_DNNL || tfc_matmul_dnnl_wins(m, n, k)) &&
+        tfc_matmul_dnnl_sgemm(ta, tb, m, n, k, A, lda, B, ldb, C, ldc))
+        return;
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
     if (dtype == TFC_FLOAT32)
@@ -68,6 +79,25 @@ static void gemm(int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, con
     else
         cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, 1.0, A, (int)lda, B, (int)ldb,
                     0.0, C, (int)ldc);
+}
+
+/* The task's TFC_MATMUL_BACKEND (read per task: tfc_ctx_create has checked it; a getenv,
+ * cheap next to a product); -1 after recording why the task fails. */
+static int matmul_backend(const struct tfc_kargs *a)
+{
+    char msg[TFC_MSG_LEN];
+    int backend;
+    if (tfc_env_choice("TFC_MATMUL_BACKEND", &backend, msg)) {
+        tfc_kernel_fail(a, TFC_ERR_INVALID_ARGUMENT, "%s", msg);
+        return -1;
+    }
+    if (backend == BACKEND_DNNL && !tfc_matmul_dnnl_present()) {
+        tfc_kernel_fail(a, TFC_ERR_INVALID_ARGUMENT, "TFC_MATMUL_BACKEND is dnnl but this "
+                        "library was built without oneDNN (install libdnnl-dev and configure "
+                        "--with-dnnl), so only auto or blas can run");
+        return -1;
+    }
+    return backend;
 }
 
 static void matmul_cpu(void *buffers[], void *cl_arg)
@@ -83,8 +113,11 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     int64_t m = dc->dims[rc - 2], n = dc->dims[rc - 1];
     int64_t k = ta ? da->dims[ra - 2] : da->dims[ra - 1];
     size_t es = dc->dtype == TFC_FLOAT32 ? 4 : 8;
+    int backend = matmul_backend(a);
+    if (backend < 0)
+        return;
     if (a->kind == TFC_K_MATMUL) { /* the whole matrices, or tiles of them (strided views) */
-        gemm(dc->dtype, ta, tb, m, n, k, A, tfc_kdesc_ld(buffers, da), B,
+        gemm(backend, dc->dtype, ta, tb, m, n, k, A, tfc_kdesc_ld(buffers, da), B,
              tfc_kdesc_ld(buffers, db), C, tfc_kdesc_ld(buffers, dc));
         return;
     }
@@ -95,7 +128,7 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
     for (int64_t bi = 0; bi < batches; bi++) {
         int64_t off_a = 0, off_b = 0;
         if (nb) tfc_batch_offsets(da, db, dc, bi, &off_a, &off_b);
-        gemm(dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es, ta ? m : k,
+        gemm(backend, dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es, ta ? m : k,
              B + (size_t)off_b * es, tb ? k : n, (char *)C + (size_t)(bi * m * n) * es, n);
     }
 }

@@ -35,6 +35,7 @@
 #include "../src/tfc.h"
 #include "../sched/testing.h"
 #include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
+#include "../codelets/matmul_dnnl.h" /* test_matmul_backends: whether oneDNN ran */
 #include "../codelets/op_attrs.h"
 #include "../codelets/philox.h"   /* test_dropout: the generator of the reference masks */
 #include "cflow_cases.h"
@@ -1159,7 +1160,8 @@ static ht ref_bmm(const ht *a, const ht *b, int ta, int tb)
 static void test_matmul(void)
 {
     const int64_t mkn[][3] = {{3, 4, 5}, {1, 7, 1}, {4, 0, 3}, {0, 3, 2}, {2, 1, 3}, {6, 5, 4},
-                               {1, 64, 1024}, {1024, 64, 1}}; /* one row, one column: gemv */
+                               {1, 64, 1024}, {1024, 64, 1}, /* one row, one column: gemv */
+                               {128, 10, 128}, {40, 64, 128}}; /* float32: oneDNN (auto) */
     rng_seed(11);
     for (int di = 0; di < 2; di++) {
         enum tfc_dtype dt = di ? F64 : F32;
@@ -1180,6 +1182,59 @@ static void test_matmul(void)
             }
             tc_run(&c);
         }
+    }
+}
+
+/* The float32 products TFC_MATMUL_BACKEND=auto sends to oneDNN (the MLP's logits gradient
+ * [128,10]x[10,128] in every transpose, a batch_matmul of two [64,48]x[48,64]) under each
+ * backend, against the float64 reference. With oneDNN in the library, auto and dnnl must run
+ * all 6 products through it and blas none; without it, dnnl fails the run saying so. */
+static void test_matmul_backends(void)
+{
+    static const char *const backends[] = {"blas", "dnnl", "auto"};
+    rng_seed(13);
+    for (int bi = 0; bi < 3; bi++) {
+        int absent = bi == 1 && !tfc_matmul_dnnl_present();
+        long runs0 = tfc_matmul_dnnl_runs();
+        setenv("TFC_MATMUL_BACKEND", backends[bi], 1);
+        struct tc c;
+        tc_begin(&c, "matmul float32 TFC_MATMUL_BACKEND=%s", backends[bi]);
+        for (int t = 0; t < 4 && !absent; t++) {
+            int ta = t & 1, tb = t >> 1;
+            ht a = ht_rand(F32, ta ? S(10, 128) : S(128, 10), -2, 2, 0);
+            ht b = ht_rand(F32, tb ? S(128, 10) : S(10, 128), -2, 2, 0);
+            tfc_tensor *xa = tc_in(&c, &a), *xb = tc_in(&c, &b);
+            tc_want(&c, tfc_matmul(c.g, xa, xb, ta, tb), ref_bmm(&a, &b, ta, tb), tol_of(F32),
+                    "transpose_a=%d transpose_b=%d", ta, tb);
+            ht_free(&a), ht_free(&b);
+        }
+        ht a = ht_rand(F32, S(2, 64, 48), -2, 2, 0), b = ht_rand(F32, S(2, 48, 64), -2, 2, 0);
+        tfc_tensor *xa = tc_in(&c, &a), *xb = tc_in(&c, &b);
+        tfc_tensor *p = tfc_batch_matmul(c.g, xa, xb, 0, 0);
+        if (absent) { /* the run must fail and say why */
+            tfc_session *s = NULL;
+            tfc_value *got = NULL;
+            CU_ASSERT_FATAL(tfc_graph_status(c.g) == TFC_OK && open_session(c.g, &s) == TFC_OK);
+            tfc_status st = tfc_session_run(s, c.nfeed, c.ft, c.fv, 1, &p, &got, 0, NULL);
+            CU_ASSERT(st != TFC_OK && strstr(tfc_session_errmsg(s), "built without oneDNN"));
+            tfc_value_destroy(got);
+            tfc_session_destroy(s);
+            tfc_graph_destroy(c.g);
+            c.g = NULL; /* tc_run frees the feeds */
+        } else
+            tc_want(&c, p, ref_bmm(&a, &b, 0, 0), tol_of(F32), "batch_matmul [2,64,48]x[2,48,64]");
+        ht_free(&a), ht_free(&b);
+        tc_run(&c);
+        unsetenv("TFC_MATMUL_BACKEND");
+        /* tiled (tests/run-tiling.sh): how many tiles auto sends depends on the tile size */
+        const char *tile_min = getenv("TFC_TILE_MIN");
+        int tiled = tile_min && *tile_min && strcmp(tile_min, "0");
+        long ran = tfc_matmul_dnnl_runs() - runs0,
+             want = bi == 0 || !tfc_matmul_dnnl_present() || g_cuda || g_ocl ? 0
+                    : tiled ? -1 : 6; /* -1: at least one */
+        if (want < 0 ? ran < 1 : ran != want)
+            REPORT("TFC_MATMUL_BACKEND=%s: oneDNN ran %ld products, not %s%ld", backends[bi],
+                   ran, want < 0 ? "at least " : "", want < 0 ? 1 : want);
     }
 }
 
@@ -4033,6 +4088,7 @@ static const struct {
     {"fill/zeros_like/ones_like", test_fill_like},
     {"matmul", test_matmul},
     {"batch_matmul", test_batch_matmul},
+    {"matmul backends", test_matmul_backends},
     {"softmax/log_softmax", test_softmax},
     {"cross entropy", test_xent},
     {"reductions", test_reduce},
