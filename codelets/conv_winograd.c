@@ -503,33 +503,6 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
 
 /* ---- the codelet's entry ---- */
 
-int tfc_conv_winograd_tile(int r)
-{
-    return r == 3 || r == 5 ? 4 : 0; /* F(4x4, 3x3) on 6x6 tiles, F(4x4, 5x5) on 8x8 */
-}
-
-int tfc_conv_winograd_fits(const struct tfc_kargs *a, const struct tfc_conv_geom *g)
-{
-    const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
-    if (o->dtype != TFC_FLOAT32 || a->d[0].dtype != TFC_FLOAT32 || g->nd != 2 || g->groups != 1)
-        return 0;
-    for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dil[d] != 1 || g->out[d] < 1 || g->in[d] < 1) return 0;
-    /* the GEMMs take int extents: channel counts far below that */
-    return g->kern[0] == g->kern[1] && tfc_conv_winograd_tile((int)g->kern[0]) &&
-           g->batch >= 1 && g->in_ch >= 1 && g->out_ch >= 1 && g->in_ch <= 65536 &&
-           g->out_ch <= 65536;
-}
-
-/* 5x5 kernels with enough channels and images: measured faster than oneDNN here (bench/
- * conv_winograd). Images go 16 to a vector, so a batch leaving a quarter of the lanes empty
- * loses; so does a 1-channel input (conv1: the GEMMs are 1 deep). */
-int tfc_conv_winograd_auto(const struct tfc_conv_geom *g)
-{
-    int64_t lanes = (g->batch + LANES - 1) / LANES * LANES;
-    return g->kern[0] == 5 && g->in_ch >= 16 && g->out_ch >= 16 && 4 * g->batch >= 3 * lanes;
-}
-
 static struct tfc_wino wino_tables[2]; /* r = 3, r = 5 */
 static int wino_tables_ok;
 static pthread_once_t wino_tables_once = PTHREAD_ONCE_INIT;

@@ -6,7 +6,8 @@
  * F(m, r) the tile allows, the exact adjoints (<dy, conv(x)> = <conv^T(dy), x> and
  * <dy, conv(x, w)> = <dw(x, dy), w>), the transforms of every instruction set the CPU runs
  * (AVX-512, AVX2, plain) with one and several tile positions a block, what
- * TFC_CONV_BACKEND=auto picks, a bad value failing the task, and the per-thread scratch freed when its thread ends. */
+ * TFC_CONV_BACKEND=auto picks, the perfmodel footprint telling Winograd's tasks apart, a bad
+ * value failing the task, and the per-thread scratch freed when its thread ends. */
 #include "config.h"
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include "testutil.h"
 #include "../codelets/conv_geom.h"
 #include "../codelets/conv_winograd.h"
+#include "../codelets/kernel.h"
 
 extern struct starpu_codelet tfc_cl_conv;
 
@@ -239,6 +241,40 @@ static void test_adjoints(void)
     }
 }
 
+/* The task's perfmodel footprint under TFC_CONV_BACKEND=backend (tfc_kargs_finish). */
+static uint32_t footprint(const struct wcase *q, int dir, const char *backend)
+{
+    struct task t;
+    task_make(&t, q, dir, TFC_FLOAT32);
+    setenv("TFC_CONV_BACKEND", backend, 1);
+    tfc_kargs_finish(t.a);
+    unsetenv("TFC_CONV_BACKEND");
+    uint32_t f = t.a->footprint;
+    task_free(&t);
+    return f;
+}
+
+/* Winograd's task times get a history of their own under dmda: a task Winograd runs (auto on
+ * conv2, winograd on any fitting task) has another footprint than the same task under oneDNN
+ * or im2col, and auto's footprint is oneDNN's where auto leaves the task to oneDNN (conv1). */
+static void test_footprint_per_kernels(void)
+{
+    static const struct wcase conv2 = {16, 32, 64, 14, 14, 5, 2, 2, 2, 2};
+    static const struct wcase conv1 = {16, 1, 32, 28, 28, 5, 2, 2, 2, 2};
+    for (int dir = 0; dir < 3; dir++) {
+        uint32_t a2 = footprint(&conv2, dir, "auto"), a1 = footprint(&conv1, dir, "auto");
+        CU_ASSERT_EQUAL(a2, footprint(&conv2, dir, "winograd"));
+        CU_ASSERT_NOT_EQUAL(a2, footprint(&conv2, dir, "dnnl"));
+        CU_ASSERT_NOT_EQUAL(a2, footprint(&conv2, dir, "im2col"));
+        CU_ASSERT_NOT_EQUAL(a1, footprint(&conv1, dir, "winograd"));
+#ifdef TFC_HAVE_DNNL
+        CU_ASSERT_EQUAL(a1, footprint(&conv1, dir, "dnnl"));
+#else
+        CU_ASSERT_EQUAL(a1, footprint(&conv1, dir, "im2col"));
+#endif
+    }
+}
+
 /* 1 when the codelet under `backend` wrote the same bits as the Winograd kernel itself. */
 static int codelet_ran_winograd(const struct wcase *q, int dir, const char *backend)
 {
@@ -346,6 +382,7 @@ int main(void)
         !CU_add_test(s, "every kernel set", test_every_kernel_set) ||
         !CU_add_test(s, "exact adjoints", test_adjoints) ||
         !CU_add_test(s, "auto rule", test_auto_rule) ||
+        !CU_add_test(s, "footprint per kernels", test_footprint_per_kernels) ||
         !CU_add_test(s, "bad TFC_CONV_BACKEND", test_bad_backend) ||
         !CU_add_test(s, "scratch released", test_scratch_released))
         return 1;
