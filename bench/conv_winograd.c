@@ -7,7 +7,8 @@
  * the mean of back-to-back calls lasting --block-ms; figures are medians over rounds of the
  * thread's CPU time (the machine is shared) and of wall-clock. Usage: conv_winograd
  * [--batches 16,32,128] [--rounds 7] [--block-ms 20] [--tiles 2,3,4] [--layers conv2]
- * [--block-pos 1] (tile positions of 16 images per block) */
+ * [--block-pos 1] (tile positions of 16 images per block) [--isas auto] (the transforms'
+ * instruction sets: auto, avx512, avx2 or plain, each tile size with each) */
 #include "config.h"
 #include <cblas.h>
 #include <math.h>
@@ -45,13 +46,15 @@ static void problem_free(struct problem *p) { bench_conv_task_free(&p->t); }
 
 /* variant 0: the codelet; v >= 1: Winograd with transforms wino[v] */
 static struct tfc_wino wino[MAX_VARIANTS];
+static const char *wino_isa[MAX_VARIANTS]; /* NULL: the default */
 
 static void run_once(void *arg, int v)
 {
     struct problem *p = arg;
     if (v == 0) {
         tfc_cl_conv.cpu_funcs[0](p->t.bufs, p->t.a);
-    } else if (tfc_conv_winograd_run(p->t.a->kind, &wino[v], &p->g, p->t.x, p->t.w, p->t.y)) {
+    } else if (tfc_conv_winograd_set_isa(wino_isa[v]) ||
+               tfc_conv_winograd_run(p->t.a->kind, &wino[v], &p->g, p->t.x, p->t.w, p->t.y)) {
         fprintf(stderr, "conv_winograd: no memory for the scratch\n");
         exit(1);
     }
@@ -127,7 +130,11 @@ static void bench_one(const struct layer *l, int64_t batch, int dir, int nv, con
     for (int v = 0; v < nv; v++) med[v] = bench_median(t[v], rounds), cpu[v] = bench_median(c[v], rounds);
     for (int v = 0; v < nv; v++) {
         char name[64];
-        if (v) snprintf(name, sizeof name, "winograd F(%dx%d,5x5)", tiles[v], tiles[v]);
+        if (v) {
+            tfc_conv_winograd_set_isa(wino_isa[v]);
+            snprintf(name, sizeof name, "winograd F(%dx%d,5x5) %s", tiles[v], tiles[v],
+                     tfc_conv_winograd_isa());
+        }
         else snprintf(name, sizeof name, "codelet (%s)", getenv("TFC_CONV_BACKEND"));
         char e[32] = "-";
         if (verify) snprintf(e, sizeof e, "%.1e", err[v]);
@@ -150,7 +157,8 @@ static double load_average(void)
 
 int main(int argc, char **argv)
 {
-    char batches[128] = "16,32,128", tile_list[64] = "2,3,4", layer_list[64] = "conv2";
+    char batches[128] = "16,32,128", tile_list[64] = "2,3,4", layer_list[64] = "conv2",
+         isa_list[64] = "auto";
     int rounds = 7, verify_max = 32;
     double block_ms = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -161,23 +169,35 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--block-ms")) block_ms = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--block-pos")) tfc_conv_winograd_set_block(atoi(argv[i + 1]));
         else if (!strcmp(argv[i], "--verify-max")) verify_max = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--isas"))
+            snprintf(isa_list, sizeof isa_list, "%s", argv[i + 1]);
         else {
             fprintf(stderr, "usage: %s [--batches 16,32,128] [--tiles 2,3,4] [--layers conv2] "
-                    "[--rounds 7] [--block-ms 20] [--verify-max 32] [--block-pos 1]\n", argv[0]);
+                    "[--rounds 7] [--block-ms 20] [--verify-max 32] [--block-pos 1] "
+                    "[--isas auto,avx512,avx2,plain]\n", argv[0]);
             return 2;
         }
     }
     if (rounds < 1 || rounds > 64) rounds = 7;
     int tiles[MAX_VARIANTS], nv = 1;
-    for (char *save = NULL, *tok = strtok_r(tile_list, ",", &save); tok && nv < MAX_VARIANTS;
-         tok = strtok_r(NULL, ",", &save)) {
-        tiles[nv] = atoi(tok);
-        if (tfc_wino_make(&wino[nv], tiles[nv], 5)) {
-            fprintf(stderr, "conv_winograd: no transforms for F(%s, 5)\n", tok);
-            return 2;
+    static char isa_names[MAX_VARIANTS][16];
+    for (char *s1 = NULL, *tok = strtok_r(tile_list, ",", &s1); tok;
+         tok = strtok_r(NULL, ",", &s1))
+        for (char *i = isa_list, *e; *i && nv < MAX_VARIANTS; i = *e ? e + 1 : e) {
+            e = i + strcspn(i, ",");
+            snprintf(isa_names[nv], sizeof isa_names[nv], "%.*s", (int)(e - i), i);
+            wino_isa[nv] = strcmp(isa_names[nv], "auto") ? isa_names[nv] : NULL;
+            tiles[nv] = atoi(tok);
+            if (tfc_conv_winograd_set_isa(wino_isa[nv])) {
+                fprintf(stderr, "conv_winograd: no kernels \"%s\" on this CPU\n", isa_names[nv]);
+                return 2;
+            }
+            if (tfc_wino_make(&wino[nv], tiles[nv], 5)) {
+                fprintf(stderr, "conv_winograd: no transforms for F(%s, 5)\n", tok);
+                return 2;
+            }
+            nv++;
         }
-        nv++;
-    }
 #ifdef TFC_HAVE_DNNL
     setenv("TFC_CONV_BACKEND", "dnnl", 1);
 #else

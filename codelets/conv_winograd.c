@@ -195,25 +195,65 @@ static void sandwich_plain(SANDWICH_ARGS)
     sandwich_body(L, X, xl, nj, R, Y, yl, add);
 }
 
-/* The widest the CPU runs, picked once (by features: gcc's arch= clones test CPU models). */
-static sandwich_fn *sandwich_pick(void)
+/* The transforms of one instruction set. */
+struct isa {
+    const char *name;
+    sandwich_fn *sw;
+};
+
+/* Widest first; the default is the first the CPU runs (picked by features: gcc's arch= clones
+ * test CPU models); tfc_conv_winograd_set_isa forces one, so tests run the others too. */
+enum { ISA_AVX512, ISA_AVX2, ISA_PLAIN, ISA_COUNT };
+static const struct isa isas[ISA_COUNT] = {
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx512", sandwich_avx512}, {"avx2", sandwich_avx2},
+#else
+    {"avx512", sandwich_plain}, {"avx2", sandwich_plain},
+#endif
+    {"plain", sandwich_plain}};
+
+static int isa_supported(int i)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("fma"))
-        return sandwich_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return sandwich_avx2;
+    if (i == ISA_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+    if (i == ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
-    return sandwich_plain;
+    return i == ISA_PLAIN;
 }
 
-static sandwich_fn *sandwich_get(void)
+static int isa_default = -1, isa_forced = -1;
+
+static const struct isa *isa_get(void)
 {
-    static sandwich_fn *fn;
-    sandwich_fn *f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
-    if (!f) __atomic_store_n(&fn, f = sandwich_pick(), __ATOMIC_RELAXED);
-    return f;
+    int f = __atomic_load_n(&isa_forced, __ATOMIC_RELAXED);
+    if (f >= 0) return &isas[f];
+    int d = __atomic_load_n(&isa_default, __ATOMIC_RELAXED);
+    if (d < 0) {
+        d = isa_supported(ISA_AVX512) ? ISA_AVX512 : isa_supported(ISA_AVX2) ? ISA_AVX2 : ISA_PLAIN;
+        __atomic_store_n(&isa_default, d, __ATOMIC_RELAXED);
+    }
+    return &isas[d];
+}
+
+int tfc_conv_winograd_set_isa(const char *name)
+{
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (name && !strcmp(name, isas[i].name)) {
+            if (!isa_supported(i)) return -1;
+            __atomic_store_n(&isa_forced, i, __ATOMIC_RELAXED);
+            return 0;
+        }
+    if (name) return -1;
+    __atomic_store_n(&isa_forced, -1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+const char *tfc_conv_winograd_isa(void)
+{
+    return isa_get()->name;
 }
 
 /* ---- per-thread scratch ---- */
@@ -439,7 +479,7 @@ static void run_group(struct wconv *c, int kind, float *x, float *y, int64_t n0)
 int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_conv_geom *g,
                           float *x, float *w, float *y)
 {
-    struct wconv c = {.t = t, .sw = sandwich_get(), .N = g->batch, .C = g->in_ch,
+    struct wconv c = {.t = t, .sw = isa_get()->sw, .N = g->batch, .C = g->in_ch,
                       .K = g->out_ch, .H = g->in[0], .W = g->in[1], .OH = g->out[0],
                       .OW = g->out[1], .pt = g->pad_lo[0], .pl = g->pad_lo[1]};
     c.th = (c.OH + t->m - 1) / t->m, c.tw = (c.OW + t->m - 1) / t->m, c.npos = c.th * c.tw;
@@ -462,33 +502,6 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
 }
 
 /* ---- the codelet's entry ---- */
-
-int tfc_conv_winograd_tile(int r)
-{
-    return r == 3 || r == 5 ? 4 : 0; /* F(4x4, 3x3) on 6x6 tiles, F(4x4, 5x5) on 8x8 */
-}
-
-int tfc_conv_winograd_fits(const struct tfc_kargs *a, const struct tfc_conv_geom *g)
-{
-    const struct tfc_kdesc *o = tfc_kout_desc(a, 0);
-    if (o->dtype != TFC_FLOAT32 || a->d[0].dtype != TFC_FLOAT32 || g->nd != 2 || g->groups != 1)
-        return 0;
-    for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dil[d] != 1 || g->out[d] < 1 || g->in[d] < 1) return 0;
-    /* the GEMMs take int extents: channel counts far below that */
-    return g->kern[0] == g->kern[1] && tfc_conv_winograd_tile((int)g->kern[0]) &&
-           g->batch >= 1 && g->in_ch >= 1 && g->out_ch >= 1 && g->in_ch <= 65536 &&
-           g->out_ch <= 65536;
-}
-
-/* 5x5 kernels with enough channels and images: measured faster than oneDNN here (bench/
- * conv_winograd). Images go 16 to a vector, so a batch leaving a quarter of the lanes empty
- * loses; so does a 1-channel input (conv1: the GEMMs are 1 deep). */
-int tfc_conv_winograd_auto(const struct tfc_conv_geom *g)
-{
-    int64_t lanes = (g->batch + LANES - 1) / LANES * LANES;
-    return g->kern[0] == 5 && g->in_ch >= 16 && g->out_ch >= 16 && 4 * g->batch >= 3 * lanes;
-}
 
 static struct tfc_wino wino_tables[2]; /* r = 3, r = 5 */
 static int wino_tables_ok;

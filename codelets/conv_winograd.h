@@ -55,6 +55,12 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
 /* Tile positions (of 16 images) per block from now on (benchmarks; default 1, the filter
  * gradient twice that). */
 void tfc_conv_winograd_set_block(int positions);
+/* Forces the transforms of one instruction set from now on: "avx512", "avx2" or "plain"
+ * (generic x86-64); NULL: the widest the CPU runs (the default). -1 for another name or one
+ * this CPU lacks (tests and benchmarks). */
+int tfc_conv_winograd_set_isa(const char *name);
+/* The name of the instruction set the next call runs. */
+const char *tfc_conv_winograd_isa(void);
 /* Threads holding Winograd scratch (for tests). */
 int tfc_conv_winograd_live_threads(void);
 

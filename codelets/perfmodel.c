@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "conv_geom.h"
+#include "conv_winograd.h"
 #include "kernel.h"
 #include "../src/env.h"
 #include "../src/tfc.h"
@@ -103,15 +104,22 @@ uint32_t tfc_model_footprint(struct starpu_task *task)
     return a->footprint;
 }
 
-/* The kernels a CPU worker runs for a convolution task: 1 oneDNN, 0 im2col + OpenBLAS (what
- * TFC_CONV_BACKEND and the build select; codelets/conv.c). Read when the plan is built: a
- * plan is not meant to outlive a change of the variable. */
-static int32_t conv_cpu_backend(void)
+/* The kernels a CPU worker runs for a convolution task: 2 Winograd, 1 oneDNN, 0 im2col +
+ * OpenBLAS (what TFC_CONV_BACKEND, the task's geometry and the build select, as
+ * codelets/conv.c decides). Read when the plan is built: a plan is not meant to outlive a
+ * change of the variable. */
+static int32_t conv_cpu_backend(const struct tfc_kargs *a)
 {
-    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL }; /* the words' order in src/env.c */
+    /* the words' order in src/env.c */
+    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_IM2COL, BACKEND_WINOGRAD };
     char msg[TFC_MSG_LEN];
     int backend;
     if (tfc_env_choice("TFC_CONV_BACKEND", &backend, msg)) return -1; /* the task fails */
+    struct tfc_conv_geom g;
+    if ((backend == BACKEND_AUTO || backend == BACKEND_WINOGRAD) &&
+        !tfc_conv_geom_of(a, &g, msg, sizeof msg) && tfc_conv_winograd_fits(a, &g) &&
+        (backend == BACKEND_WINOGRAD || tfc_conv_winograd_auto(&g)))
+        return 2;
 #ifdef TFC_HAVE_DNNL
     return backend != BACKEND_IM2COL;
 #else
@@ -144,7 +152,7 @@ void tfc_kargs_finish(struct tfc_kargs *a)
     h = starpu_hash_crc32c_be_n(attrs, sizeof attrs, h);
     if (a->kind == TFC_K_CONV || a->kind == TFC_K_CONV_BP_INPUT ||
         a->kind == TFC_K_CONV_BP_FILTER) {
-        int32_t backend = conv_cpu_backend();
+        int32_t backend = conv_cpu_backend(a);
         h = starpu_hash_crc32c_be_n(&backend, sizeof backend, h);
     }
     a->footprint = h;

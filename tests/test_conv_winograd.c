@@ -4,8 +4,10 @@
  * 16 images), 1, 3 and 32 channels, extents that are not multiples of the tile, asymmetric pads
  * 0..2, 3x3 and 5x5 kernels; every output starts as garbage. Also: the transforms for each
  * F(m, r) the tile allows, the exact adjoints (<dy, conv(x)> = <conv^T(dy), x> and
- * <dy, conv(x, w)> = <dw(x, dy), w>), what TFC_CONV_BACKEND=auto picks, a bad value failing the
- * task, and the per-thread scratch freed when its thread ends. */
+ * <dy, conv(x, w)> = <dw(x, dy), w>), the transforms of every instruction set the CPU runs
+ * (AVX-512, AVX2, plain) with one and several tile positions a block, what
+ * TFC_CONV_BACKEND=auto picks, the perfmodel footprint telling Winograd's tasks apart, a bad
+ * value failing the task, and the per-thread scratch freed when its thread ends. */
 #include "config.h"
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include "testutil.h"
 #include "../codelets/conv_geom.h"
 #include "../codelets/conv_winograd.h"
+#include "../codelets/kernel.h"
 
 extern struct starpu_codelet tfc_cl_conv;
 
@@ -134,7 +137,9 @@ static void run_codelet(struct task *t, const char *backend)
  * here); training tolerates far more; 1e-4 still catches any wrong coefficient or index. */
 #define TOL 1e-4
 
-static void test_against_float64(void)
+/* Every case and direction, through the kernel and through the codelet; `set` names the
+ * kernel set in messages. */
+static void against_float64(const char *set)
 {
     for (int ci = 0; ci < NCASES; ci++)
         for (int dir = 0; dir < 3; dir++)
@@ -148,12 +153,44 @@ static void test_against_float64(void)
                 double *ref = reference(&t);
                 double e = rel_error(&t, ref);
                 if (!(e < TOL))
-                    fprintf(stderr, "case %d direction %d (%s): error %.3g\n", ci, dir,
+                    fprintf(stderr, "%s: case %d direction %d (%s): error %.3g\n", set, ci, dir,
                             via ? "codelet" : "direct", e);
                 CU_ASSERT(e < TOL);
                 free(ref);
                 task_free(&t);
             }
+}
+
+static void test_against_float64(void)
+{
+    against_float64(tfc_conv_winograd_isa());
+}
+
+/* The same with the transforms of every instruction set this CPU runs (the default takes the
+ * widest, so the others run only here), with 1 and 3 tile positions per block (3: blocks of
+ * several 16-lane vectors, the last one partial). */
+static void test_every_kernel_set(void)
+{
+    static const char *const sets[] = {"avx512", "avx2", "plain"};
+    int ran = 0;
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+        if (tfc_conv_winograd_set_isa(sets[i])) {
+            fprintf(stderr, "kernel set %s: not on this CPU, skipped\n", sets[i]);
+            continue;
+        }
+        CU_ASSERT(strcmp(tfc_conv_winograd_isa(), sets[i]) == 0);
+        for (int bp = 1; bp <= 3; bp += 2) {
+            char label[64];
+            snprintf(label, sizeof label, "%s, %d positions a block", sets[i], bp);
+            tfc_conv_winograd_set_block(bp);
+            against_float64(label);
+        }
+        ran++;
+    }
+    tfc_conv_winograd_set_block(1);
+    CU_ASSERT(ran >= 1); /* plain runs everywhere */
+    CU_ASSERT(tfc_conv_winograd_set_isa("avx1024") == -1);
+    CU_ASSERT(tfc_conv_winograd_set_isa(NULL) == 0);
 }
 
 static void test_transforms(void)
@@ -201,6 +238,40 @@ static void test_adjoints(void)
         CU_ASSERT(fabs(s0 - s1) < 1e-5 * scale);
         CU_ASSERT(fabs(s0 - s2) < 1e-5 * scale);
         task_free(&f), task_free(&bi), task_free(&bf);
+    }
+}
+
+/* The task's perfmodel footprint under TFC_CONV_BACKEND=backend (tfc_kargs_finish). */
+static uint32_t footprint(const struct wcase *q, int dir, const char *backend)
+{
+    struct task t;
+    task_make(&t, q, dir, TFC_FLOAT32);
+    setenv("TFC_CONV_BACKEND", backend, 1);
+    tfc_kargs_finish(t.a);
+    unsetenv("TFC_CONV_BACKEND");
+    uint32_t f = t.a->footprint;
+    task_free(&t);
+    return f;
+}
+
+/* Winograd's task times get a history of their own under dmda: a task Winograd runs (auto on
+ * conv2, winograd on any fitting task) has another footprint than the same task under oneDNN
+ * or im2col, and auto's footprint is oneDNN's where auto leaves the task to oneDNN (conv1). */
+static void test_footprint_per_kernels(void)
+{
+    static const struct wcase conv2 = {16, 32, 64, 14, 14, 5, 2, 2, 2, 2};
+    static const struct wcase conv1 = {16, 1, 32, 28, 28, 5, 2, 2, 2, 2};
+    for (int dir = 0; dir < 3; dir++) {
+        uint32_t a2 = footprint(&conv2, dir, "auto"), a1 = footprint(&conv1, dir, "auto");
+        CU_ASSERT_EQUAL(a2, footprint(&conv2, dir, "winograd"));
+        CU_ASSERT_NOT_EQUAL(a2, footprint(&conv2, dir, "dnnl"));
+        CU_ASSERT_NOT_EQUAL(a2, footprint(&conv2, dir, "im2col"));
+        CU_ASSERT_NOT_EQUAL(a1, footprint(&conv1, dir, "winograd"));
+#ifdef TFC_HAVE_DNNL
+        CU_ASSERT_EQUAL(a1, footprint(&conv1, dir, "dnnl"));
+#else
+        CU_ASSERT_EQUAL(a1, footprint(&conv1, dir, "im2col"));
+#endif
     }
 }
 
@@ -308,8 +379,10 @@ int main(void)
     CU_pSuite s = CU_add_suite("Winograd convolutions", NULL, NULL);
     if (!s || !CU_add_test(s, "transforms", test_transforms) ||
         !CU_add_test(s, "against float64", test_against_float64) ||
+        !CU_add_test(s, "every kernel set", test_every_kernel_set) ||
         !CU_add_test(s, "exact adjoints", test_adjoints) ||
         !CU_add_test(s, "auto rule", test_auto_rule) ||
+        !CU_add_test(s, "footprint per kernels", test_footprint_per_kernels) ||
         !CU_add_test(s, "bad TFC_CONV_BACKEND", test_bad_backend) ||
         !CU_add_test(s, "scratch released", test_scratch_released))
         return 1;
