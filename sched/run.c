@@ -8,6 +8,11 @@
 #include "session_priv.h"
 #include "../codelets/fused.h"
 #include "dist_place.h"
+#include "../src/env.h"
+
+/* TFC_ROW_SPLIT_MIN's default: the least batch rows split into a chain per CPU worker
+ * (sched/tiling_rows.c; measured in bench/RESULTS.md, ONNX run 4). */
+#define ROW_SPLIT_MIN_DEFAULT 64
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
 {
@@ -87,6 +92,10 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
         return p;
     }
     s->opt.mp_rank = tfc_dist_rank(s->ctx);
+    long long rows_min; /* checked at tfc_ctx_create; read per plan so tests can change it */
+    if ((*st = tfc_env_int("TFC_ROW_SPLIT_MIN", ROW_SPLIT_MIN_DEFAULT, &rows_min, msg)))
+        return NULL;
+    s->opt.rows_min = rows_min;
     struct plan *p = tfc_plan_build(s->g, n_feeds, ft, fv, n_fetches, fetches, n_targets,
                                     targets, &s->opt, st, msg);
     if (!p) return NULL;
