@@ -309,9 +309,7 @@ static void test_mlp_plan(void)
     tfc_onnx_model *m;
     tfc_graph_create(&g2);
     CU_ASSERT_FATAL(tfc_onnx_import(g2, path, NULL, &m) == TFC_OK);
-    /* 48 rows: below TFC_ROW_SPLIT_MIN's default, a larger batch splits into a chain of rows
-     * per worker instead (tests/test_tiling, test_row_chains) */
-    tfc_value *xv = filled(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){48, 64}), 9);
+    tfc_value *xv = filled(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){128, 64}), 9);
     int w_pin, w_free;
     tfc_value *pinned = profiled_runs(g2, m, TFC_PASS_ALL, xv, 5, &w_pin);
     tfc_value *free_ = profiled_runs(g2, m, TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS, xv, 5,

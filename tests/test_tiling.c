@@ -1431,13 +1431,13 @@ static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int6
 }
 
 /* An MLP's inference (x [m, 64] -> matmul, bias add + relu fused -> matmul, bias add ->
- * softmax: 5 steps), weights constant. From TFC_ROW_SPLIT_MIN rows (default 64) on 2 or more
+ * softmax: 5 steps), weights constant. From TFC_ROW_SPLIT_MIN rows (here 64) on 2 or more
  * CPU workers and no device, the plan is one chain of m / workers rows per worker: 5 tasks
  * per block, every task of a block on its own worker (5 on each), the same bits as the
  * unsplit plan (each row computed alone) at m = 128 and at m = 101 (blocks of 51 and 50).
- * Below the threshold (m = 32), with the split off, or with a step that is not row-wise (a
- * sum over the batch after the softmax), the plan keeps one task per step, pinned to one
- * worker (tfc_pin_chain). A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
+ * Below the threshold (m = 32), with the split off (0, off, or unset: the default), or with a
+ * step that is not row-wise (a sum over the batch after the softmax), the plan keeps one task
+ * per step, pinned to one worker (tfc_pin_chain). A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
 static void test_row_chains(void)
 {
     tfc_graph *g = NULL;
@@ -1460,9 +1460,9 @@ static void test_row_chains(void)
         int steps = k < 3 ? 5 : 6, split = can && m >= 64 && k < 3;
         tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){m, 64}, 40 + (unsigned)k);
         int n_whole, n_rows, n_off, w_whole[STARPU_NMAXWORKERS], w_rows[STARPU_NMAXWORKERS];
-        tfc_value *whole = rows_run(g, x, xv, fetch, "0", &n_whole, w_whole);
-        tfc_value *rows = rows_run(g, x, xv, fetch, NULL, &n_rows, w_rows);
-        tfc_value *off = rows_run(g, x, xv, fetch, "off", &n_off, w_whole);
+        tfc_value *whole = rows_run(g, x, xv, fetch, k & 1 ? "0" : "off", &n_whole, w_whole);
+        tfc_value *rows = rows_run(g, x, xv, fetch, "64", &n_rows, w_rows);
+        tfc_value *off = rows_run(g, x, xv, fetch, NULL, &n_off, w_whole); /* the default */
         int ok = same_values(rows, whole, 1, 0) && same_values(off, whole, 1, 0);
         int want = split ? steps * nw : steps, placed = 1;
         for (int w = 0; w < nw && split; w++) placed &= w_rows[w] == steps;
