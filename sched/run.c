@@ -12,8 +12,9 @@
 
 /* TFC_ROW_SPLIT_MIN's default: off. Split, the imported MLP's fastest runs at batch 128 took
  * 0.46-0.52 ms against 0.65 as one chain, and 64 rows was the least batch that gained; but
- * on this machine under a load of 14-23 its medians were 16-21 ms against 0.73 (both workers
- * must get a core; bench/RESULTS.md, ONNX run 4). On until measured on a quiet machine. */
+ * on this machine under a load of 14-23 its medians were 16-21 ms against 0.73: StarPU keeps
+ * one of two workers spinning, which the OS then serves as a CPU hog, and the split needs
+ * both (bench/RESULTS.md, ONNX run 4). Off until measured on a quiet machine. */
 #define ROW_SPLIT_MIN_DEFAULT 0
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
