@@ -496,7 +496,10 @@ static int split_batch(struct tiler *tl, int si, int64_t b, unsigned split, cons
     const struct step *st = &p->steps[si];
     const struct tfc_kargs *a = st->args;
     const struct tfc_kdesc *o = &a->d[a->n_in];
-    int64_t n = a->d[0].dims[0], nt = cdiv(n, b);
+    int lead = 0; /* the first split operand: its dim 0 is the batch (a fused step's first
+                   * input may be a scalar) */
+    while (!(split >> lead & 1)) lead++;
+    int64_t n = a->d[lead].dims[0], nt = cdiv(n, b);
     int filter = st->cl == &tfc_cl_conv && a->kind == TFC_K_CONV_BP_FILTER;
     int so = st->buf_slot[o->buf], ps = filter ? add_slot(tl, o->dtype, nt, o->numel) : -1;
     if (filter && ps < 0) return -1;

@@ -1437,7 +1437,8 @@ static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int6
  * unsplit plan (each row computed alone) at m = 128 and at m = 101 (blocks of 51 and 50).
  * Below the threshold (m = 32), with the split off (0, off, or unset: the default), or with a
  * step that is not row-wise (a sum over the batch after the softmax), the plan keeps one task
- * per step, pinned to one worker (tfc_pin_chain). A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
+ * per step, pinned to one worker (tfc_pin_chain). A step whose first operand is a scalar splits
+ * over its second's rows. A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
 static void test_row_chains(void)
 {
     tfc_graph *g = NULL;
@@ -1479,6 +1480,24 @@ static void test_row_chains(void)
         tfc_value_destroy(whole), tfc_value_destroy(rows), tfc_value_destroy(off);
         tfc_value_destroy(xv);
     }
+    /* a step whose first operand is a scalar (0.5 * x: the batch is in its second) */
+    tfc_graph *g2 = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g2) == TFC_OK);
+    tfc_tensor *x2 = tfc_placeholder(g2, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 8}));
+    tfc_tensor *half = tfc_mul(g2, tfc_scalar(g2, TFC_FLOAT32, 0.5), x2);
+    CU_ASSERT_FATAL(tfc_graph_status(g2) == TFC_OK);
+    tfc_value *x2v = nd_value(TFC_FLOAT32, 2, (int64_t[]){101, 8}, 46);
+    int n_w, n_r, wk2[STARPU_NMAXWORKERS];
+    tfc_value *hw = rows_run(g2, x2, x2v, half, "0", &n_w, wk2);
+    tfc_value *hr = rows_run(g2, x2, x2v, half, "64", &n_r, wk2);
+    CU_ASSERT(same_values(hr, hw, 1, 0));
+    CU_ASSERT_EQUAL(n_w, 1);
+    CU_ASSERT_EQUAL(n_r, can ? nw : 1);
+    if (!same_values(hr, hw, 1, 0) || n_r != (can ? nw : 1))
+        fprintf(stderr, "rows, scalar first: %d tasks, %s\n", n_r,
+                same_values(hr, hw, 1, 0) ? "same bits" : "values differ");
+    tfc_value_destroy(hw), tfc_value_destroy(hr), tfc_value_destroy(x2v);
+    tfc_graph_destroy(g2);
     /* a lower threshold splits 32 rows; a bad value is an error naming the variable */
     tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){32, 64}, 45);
     int n, wk[STARPU_NMAXWORKERS];
