@@ -8,6 +8,8 @@
 # medians; ours STARPU_NCPU=2, onnxruntime intra_op_num_threads=2; OPENBLAS_* as the
 # environment has them), and the large model's import time. It records the machine and the
 # versions. onnxruntime must import in ORT_PYTHON (bench/.venv: bench/peers-setup.sh installs it).
+# TFC_ROW_SPLIT_MIN=64 in the environment times ours with the MLP split into a chain of rows per
+# worker (off by default: bench/RESULTS.md, ONNX run 4).
 #
 #   bench/run_onnx.sh [BUILD_DIR]       (default: build)
 #   ROUNDS=5 RUNS=50 WARMUP=5 STEPS=100 BATCHES=1,128 LARGE=784,4096,4096,2048,10 NOPIN=1 \

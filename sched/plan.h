@@ -125,6 +125,8 @@ struct plan_options {
     int tile_workers;      /* workers tiles are shared among (tfc_tile_sharing_workers) */
     int cse, const_fold, fusion; /* plan-time passes (sched/passes.c); 0 when opt is NULL */
     int pin_chains;        /* tfc_pin_chain (sched/passes.c) */
+    int64_t rows_min;      /* least batch rows of a plan split into one chain of rows per CPU
+                            * worker (sched/tiling_rows.c, TFC_ROW_SPLIT_MIN); 0: never */
     int mp_rank;           /* this process's MPI rank: nodes hinted to another rank are not
                             * placed on this rank's workers (sched/dist_place.c) */
 };
@@ -157,6 +159,15 @@ void tfc_placement_warn(struct plan *p, const char *why);
  * steps over partitions of its operands (output tiles, or chunks of k and a sum), and the
  * element-wise steps and reductions that read its tiles next. Nonzero when out of memory. */
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
+/* sched/tiling_rows.c: the number of blocks (one per CPU worker, their ids in workers, at
+ * least STARPU_NMAXWORKERS of room) and the batch rows of plan p, when every step of it is
+ * row-wise over at least opt->rows_min rows and the machine has 2 or more CPU workers and no
+ * device; else 0. */
+int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows,
+                      int *workers);
+/* The descriptors of step st (bit i: descriptor i) that split over m batch rows, or 0 when st
+ * does not compute each row of its outputs from the same rows of its inputs. */
+unsigned tfc_rows_operands(const struct plan *p, const struct step *st, int64_t m);
 /* sched/priority.c: marks the steps whose completion a run waits for (step->signals): those
  * no later step waits for through StarPU's data dependencies (no later conflicting access to a
  * slot), and tile tasks (their children do not order them by slot). Every other step ends

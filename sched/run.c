@@ -8,6 +8,14 @@
 #include "session_priv.h"
 #include "../codelets/fused.h"
 #include "dist_place.h"
+#include "../src/env.h"
+
+/* TFC_ROW_SPLIT_MIN's default: off. Split, the imported MLP's fastest runs at batch 128 took
+ * 0.46-0.52 ms against 0.65 as one chain, and 64 rows was the least batch that gained; but
+ * on this machine under a load of 14-23 its medians were 16-21 ms against 0.73: StarPU keeps
+ * one of two workers spinning, which the OS then serves as a CPU hog, and the split needs
+ * both (bench/RESULTS.md, ONNX run 4). Off until measured on a quiet machine. */
+#define ROW_SPLIT_MIN_DEFAULT 0
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
 {
@@ -87,6 +95,10 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
         return p;
     }
     s->opt.mp_rank = tfc_dist_rank(s->ctx);
+    long long rows_min; /* checked at tfc_ctx_create; read per plan so tests can change it */
+    if ((*st = tfc_env_int("TFC_ROW_SPLIT_MIN", ROW_SPLIT_MIN_DEFAULT, &rows_min, msg)))
+        return NULL;
+    s->opt.rows_min = rows_min;
     struct plan *p = tfc_plan_build(s->g, n_feeds, ft, fv, n_fetches, fetches, n_targets,
                                     targets, &s->opt, st, msg);
     if (!p) return NULL;

@@ -25,7 +25,12 @@
  * Convolutions, their adjoints and pooling split over the batch instead (split_batch): one
  * task per block of images, the filter read whole; the filter gradient's blocks write partial
  * sums that one reduce task adds, as split-K's do. Large optimizer updates split over their
- * variable's rows (split_update): the variable, its slots and the gradient in blocks of rows. */
+ * variable's rows (split_update): the variable, its slots and the gradient in blocks of rows.
+ *
+ * A plan whose every step is row-wise (tiling_rows.c: an MLP's inference over a large batch)
+ * splits whole instead: every step through split_batch over one block of rows per CPU worker,
+ * each block's tasks pinned to its worker, each block of an output read in place by the next
+ * step, so each worker runs its rows through the whole network with no join. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,19 +483,23 @@ static int64_t batch_block(const struct plan *p, const struct step *st,
 }
 
 /* Appends the steps of convolution or pooling step si over blocks of b images (nt blocks):
- * each split operand, seen as [N, numel / N], is partitioned into blocks of b rows; task t
- * runs the node's kernel on block t of each, the other operands whole. The filter gradient's
+ * each split operand (bit i of split: descriptor i), seen as [N, numel / N], is partitioned
+ * into blocks of b rows; task t runs the node's kernel on block t of each, the other operands
+ * whole, pinned to worker pin[t] when pin is not NULL (the same split serves any row-wise
+ * step of a plan split into chains of rows: tiling_rows.c). The filter gradient's
  * task t writes its block's sum into row t of a new intermediate P [nt, numel of dw], and one
  * reduce step adds P's rows into dw (in double; the order of the sums is fixed, but not the
  * untiled one: equal to it within float summation error). */
-static int split_batch(struct tiler *tl, int si, int64_t b)
+static int split_batch(struct tiler *tl, int si, int64_t b, unsigned split, const int *pin)
 {
     struct plan *p = tl->p;
     const struct step *st = &p->steps[si];
     const struct tfc_kargs *a = st->args;
     const struct tfc_kdesc *o = &a->d[a->n_in];
-    unsigned split = batch_operands(st);
-    int64_t n = a->d[0].dims[0], nt = cdiv(n, b);
+    int lead = 0; /* the first split operand: its dim 0 is the batch (a fused step's first
+                   * input may be a scalar) */
+    while (!(split >> lead & 1)) lead++;
+    int64_t n = a->d[lead].dims[0], nt = cdiv(n, b);
     int filter = st->cl == &tfc_cl_conv && a->kind == TFC_K_CONV_BP_FILTER;
     int so = st->buf_slot[o->buf], ps = filter ? add_slot(tl, o->dtype, nt, o->numel) : -1;
     if (filter && ps < 0) return -1;
@@ -528,7 +537,13 @@ static int split_batch(struct tiler *tl, int si, int64_t b)
             if (bpart[j] >= 0) ts->buf_part[j] = bpart[j], ts->buf_child[j] = t;
         if (filter) ts->buf_slot[o->buf] = ps;
         tfc_kargs_finish(ka);
+        if (st->cl == &tfc_cl_fused) { /* and the program, as passes.c's emit() does */
+            const struct tfc_fused_prog *pg = tfc_fused_prog_of(a);
+            ka->footprint = starpu_hash_crc32c_be_n(pg, sizeof *pg, ka->footprint);
+            ka->flops = (double)ka->d[a->n_in].numel * (pg->n_ops ? pg->n_ops : 1);
+        }
         ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
+        if (pin) ts->on_worker = pin[t] + 1; /* a chain of rows per worker (tiling_rows.c) */
     }
     if (filter) return push_block_sum(tl, st, ps, nt, so);
     /* its blocks hold its outputs: a fused step (split_fused_batch) or another batch split
@@ -969,8 +984,12 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         free(edge); free(split);
         return -1;
     }
-    int any = 0; /* edge: > 0 an output tile edge, < 0 minus a split-K chunk */
-    for (int i = 0; i < p->n_steps; i++) {
+    /* a plan of row-wise steps over a large batch: one chain of row blocks per CPU worker */
+    int rows_pin[STARPU_NMAXWORKERS];
+    int64_t rows = 0;
+    int n_rows = tfc_rows_split_of(p, opt, &rows, rows_pin);
+    int any = n_rows > 0; /* edge: > 0 an output tile edge, < 0 minus a split-K chunk */
+    for (int i = 0; i < p->n_steps && !n_rows; i++) {
         edge[i] = tile_of(p, &p->steps[i], opt);
         if (!edge[i]) edge[i] = -kchunk_of(p, &p->steps[i], opt);
         any |= edge[i] != 0 || batch_block(p, &p->steps[i], opt) != 0 ||
@@ -989,11 +1008,15 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         const struct step *st = &p->steps[i];
         int q;
         int64_t b;
-        if (edge[i]) {
+        if (n_rows) {
+            rc = split_batch(&tl, i, cdiv(rows, n_rows), tfc_rows_operands(p, st, rows),
+                             rows_pin);
+            split[i] = 1;
+        } else if (edge[i]) {
             rc = edge[i] > 0 ? split_matmul(&tl, i, edge[i]) : split_inner(&tl, i, -edge[i]);
             split[i] = 1;
         } else if ((b = batch_block(p, st, opt)) > 0) {
-            rc = split_batch(&tl, i, b);
+            rc = split_batch(&tl, i, b, batch_operands(st), NULL);
             split[i] = 1;
         } else if ((b = update_block(st, opt)) > 0) {
             rc = split_update(&tl, i, b);

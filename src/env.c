@@ -46,6 +46,9 @@ static const struct knob knobs[] = {
      "(tfc_session_set_tiling)", "off", 0},
     {"TFC_TILE_SIZE", KNOB_INT, 1, 65536,
      "tile edge in elements, or auto (tfc_session_set_tiling)", "auto", 0},
+    {"TFC_ROW_SPLIT_MIN", KNOB_INT, 0, 1LL << 40,
+     "least batch rows of an inference plan of row-wise steps split into one chain of rows "
+     "per CPU worker (64 gains where the cores are free); 0 or off (default): never", "off", 0},
     {"TFC_PLAN_CACHE", KNOB_INT, 1, 1 << 20,
      "plans a session keeps cached (tfc_session_set_plan_cache_size; default 32)"},
     {"TFC_STORE_EXCLUSIVE", KNOB_BOOL, 0, 1,

@@ -1390,10 +1390,136 @@ static void ld_on_device(const struct device *dv)
 static void test_opencl_ld(void) { ld_on_device(&dev_opencl); }
 static void test_cuda_ld(void) { ld_on_device(&dev_cuda); }
 
+/* ---- inference plans split over their batch rows: a chain per CPU worker ------------------- */
+
+/* Runs fetch of g on xv (fed to x) twice (the second from the cached plan) with
+ * TFC_ROW_SPLIT_MIN = min_rows (NULL: unset, the default); returns the output, the last run's
+ * task count and how many of them each CPU worker ran. */
+static tfc_value *rows_run(tfc_graph *g, tfc_tensor *x, tfc_value *xv, tfc_tensor *fetch,
+                           const char *min_rows, int *n_tasks, int per_worker[STARPU_NMAXWORKERS])
+{
+    if (min_rows) setenv("TFC_ROW_SPLIT_MIN", min_rows, 1);
+    else unsetenv("TFC_ROW_SPLIT_MIN");
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+    tfc_value *out = NULL;
+    for (int r = 0; r < 2; r++) {
+        tfc_value_destroy(out);
+        out = NULL;
+        tfc_status st = tfc_session_run(s, 1, &x, &xv, 1, &fetch, &out, 0, NULL);
+        if (st) fprintf(stderr, "rows run: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+    }
+    const tfc_task_record *rec = NULL;
+    *n_tasks = tfc_session_last_records(s, &rec);
+    memset(per_worker, 0, sizeof(int) * STARPU_NMAXWORKERS);
+    for (int i = 0; i < *n_tasks; i++)
+        if (rec[i].worker >= 0 && rec[i].worker < STARPU_NMAXWORKERS) per_worker[rec[i].worker]++;
+    tfc_session_destroy(s);
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    return out;
+}
+
+static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int64_t *dims,
+                            unsigned seed)
+{
+    tfc_value *v = nd_value(TFC_FLOAT32, rank, dims, seed);
+    tfc_tensor *t = tfc_constant(g, name, v);
+    tfc_value_destroy(v);
+    return t;
+}
+
+/* An MLP's inference (x [m, 64] -> matmul, bias add + relu fused -> matmul, bias add ->
+ * softmax: 5 steps), weights constant. From TFC_ROW_SPLIT_MIN rows (here 64) on 2 or more
+ * CPU workers and no device, the plan is one chain of m / workers rows per worker: 5 tasks
+ * per block, every task of a block on its own worker (5 on each), the same bits as the
+ * unsplit plan (each row computed alone) at m = 128 and at m = 101 (blocks of 51 and 50).
+ * Below the threshold (m = 32), with the split off (0, off, or unset: the default), or with a
+ * step that is not row-wise (a sum over the batch after the softmax), the plan keeps one task
+ * per step, pinned to one worker (tfc_pin_chain). A step whose first operand is a scalar splits
+ * over its second's rows. A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
+static void test_row_chains(void)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 64}));
+    tfc_tensor *w1 = const_of(g, "w1", 2, (int64_t[]){64, 48}, 31);
+    tfc_tensor *b1 = const_of(g, "b1", 1, (int64_t[]){48}, 32);
+    tfc_tensor *w2 = const_of(g, "w2", 2, (int64_t[]){48, 10}, 33);
+    tfc_tensor *b2 = const_of(g, "b2", 1, (int64_t[]){10}, 34);
+    tfc_tensor *h = tfc_relu(g, tfc_add(g, tfc_matmul(g, x, w1, 0, 0), b1));
+    tfc_tensor *p = tfc_softmax(g, tfc_add(g, tfc_matmul(g, h, w2, 0, 0), b2), -1);
+    tfc_tensor *total = tfc_reduce_sum(g, p, 1, (int64_t[]){0}, 0); /* not row-wise */
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    int can = nw >= 2 && nw == (int)starpu_worker_get_count();
+    const int64_t batches[3] = {128, 101, 32};
+    for (int k = 0; k < 4; k++) {
+        int64_t m = batches[k < 3 ? k : 0];
+        tfc_tensor *fetch = k < 3 ? p : total;
+        int steps = k < 3 ? 5 : 6, split = can && m >= 64 && k < 3;
+        tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){m, 64}, 40 + (unsigned)k);
+        int n_whole, n_rows, n_off, w_whole[STARPU_NMAXWORKERS], w_rows[STARPU_NMAXWORKERS];
+        tfc_value *whole = rows_run(g, x, xv, fetch, k & 1 ? "0" : "off", &n_whole, w_whole);
+        tfc_value *rows = rows_run(g, x, xv, fetch, "64", &n_rows, w_rows);
+        tfc_value *off = rows_run(g, x, xv, fetch, NULL, &n_off, w_whole); /* the default */
+        int ok = same_values(rows, whole, 1, 0) && same_values(off, whole, 1, 0);
+        int want = split ? steps * nw : steps, placed = 1;
+        for (int w = 0; w < nw && split; w++) placed &= w_rows[w] == steps;
+        for (int w = 0; w < nw && !split && can; w++) placed &= w_rows[w] == 0 || w_rows[w] == steps;
+        if (!ok || n_rows != want || n_whole != steps || n_off != steps || !placed)
+            fprintf(stderr, "rows m=%lld case %d: %d tasks (want %d), unsplit %d and %d, %s, "
+                    "%s\n", (long long)m, k, n_rows, want, n_whole, n_off,
+                    ok ? "same bits" : "values differ", placed ? "placed" : "misplaced");
+        CU_ASSERT(ok);
+        CU_ASSERT_EQUAL(n_rows, want);
+        CU_ASSERT_EQUAL(n_whole, steps);
+        CU_ASSERT_EQUAL(n_off, steps);
+        CU_ASSERT(placed);
+        tfc_value_destroy(whole), tfc_value_destroy(rows), tfc_value_destroy(off);
+        tfc_value_destroy(xv);
+    }
+    /* a step whose first operand is a scalar (0.5 * x: the batch is in its second) */
+    tfc_graph *g2 = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g2) == TFC_OK);
+    tfc_tensor *x2 = tfc_placeholder(g2, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 8}));
+    tfc_tensor *half = tfc_mul(g2, tfc_scalar(g2, TFC_FLOAT32, 0.5), x2);
+    CU_ASSERT_FATAL(tfc_graph_status(g2) == TFC_OK);
+    tfc_value *x2v = nd_value(TFC_FLOAT32, 2, (int64_t[]){101, 8}, 46);
+    int n_w, n_r, wk2[STARPU_NMAXWORKERS];
+    tfc_value *hw = rows_run(g2, x2, x2v, half, "0", &n_w, wk2);
+    tfc_value *hr = rows_run(g2, x2, x2v, half, "64", &n_r, wk2);
+    CU_ASSERT(same_values(hr, hw, 1, 0));
+    CU_ASSERT_EQUAL(n_w, 1);
+    CU_ASSERT_EQUAL(n_r, can ? nw : 1);
+    if (!same_values(hr, hw, 1, 0) || n_r != (can ? nw : 1))
+        fprintf(stderr, "rows, scalar first: %d tasks, %s\n", n_r,
+                same_values(hr, hw, 1, 0) ? "same bits" : "values differ");
+    tfc_value_destroy(hw), tfc_value_destroy(hr), tfc_value_destroy(x2v);
+    tfc_graph_destroy(g2);
+    /* a lower threshold splits 32 rows; a bad value is an error naming the variable */
+    tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){32, 64}, 45);
+    int n, wk[STARPU_NMAXWORKERS];
+    tfc_value *out = rows_run(g, x, xv, p, "16", &n, wk);
+    CU_ASSERT_EQUAL(n, can ? 5 * nw : 5);
+    tfc_value_destroy(out);
+    setenv("TFC_ROW_SPLIT_MIN", "-3", 1);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT(tfc_session_run(s, 1, &x, &xv, 1, &p, &out, 0, NULL) != TFC_OK);
+    CU_ASSERT(strstr(tfc_session_errmsg(s), "TFC_ROW_SPLIT_MIN") != NULL);
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    tfc_session_destroy(s);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     unsetenv("TFC_TILE_MIN");
     unsetenv("TFC_TILE_SIZE");
+    unsetenv("TFC_ROW_SPLIT_MIN");
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     TEST_SUITE("tiling", test_ctx_open, test_ctx_close);
     TEST_ADD(test_matmul_tiles);
@@ -1407,6 +1533,7 @@ int main(void)
     TEST_ADD(test_sharing_workers);
     TEST_ADD(test_update_rows);
     TEST_ADD(test_batch_elementwise);
+    TEST_ADD(test_row_chains);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
