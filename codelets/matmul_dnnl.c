@@ -45,10 +45,10 @@ long tfc_matmul_dnnl_runs(void)
 
 #else
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <oneapi/dnnl/dnnl.h>
+#include "dnnl_thread.h"
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
 #include <omp.h>
 #endif
@@ -65,6 +65,7 @@ struct prim {
     dnnl_memory_t mem[3]; /* A, B, C (data handles set per call) */
 };
 
+/* This codelet's cache on a thread (dnnl_thread.h); engine and stream are the thread's. */
 struct worker {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
@@ -72,10 +73,7 @@ struct worker {
     struct prim cache[CACHE_SLOTS];
 };
 
-static __thread struct worker *tls_worker;
 static long runs; /* products oneDNN ran (atomic) */
-static pthread_key_t worker_key;
-static pthread_once_t worker_key_once = PTHREAD_ONCE_INIT;
 
 int tfc_matmul_dnnl_wins(int64_t m, int64_t n, int64_t k)
 {
@@ -100,35 +98,21 @@ static void prim_release(struct prim *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The thread-exit destructor of a worker's state. */
+/* Frees the cache at thread exit (dnnl_thread.c then frees the stream and the engine). */
 static void worker_free(void *arg)
 {
     struct worker *w = arg;
     for (int i = 0; i < CACHE_SLOTS; i++) prim_release(&w->cache[i]);
-    if (w->stream) dnnl_stream_destroy(w->stream);
-    if (w->engine) dnnl_engine_destroy(w->engine);
     free(w);
-}
-
-static void worker_key_make(void)
-{
-    if (pthread_key_create(&worker_key, worker_free)) worker_key = (pthread_key_t)-1;
 }
 
 /* The calling thread's state, created on its first product; NULL when it cannot be. */
 static struct worker *worker_get(void)
 {
-    if (tls_worker) return tls_worker;
-    pthread_once(&worker_key_once, worker_key_make);
-    struct worker *w = calloc(1, sizeof *w);
-    if (!w) return NULL;
-    if (dnnl_engine_create(&w->engine, dnnl_cpu, 0) != dnnl_success ||
-        dnnl_stream_create(&w->stream, w->engine, dnnl_stream_default_flags) != dnnl_success ||
-        worker_key == (pthread_key_t)-1 || pthread_setspecific(worker_key, w)) {
-        worker_free(w);
-        return NULL;
-    }
-    return tls_worker = w;
+    struct tfc_dnnl_thread *t;
+    struct worker *w = tfc_dnnl_thread_cache(TFC_DNNL_MATMUL, sizeof *w, worker_free, &t);
+    if (w && !w->engine) w->engine = t->engine, w->stream = t->stream;
+    return w;
 }
 
 /* A [rows, cols] operand with row stride ld, stored transposed ([cols, rows]) when t. */
