@@ -2794,7 +2794,9 @@ static void test_dropout(void)
     const struct {
         tfc_shape sh;
         int dyn;
-    } shapes[] = {{S(7), 0}, {S(3, 5), 0}, {S(2, 3, 4), 1}, {S(0, 3), 0}};
+    } shapes[] = {{S(7), 0}, {S(3, 5), 0}, {S(2, 3, 4), 1}, {S(0, 3), 0},
+                /* two of the CPU kernel's 64-element chunks and a tail of 15 */
+                {S(13, 11), 0}};
     const double rates[] = {0, 0.3, 0.75};
     const uint64_t steps[] = {0, 5, (1ull << 33) + 7}; /* the last needs the counter's high word */
     const enum tfc_dtype dts[] = {F32, F64};
