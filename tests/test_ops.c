@@ -1420,6 +1420,12 @@ static void test_reduce(void)
         ht x = ht_rand(dt, S(2, 3, 4), -5, 5, 0);
         for (int q = 0; q < COUNT(sets); q++) reduce_case(dt, &x, sets[q].n, sets[q].axes, q == 5);
         ht_free(&x);
+        /* runs of 45 elements (a bias gradient's [N, C, H*W] over N and H*W): codelets/reduce.c's
+         * float run sums, in lanes of 8 and a tail */
+        ht r = ht_rand(dt, S(3, 5, 45), -5, 5, 0);
+        reduce_case(dt, &r, 2, (int64_t[]){0, 2}, 0);
+        reduce_case(dt, &r, 1, (int64_t[]){2}, 1);
+        ht_free(&r);
         /* a scalar, a vector, and empty tensors (sum 0, mean NaN, max -inf, min +inf) */
         ht s = ht_rand(dt, S0, -5, 5, 0.1), v = ht_rand(dt, S(5), -5, 5, 0);
         reduce_case(dt, &s, 0, NULL, 0);
