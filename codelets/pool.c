@@ -193,13 +193,13 @@ static void f32_max_2x2_scalar(const float *r0, const float *r1, int64_t at0, in
     }
 }
 
-/* N windows from ow side by side (gcc's vector types: one register per row of taps on
+/* N windows from ow side by side (vector types of gcc and clang: one register per row of taps on
  * AVX-512 and AVX2, two SSE2 halves on the baseline): the taps' even and odd columns split by
  * shuffles, then f32_max_step's rule per lane on the bits (take v where !(v <= m) and m is not
  * NaN), tap for tap in the same order, so values, ties and NaNs match the scalar loop. The
  * index is kept as the tap (0-3) and turned into the flat index at the end. Vectors go by
  * pointer (no vector arguments: the baseline ABI differs). */
-#define F32_MAX_2X2_LANES(N)                                                                  \
+#define F32_MAX_2X2_LANES(N, EVEN, ODD)                                                       \
     typedef float f32x##N __attribute__((vector_size(4 * N)));                               \
     typedef int32_t i32x##N __attribute__((vector_size(4 * N)));                             \
     typedef int64_t i64x##N __attribute__((vector_size(8 * N)));                             \
@@ -214,14 +214,13 @@ static void f32_max_2x2_scalar(const float *r0, const float *r1, int64_t at0, in
                                         int64_t W, int64_t ow, float *y, int64_t *arg)        \
     {                                                                                         \
         f32x##N a0, a1, b0, b1, m, t;                                                         \
-        i32x##N ev, od, best = {0};                                                           \
-        for (int l = 0; l < N; l++) ev[l] = 2 * l, od[l] = 2 * l + 1;                         \
+        i32x##N best = {0};                                                                   \
         memcpy(&a0, r0 + 2 * ow, sizeof a0), memcpy(&a1, r0 + 2 * ow + N, sizeof a1);         \
         memcpy(&b0, r1 + 2 * ow, sizeof b0), memcpy(&b1, r1 + 2 * ow + N, sizeof b1);         \
-        m = __builtin_shuffle(a0, a1, ev);                                                    \
-        t = __builtin_shuffle(a0, a1, od), f32x##N##_step(&t, 1, &m, &best);                  \
-        t = __builtin_shuffle(b0, b1, ev), f32x##N##_step(&t, 2, &m, &best);                  \
-        t = __builtin_shuffle(b0, b1, od), f32x##N##_step(&t, 3, &m, &best);                  \
+        m = __builtin_shufflevector(a0, a1, EVEN);                                            \
+        t = __builtin_shufflevector(a0, a1, ODD), f32x##N##_step(&t, 1, &m, &best);           \
+        t = __builtin_shufflevector(b0, b1, EVEN), f32x##N##_step(&t, 2, &m, &best);          \
+        t = __builtin_shufflevector(b0, b1, ODD), f32x##N##_step(&t, 3, &m, &best);           \
         memcpy(y + ow, &m, sizeof m);                                                         \
         if (arg) {                                                                            \
             i64x##N tap = __builtin_convertvector(best, i64x##N), at = {0};                   \
@@ -230,8 +229,13 @@ static void f32_max_2x2_scalar(const float *r0, const float *r1, int64_t at0, in
             memcpy(arg + ow, &at, sizeof at);                                                 \
         }                                                                                     \
     }
-F32_MAX_2X2_LANES(8)
-F32_MAX_2X2_LANES(4)
+/* the even and odd lanes of two vectors (__builtin_shufflevector: gcc 12 and clang) */
+#define POOL_EVEN8 0, 2, 4, 6, 8, 10, 12, 14
+#define POOL_ODD8 1, 3, 5, 7, 9, 11, 13, 15
+F32_MAX_2X2_LANES(8, POOL_EVEN8, POOL_ODD8)
+#define POOL_EVEN4 0, 2, 4, 6
+#define POOL_ODD4 1, 3, 5, 7
+F32_MAX_2X2_LANES(4, POOL_EVEN4, POOL_ODD4)
 
 /* The row in blocks of 8 windows (4 for rows of 4 to 7: pool2's 7), the last block placed to
  * end at w1 (it may redo windows of the one before: the same values); shorter rows one window
