@@ -5,6 +5,7 @@
 #include <string.h>
 #include "kernel.h"
 #include "philox.h"
+#include "ew_vexpf.h" /* TFC_EW_VECTOR_CLONES */
 #include "opencl_common.h" /* tfc_opencl_can_execute */
 
 #ifdef STARPU_USE_OPENCL
@@ -14,29 +15,64 @@ void tfc_dropout_opencl(void *buffers[], void *cl_arg); /* codelets/opencl_dropo
 void tfc_dropout_cuda(void *buffers[], void *cl_arg); /* codelets/dropout_cuda.cu */
 #endif
 
-/* One task's element-wise work over n elements: kept units times s, dropped ones 0. One
- * Philox block gives the words of four consecutive elements. */
-static void dropout_f32(const float *x, float *y, int64_t n, float s, uint64_t seed,
-                        uint64_t step, uint32_t threshold)
+/* Blocks of the stream computed side by side: DROPOUT_LANES Philox blocks (4 * DROPOUT_LANES
+ * elements) per chunk, one lane per block, so the rounds vectorize (the 32x32->64 multiplies
+ * become vpmuludq); each lane runs philox.h's tfc_philox4x32_10 step for step, so every word,
+ * and every kept unit, is the scalar loop's. Built per vector width (TFC_EW_VECTOR_CLONES). */
+#define DROPOUT_LANES 16
+
+static inline void philox_lanes(uint64_t b0, uint64_t seed, uint64_t step,
+                                 uint32_t c[4][DROPOUT_LANES])
 {
-    for (int64_t b = 0; b * 4 < n; b++) {
-        uint32_t w[4];
-        tfc_philox_block(seed, step, (uint64_t)b, w);
-        for (int64_t i = b * 4; i < n && i < b * 4 + 4; i++)
-            y[i] = w[i & 3] >= threshold ? x[i] * s : 0.0f;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int l = 0; l < DROPOUT_LANES; l++) {
+        uint64_t b = b0 + (uint64_t)l;
+        c[0][l] = (uint32_t)b, c[1][l] = (uint32_t)(b >> 32);
+        c[2][l] = (uint32_t)step, c[3][l] = (uint32_t)(step >> 32);
+    }
+    for (int r = 0; r < 10; r++) {
+        for (int l = 0; l < DROPOUT_LANES; l++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c[0][l], p1 = (uint64_t)0xCD9E8D57u * c[2][l];
+            uint32_t c0 = (uint32_t)(p1 >> 32) ^ c[1][l] ^ k0;
+            uint32_t c2 = (uint32_t)(p0 >> 32) ^ c[3][l] ^ k1;
+            c[0][l] = c0, c[1][l] = (uint32_t)p1, c[2][l] = c2, c[3][l] = (uint32_t)p0;
+        }
+        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
     }
 }
 
-static void dropout_f64(const double *x, double *y, int64_t n, double s, uint64_t seed,
-                        uint64_t step, uint32_t threshold)
-{
-    for (int64_t b = 0; b * 4 < n; b++) {
-        uint32_t w[4];
-        tfc_philox_block(seed, step, (uint64_t)b, w);
-        for (int64_t i = b * 4; i < n && i < b * 4 + 4; i++)
-            y[i] = w[i & 3] >= threshold ? x[i] * s : 0.0;
+/* One task's element-wise work over n elements: kept units times s, dropped ones +0. The
+ * product's bits are masked (an integer and, as a float ?: would stay a branch at -O2), which
+ * gives the same bits as computing it only for the kept units. Whole chunks first, then the
+ * tail one Philox block (the words of four consecutive elements) at a time. */
+#define DROPOUT_KERNEL(T, I)                                                                  \
+    TFC_EW_VECTOR_CLONES static void dropout_##T(const T *x, T *y, int64_t n, T s,            \
+                                                 uint64_t seed, uint64_t step,                \
+                                                 uint32_t threshold)                          \
+    {                                                                                          \
+        const int64_t chunk = 4 * DROPOUT_LANES;                                               \
+        int64_t i0 = 0;                                                                        \
+        for (; i0 + chunk <= n; i0 += chunk) {                                                 \
+            uint32_t c[4][DROPOUT_LANES];                                                      \
+            philox_lanes((uint64_t)(i0 / 4), seed, step, c);                                   \
+            I m[4 * DROPOUT_LANES];                                                            \
+            for (int l = 0; l < DROPOUT_LANES; l++)                                            \
+                for (int j = 0; j < 4; j++) m[4 * l + j] = -(I)(c[j][l] >= threshold);         \
+            for (int i = 0; i < chunk; i++) {                                                  \
+                union { T f; I b; } u = { x[i0 + i] * s };                                     \
+                u.b &= m[i];                                                                   \
+                y[i0 + i] = u.f;                                                               \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t b = i0 / 4; b * 4 < n; b++) {                                             \
+            uint32_t w[4];                                                                     \
+            tfc_philox_block(seed, step, (uint64_t)b, w);                                      \
+            for (int64_t i = b * 4; i < n && i < b * 4 + 4; i++)                               \
+                y[i] = w[i & 3] >= threshold ? x[i] * s : (T)0;                                \
+        }                                                                                      \
     }
-}
+DROPOUT_KERNEL(float, int32_t)
+DROPOUT_KERNEL(double, int64_t)
 
 static void dropout_run(const struct tfc_kargs *a, const void *x, void *y, uint64_t step)
 {
@@ -45,9 +81,9 @@ static void dropout_run(const struct tfc_kargs *a, const void *x, void *y, uint6
     uint64_t seed = (uint64_t)a->attrs[DROPOUT_SEED].i;
     uint32_t threshold = tfc_dropout_threshold(rate);
     if (a->d[0].dtype == TFC_FLOAT32)
-        dropout_f32(x, y, n, (float)scale, seed, step, threshold);
+        dropout_float(x, y, n, (float)scale, seed, step, threshold);
     else
-        dropout_f64(x, y, n, scale, seed, step, threshold);
+        dropout_double(x, y, n, scale, seed, step, threshold);
 }
 
 static void dropout_cpu(void *buffers[], void *cl_arg)

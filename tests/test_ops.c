@@ -1475,6 +1475,12 @@ static void test_reduce(void)
         ht x = ht_rand(dt, S(2, 3, 4), -5, 5, 0);
         for (int q = 0; q < COUNT(sets); q++) reduce_case(dt, &x, sets[q].n, sets[q].axes, q == 5);
         ht_free(&x);
+        /* runs of 45 elements (a bias gradient's [N, C, H*W] over N and H*W): codelets/reduce.c's
+         * float run sums, in lanes of 8 and a tail */
+        ht r = ht_rand(dt, S(3, 5, 45), -5, 5, 0);
+        reduce_case(dt, &r, 2, (int64_t[]){0, 2}, 0);
+        reduce_case(dt, &r, 1, (int64_t[]){2}, 1);
+        ht_free(&r);
         /* a scalar, a vector, and empty tensors (sum 0, mean NaN, max -inf, min +inf) */
         ht s = ht_rand(dt, S0, -5, 5, 0.1), v = ht_rand(dt, S(5), -5, 5, 0);
         reduce_case(dt, &s, 0, NULL, 0);
@@ -2331,6 +2337,11 @@ static const struct pool_case fast_2x2_cases[] = {
     {{4, {2, 3, 7, 5}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 1, 0}, 0},
     {{4, {1, 2, 6, 7}}, {2, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0}, 0, 1}, 0},
     {{4, {1, 2, 5, 7}}, {2, {2, 2}, {2, 2}, {1, 0}, {0, 1}, {0}, 1, 0}, 0},
+    /* rows of 14, 7 and 9 (+1 clipped) windows: codelets/pool.c's float blocks of 8 and 4
+     * windows, the last block overlapping the one before */
+    {{4, {2, 3, 6, 28}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0}, 0},
+    {{4, {1, 2, 4, 14}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0}, 0},
+    {{4, {1, 2, 5, 19}}, {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 1, 0}, 0},
 };
 
 /* NaN and ties in 2x2 stride-2 windows, whole and clipped by ceil_mode: a NaN wins over a
@@ -2346,6 +2357,32 @@ static void pool_fast_nan_ties(enum tfc_dtype dt)
     for (int64_t i = 0; i < x.n; i++) x.d[i] = xs[i];
     for (int64_t i = 0; i < y.n; i++) y.d[i] = ys[i], arg.d[i] = is[i];
     tfc_pool_params p = {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 1, 0};
+    tfc_tensor *ti = NULL;
+    tc_want(&c, tfc_max_pool(c.g, tc_in(&c, &x), &p, &ti), y, 0, "max_pool");
+    tc_want(&c, ti, arg, 0, "indices");
+    tc_run(&c);
+    ht_free(&x);
+}
+
+/* The same rules along a row of 10 windows (the float kernel's blocks of 8, the second
+ * overlapping the first): each window's taps in order (row 0's two, then row 1's), and the
+ * tap whose value and index win. */
+static void pool_fast_nan_ties_row(enum tfc_dtype dt)
+{
+    struct tc c;
+    tc_begin(&c, "max_pool 2x2 NaN and ties along a row %s", DT(dt));
+    static const double taps[10][4] = {
+        {1, NAN, NAN, 0}, {2, 3, 4, 9}, {9, 5, 0, 7}, {7, -1, 1, 7}, {6, 8, 8, NAN},
+        {NAN, 1, 2, 3}, {-0.0, 0, 0, 0}, {-3, -2, -2, -1}, {5, 5, 5, 5}, {1, 2, NAN, NAN}};
+    static const int win[10] = {1, 3, 0, 0, 3, 0, 0, 3, 0, 2};
+    const int64_t W = 20;
+    ht x = ht_new(dt, S(1, 1, 2, 20)), y = ht_new(dt, S(1, 1, 1, 10)), arg = ht_new(I64, y.sh);
+    for (int w = 0; w < 10; w++) {
+        for (int t = 0; t < 4; t++) x.d[(t >> 1) * W + 2 * w + (t & 1)] = taps[w][t];
+        y.d[w] = taps[w][win[w]];
+        arg.d[w] = (double)((win[w] >> 1) * W + 2 * w + (win[w] & 1));
+    }
+    tfc_pool_params p = {2, {2, 2}, {2, 2}, {0}, {0}, {0}, 0, 0};
     tfc_tensor *ti = NULL;
     tc_want(&c, tfc_max_pool(c.g, tc_in(&c, &x), &p, &ti), y, 0, "max_pool");
     tc_want(&c, ti, arg, 0, "indices");
@@ -2420,6 +2457,7 @@ static void test_pool(void)
         pool_ties(dt);
         for (int q = 0; q < COUNT(fast_2x2_cases); q++) pool_case_run(dt, &fast_2x2_cases[q], 1);
         pool_fast_nan_ties(dt);
+        pool_fast_nan_ties_row(dt);
     }
     pool_errors();
 }
@@ -2849,7 +2887,9 @@ static void test_dropout(void)
     const struct {
         tfc_shape sh;
         int dyn;
-    } shapes[] = {{S(7), 0}, {S(3, 5), 0}, {S(2, 3, 4), 1}, {S(0, 3), 0}};
+    } shapes[] = {{S(7), 0}, {S(3, 5), 0}, {S(2, 3, 4), 1}, {S(0, 3), 0},
+                /* two of the CPU kernel's 64-element chunks and a tail of 15 */
+                {S(13, 11), 0}};
     const double rates[] = {0, 0.3, 0.75};
     const uint64_t steps[] = {0, 5, (1ull << 33) + 7}; /* the last needs the counter's high word */
     const enum tfc_dtype dts[] = {F32, F64};
