@@ -16,8 +16,9 @@ enum tfc_conv_dnnl_result {
  * on the calling CPU worker, with the same contract as the im2col kernel: the output is
  * overwritten (conv_backprop_filter: the filter gradient summed over the task's images). */
 enum tfc_conv_dnnl_result tfc_conv_dnnl_cpu(void *buffers[], const struct tfc_kargs *a);
-/* Threads holding oneDNN state (engine, stream, primitives) for convolutions: each StarPU CPU
- * worker that ran one, until it ends at StarPU's shutdown (for tests). */
+/* Threads holding oneDNN state (codelets/dnnl_thread.c: engine, stream, the primitives of
+ * convolutions and of matmuls): each StarPU CPU worker that ran one, until it ends at
+ * StarPU's shutdown (for tests). */
 int tfc_conv_dnnl_live_threads(void);
 
 /* The layouts of the primitives built from now on (for benchmarks): auto (blocked, but plain

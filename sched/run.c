@@ -10,11 +10,12 @@
 #include "dist_place.h"
 #include "../src/env.h"
 
-/* TFC_ROW_SPLIT_MIN's default: off. Split, the imported MLP's fastest runs at batch 128 took
- * 0.46-0.52 ms against 0.65 as one chain, and 64 rows was the least batch that gained; but
- * on this machine under a load of 14-23 its medians were 16-21 ms against 0.73: StarPU keeps
- * one of two workers spinning, which the OS then serves as a CPU hog, and the split needs
- * both (bench/RESULTS.md, ONNX run 4). Off until measured on a quiet machine. */
+/* TFC_ROW_SPLIT_MIN's default: off. On 2 free cores the split takes 19-25% off the imported
+ * MLP at batch 128 (medians 0.47-0.53 ms against 0.62-0.66 as one chain; 64 rows the least
+ * batch that gained), but under a load of 14-23 its medians were 16-21 ms against 0.73:
+ * StarPU keeps one of two workers spinning, which the OS then serves as a CPU hog, and the
+ * split needs both (bench/RESULTS.md, ONNX run 4 and the first section). A user on a
+ * dedicated node turns it on. */
 #define ROW_SPLIT_MIN_DEFAULT 0
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
