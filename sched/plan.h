@@ -64,6 +64,8 @@ struct plan_part {
     int64_t tr, tc;        /* tile rows and columns (the last tile of each may be smaller) */
     int nr, nc;            /* grid: child id = r * nc + c */
     int first, last;       /* the steps that use its tiles first and last */
+    int kept;              /* an intermediate that only these tiles touch (never whole, not
+                            * fetched): partitioned once per instance and left so between runs */
 };
 
 struct instance;
@@ -103,6 +105,10 @@ struct instance {
     starpu_data_handle_t *handles; /* per slot; TEMP slots only */
     void **bufs;                   /* per slot: the host buffer of a TEMP slot that tiling
                                     * partitions (registered on it: home node 0), else NULL */
+    starpu_data_handle_t **parts;  /* per plan partition of a TEMP slot: its tiles, planned
+                                    * by the first run that uses it and kept (planning and
+                                    * cleaning cost more per run than the tasks of a small
+                                    * split plan); NULL until then and for other slots */
     char *args;                    /* copies of every step's kargs */
     size_t *args_off;              /* offset of step i's kargs in args */
     struct tfc_kerr err;
@@ -187,6 +193,17 @@ starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
  * tasks end) and frees children. */
 void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
                             starpu_data_handle_t *children);
+/* The two halves of each, for a partition planned once and submitted by many runs (an
+ * instance's intermediate: sched/run.c keeps its tiles): plan (children, or NULL when out of
+ * memory), submit, end (the unpartition), and clean (after the last end: unregisters and frees
+ * the children). */
+starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_handle_t parent);
+void tfc_tiling_submit(const struct plan *p, int q, starpu_data_handle_t parent,
+                       starpu_data_handle_t *children);
+void tfc_tiling_end(const struct plan *p, int q, starpu_data_handle_t parent,
+                    starpu_data_handle_t *children);
+void tfc_tiling_clean(const struct plan *p, int q, starpu_data_handle_t parent,
+                      starpu_data_handle_t *children);
 /* sched/'s error path: unless *status already holds a failure (the first one is the one
  * reported; status may be NULL when nothing keeps one), records st in *status and the message
  * in msg (TFC_MSG_LEN bytes); returns st. */

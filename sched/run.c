@@ -128,12 +128,14 @@ struct instance *tfc_plan_take_instance(struct plan *p)
     in->plan = p;
     in->handles = calloc((size_t)p->n_slots + 1, sizeof *in->handles);
     in->bufs = calloc((size_t)p->n_slots + 1, sizeof *in->bufs);
+    in->parts = calloc((size_t)p->n_parts + 1, sizeof *in->parts);
     in->args_off = malloc(sizeof(size_t) * (size_t)(p->n_steps + 1));
     size_t total = 0;
     for (int i = 0; i < p->n_steps; i++) total += (p->steps[i].args_size + 15) & ~(size_t)15;
     in->args = malloc(total + 16);
-    if (!in->handles || !in->bufs || !in->args_off || !in->args) {
-        free(in->handles); free(in->bufs); free(in->args_off); free(in->args); free(in);
+    if (!in->handles || !in->bufs || !in->parts || !in->args_off || !in->args) {
+        free(in->handles); free(in->bufs); free(in->parts); free(in->args_off); free(in->args);
+        free(in);
         return NULL;
     }
     size_t off = 0;
@@ -251,6 +253,40 @@ static starpu_data_handle_t buf_handle(struct tfc_run *run, const struct step *s
     return slot_handle(run, st->buf_slot[j]);
 }
 
+/* A partition whose tiles stay partitioned between the runs of an instance (split across
+ * MPI ranks, transfers may read the slot whole). */
+static int kept_partitioned(const struct plan *p, int q)
+{
+    return p->parts[q].kept && !p->mp;
+}
+
+/* Partition q for this run. An intermediate's tiles are the instance's, planned by its first
+ * run; a kept partition is submitted then too, and never ended by a run. Feeds and variables
+ * (their handle is the run's, or shared by the instances) are planned per run. */
+static starpu_data_handle_t *partition(struct tfc_run *run, int q)
+{
+    const struct plan *p = run->plan;
+    int slot = p->parts[q].slot;
+    starpu_data_handle_t parent = slot_handle(run, slot);
+    if (p->slots[slot].kind != SLOT_TEMP) return tfc_tiling_partition(p, q, parent);
+    starpu_data_handle_t **tiles = &run->inst->parts[q];
+    if (*tiles && kept_partitioned(p, q)) return *tiles;
+    if (!*tiles && !(*tiles = tfc_tiling_plan(p, q, parent))) return NULL;
+    tfc_tiling_submit(p, q, parent, *tiles);
+    return *tiles;
+}
+
+static void unpartition(struct tfc_run *run, int q)
+{
+    const struct plan *p = run->plan;
+    starpu_data_handle_t parent = slot_handle(run, p->parts[q].slot);
+    if (run->parts[q] != run->inst->parts[q])
+        tfc_tiling_unpartition(p, q, parent, run->parts[q]);
+    else if (!kept_partitioned(p, q)) /* the instance's tiles, planned once */
+        tfc_tiling_end(p, q, parent, run->parts[q]);
+    run->parts[q] = NULL;
+}
+
 /* Tiling around task i: the partitions it is the first tile task of before it, those it is
  * the last of after it (sched/tiling.c). Nonzero when out of memory. */
 static int tile_before(struct tfc_run *run, int i)
@@ -259,8 +295,7 @@ static int tile_before(struct tfc_run *run, int i)
     if (!(p->steps[i].parts_when & TILE_PARTITION)) return 0;
     for (int q = 0; q < p->n_parts; q++) {
         if (p->parts[q].first != i) continue;
-        run->parts[q] = tfc_tiling_partition(p, q, slot_handle(run, p->parts[q].slot));
-        if (!run->parts[q]) return -1;
+        if (!(run->parts[q] = partition(run, q))) return -1;
     }
     return 0;
 }
@@ -269,11 +304,8 @@ static void tile_after(struct tfc_run *run, int i)
 {
     const struct plan *p = run->plan;
     if (!(p->steps[i].parts_when & TILE_UNPARTITION)) return;
-    for (int q = 0; q < p->n_parts; q++) {
-        if (p->parts[q].last != i) continue;
-        tfc_tiling_unpartition(p, q, slot_handle(run, p->parts[q].slot), run->parts[q]);
-        run->parts[q] = NULL;
-    }
+    for (int q = 0; q < p->n_parts; q++)
+        if (p->parts[q].last == i) unpartition(run, q);
 }
 
 /* After a failed submission: unpartitions what is still partitioned, so the handles stay
@@ -281,11 +313,7 @@ static void tile_after(struct tfc_run *run, int i)
 static void tile_abort(struct tfc_run *run)
 {
     for (int q = 0; run->parts && q < run->plan->n_parts; q++)
-        if (run->parts[q]) {
-            tfc_tiling_unpartition(run->plan, q, slot_handle(run, run->plan->parts[q].slot),
-                                   run->parts[q]);
-            run->parts[q] = NULL;
-        }
+        if (run->parts[q]) unpartition(run, q);
 }
 
 static starpu_data_handle_t slot_handle(struct tfc_run *run, int slot)

@@ -117,6 +117,13 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
 
 void tfc_instance_free(struct instance *in, int n_slots)
 {
+    const struct plan *p = in->plan;
+    for (int q = 0; q < p->n_parts; q++) { /* the instance's tiles, before their parents go */
+        if (!in->parts[q]) continue;
+        starpu_data_handle_t parent = in->handles[p->parts[q].slot];
+        if (p->parts[q].kept && !p->mp) tfc_tiling_end(p, q, parent, in->parts[q]);
+        tfc_tiling_clean(p, q, parent, in->parts[q]);
+    }
     for (int i = 0; i < n_slots; i++) {
         if (in->bufs[i]) { /* a home buffer (tiling): free it once StarPU lets go */
             if (in->handles[i]) starpu_data_unregister(in->handles[i]);
@@ -130,6 +137,7 @@ void tfc_instance_free(struct instance *in, int n_slots)
 #endif
     free(in->handles);
     free(in->bufs);
+    free(in->parts);
     free(in->args);
     free(in->args_off);
     free(in);

@@ -975,6 +975,30 @@ static void mark_lifetimes(struct plan *p, struct step *steps, int n)
     }
 }
 
+/* The partitions whose tiles can stay partitioned between runs (plan_part.kept): an
+ * intermediate's only partition, its slot never read or written whole and never fetched. A
+ * row-split inference plan then submits no partition work for its hidden layers. */
+static int only_tiles_touch(const struct plan *p, int q)
+{
+    int s = p->parts[q].slot;
+    if (p->slots[s].kind != SLOT_TEMP) return 0;
+    for (int r = 0; r < p->n_parts; r++)
+        if (r != q && p->parts[r].slot == s) return 0;
+    for (int j = 0; j < p->n_fetches; j++)
+        if (p->fetch_slot[j] == s) return 0;
+    for (int i = 0; i < p->n_steps; i++)
+        for (int b = 0; b < p->steps[i].n_buf; b++)
+            if (p->steps[i].buf_slot[b] == s &&
+                (!p->steps[i].buf_part || p->steps[i].buf_part[b] != q))
+                return 0;
+    return 1;
+}
+
+static void mark_kept(struct plan *p)
+{
+    for (int q = 0; q < p->n_parts; q++) p->parts[q].kept = only_tiles_touch(p, q);
+}
+
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
     if (!opt) return 0;
@@ -1055,6 +1079,7 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     p->steps = tl.out;
     p->n_steps = tl.n_out;
     mark_lifetimes(p, p->steps, p->n_steps);
+    mark_kept(p);
     return 0;
 }
 
@@ -1117,8 +1142,7 @@ static struct starpu_data_interface_ops *tile_child_ops(struct starpu_data_filte
                                          : &starpu_interface_matrix_ops;
 }
 
-starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
-                                           starpu_data_handle_t parent)
+starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_handle_t parent)
 {
     const struct plan_part *pt = &p->parts[q];
     unsigned n = (unsigned)(pt->nr * pt->nc);
@@ -1131,10 +1155,25 @@ starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
         .filter_arg_ptr = (void *)pt,
     };
     starpu_data_partition_plan(parent, &f, children);
+    return children;
+}
+
+void tfc_tiling_submit(const struct plan *p, int q, starpu_data_handle_t parent,
+                       starpu_data_handle_t *children)
+{
+    const struct plan_part *pt = &p->parts[q];
+    unsigned n = (unsigned)(pt->nr * pt->nc);
     if (pt->readonly)
         starpu_data_partition_readonly_submit(parent, n, children);
     else
         starpu_data_partition_submit(parent, n, children);
+}
+
+starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
+                                           starpu_data_handle_t parent)
+{
+    starpu_data_handle_t *children = tfc_tiling_plan(p, q, parent);
+    if (children) tfc_tiling_submit(p, q, parent, children);
     return children;
 }
 
@@ -1165,13 +1204,26 @@ static void separate_tiles(unsigned n, starpu_data_handle_t *children)
     free(d);
 }
 
-void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
-                            starpu_data_handle_t *children)
+void tfc_tiling_end(const struct plan *p, int q, starpu_data_handle_t parent,
+                    starpu_data_handle_t *children)
+{
+    const struct plan_part *pt = &p->parts[q];
+    starpu_data_unpartition_submit(parent, (unsigned)(pt->nr * pt->nc), children, -1);
+}
+
+void tfc_tiling_clean(const struct plan *p, int q, starpu_data_handle_t parent,
+                      starpu_data_handle_t *children)
 {
     const struct plan_part *pt = &p->parts[q];
     unsigned n = (unsigned)(pt->nr * pt->nc);
-    starpu_data_unpartition_submit(parent, n, children, -1);
     separate_tiles(n, children);
     starpu_data_partition_clean(parent, n, children);
     free(children);
+}
+
+void tfc_tiling_unpartition(const struct plan *p, int q, starpu_data_handle_t parent,
+                            starpu_data_handle_t *children)
+{
+    tfc_tiling_end(p, q, parent, children);
+    tfc_tiling_clean(p, q, parent, children);
 }

@@ -2,7 +2,9 @@
  * worker (sched/tiling.c does the split). An inference plan whose every step computes each row
  * of its outputs from the same row of its batch inputs (a matmul by a constant or a variable,
  * element-wise ops with row-vector or scalar operands, softmax over a later axis, a reshape
- * keeping the rows) gives the same bits on any block of rows as on the whole batch. So each
+ * keeping the rows) gives the same values on any block of rows as on the whole batch (the
+ * same bits where the GEMM's kernels do not depend on the row count; OpenBLAS's and oneDNN's
+ * AVX2 kernels sum 64 rows in another order than 128 on a Zen 3: within rounding). So each
  * worker can run its block of rows through the whole network, pinned to it, with no
  * hand-off and no join between layers: a block of one step's output is the next step's input
  * block (the same partition, read in place). The imported MLP at batch 128 ran as one chain
