@@ -165,12 +165,10 @@ void tfc_placement_warn(struct plan *p, const char *why);
  * steps over partitions of its operands (output tiles, or chunks of k and a sum), and the
  * element-wise steps and reductions that read its tiles next. Nonzero when out of memory. */
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
-/* sched/tiling_rows.c: the number of blocks (one per CPU worker, their ids in workers, at
- * least STARPU_NMAXWORKERS of room) and the batch rows of plan p, when every step of it is
- * row-wise over at least opt->rows_min rows and the machine has 2 or more CPU workers and no
- * device; else 0. */
-int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows,
-                      int *workers);
+/* sched/tiling_rows.c: the number of blocks (one per CPU worker) and the batch rows of plan p,
+ * when every step of it is row-wise over at least opt->rows_min rows and the machine has 2 or
+ * more CPU workers and no device; else 0. */
+int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows);
 /* The descriptors of step st (bit i: descriptor i) that split over m batch rows, or 0 when st
  * does not compute each row of its outputs from the same rows of its inputs. */
 unsigned tfc_rows_operands(const struct plan *p, const struct step *st, int64_t m);

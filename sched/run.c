@@ -10,13 +10,12 @@
 #include "dist_place.h"
 #include "../src/env.h"
 
-/* TFC_ROW_SPLIT_MIN's default: off. On 2 free cores the split takes 19-25% off the imported
- * MLP at batch 128 (medians 0.47-0.53 ms against 0.62-0.66 as one chain; 64 rows the least
- * batch that gained), but under a load of 14-23 its medians were 16-21 ms against 0.73:
- * StarPU keeps one of two workers spinning, which the OS then serves as a CPU hog, and the
- * split needs both (bench/RESULTS.md, ONNX run 4 and the first section). A user on a
- * dedicated node turns it on. */
-#define ROW_SPLIT_MIN_DEFAULT 0
+/* TFC_ROW_SPLIT_MIN's default: 64 rows, the least batch that gained on 2 free cores (the
+ * imported MLP at batch 128). Off by default while its blocks were pinned to workers (under
+ * load the pinned block waited for a worker the OS had taken away: medians of 16-21 ms against
+ * 0.73); unpinned, with its intermediates kept partitioned, it is the faster plan on free
+ * cores and within 1.5x of one chain beside two busy processes (bench/RESULTS.md). */
+#define ROW_SPLIT_MIN_DEFAULT 64
 
 tfc_status tfc_run_set_msg(tfc_session *s, tfc_status st, const char *text)
 {

@@ -485,12 +485,12 @@ static int64_t batch_block(const struct plan *p, const struct step *st,
 /* Appends the steps of convolution or pooling step si over blocks of b images (nt blocks):
  * each split operand (bit i of split: descriptor i), seen as [N, numel / N], is partitioned
  * into blocks of b rows; task t runs the node's kernel on block t of each, the other operands
- * whole, pinned to worker pin[t] when pin is not NULL (the same split serves any row-wise
- * step of a plan split into chains of rows: tiling_rows.c). The filter gradient's
+ * whole (the same split serves any row-wise step of a plan split into chains of rows:
+ * tiling_rows.c). The filter gradient's
  * task t writes its block's sum into row t of a new intermediate P [nt, numel of dw], and one
  * reduce step adds P's rows into dw (in double; the order of the sums is fixed, but not the
  * untiled one: equal to it within float summation error). */
-static int split_batch(struct tiler *tl, int si, int64_t b, unsigned split, const int *pin)
+static int split_batch(struct tiler *tl, int si, int64_t b, unsigned split)
 {
     struct plan *p = tl->p;
     const struct step *st = &p->steps[si];
@@ -543,7 +543,6 @@ static int split_batch(struct tiler *tl, int si, int64_t b, unsigned split, cons
             ka->flops = (double)ka->d[a->n_in].numel * (pg->n_ops ? pg->n_ops : 1);
         }
         ts->cost = st->cost * ka->flops / (a->flops > 0 ? a->flops : 1);
-        if (pin) ts->on_worker = pin[t] + 1; /* a chain of rows per worker (tiling_rows.c) */
     }
     if (filter) return push_block_sum(tl, st, ps, nt, so);
     /* its blocks hold its outputs: a fused step (split_fused_batch) or another batch split
@@ -1009,9 +1008,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         return -1;
     }
     /* a plan of row-wise steps over a large batch: one chain of row blocks per CPU worker */
-    int rows_pin[STARPU_NMAXWORKERS];
     int64_t rows = 0;
-    int n_rows = tfc_rows_split_of(p, opt, &rows, rows_pin);
+    int n_rows = tfc_rows_split_of(p, opt, &rows);
     int any = n_rows > 0; /* edge: > 0 an output tile edge, < 0 minus a split-K chunk */
     for (int i = 0; i < p->n_steps && !n_rows; i++) {
         edge[i] = tile_of(p, &p->steps[i], opt);
@@ -1033,14 +1031,13 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         int q;
         int64_t b;
         if (n_rows) {
-            rc = split_batch(&tl, i, cdiv(rows, n_rows), tfc_rows_operands(p, st, rows),
-                             rows_pin);
+            rc = split_batch(&tl, i, cdiv(rows, n_rows), tfc_rows_operands(p, st, rows));
             split[i] = 1;
         } else if (edge[i]) {
             rc = edge[i] > 0 ? split_matmul(&tl, i, edge[i]) : split_inner(&tl, i, -edge[i]);
             split[i] = 1;
         } else if ((b = batch_block(p, st, opt)) > 0) {
-            rc = split_batch(&tl, i, b, batch_operands(st), NULL);
+            rc = split_batch(&tl, i, b, batch_operands(st));
             split[i] = 1;
         } else if ((b = update_block(st, opt)) > 0) {
             rc = split_update(&tl, i, b);

@@ -5,11 +5,14 @@
  * keeping the rows) gives the same values on any block of rows as on the whole batch (the
  * same bits where the GEMM's kernels do not depend on the row count; OpenBLAS's and oneDNN's
  * AVX2 kernels sum 64 rows in another order than 128 on a Zen 3: within rounding). So each
- * worker can run its block of rows through the whole network, pinned to it, with no
- * hand-off and no join between layers: a block of one step's output is the next step's input
- * block (the same partition, read in place). The imported MLP at batch 128 ran as one chain
- * on one worker (its time one core's sgemm time) while onnxruntime split each GEMM over both
- * cores (bench/RESULTS.md, ONNX runs 3 and 4). */
+ * block of rows can run through the whole network with no join between layers: a block of
+ * one step's output is the next step's input block (the same partition, read in place, and
+ * kept partitioned between runs). The blocks are not pinned: under lws a block's next task
+ * goes to the worker that ran its last (no hand-off on free cores), and an idle worker steals
+ * a block whose worker the OS has taken away (pinned, the imported MLP's medians went from
+ * about 1.0 ms to 8-9.5 ms beside two busy processes; not pinned, 1.3-1.5). The imported MLP
+ * at batch 128 ran as one chain on one worker (its time one core's sgemm time) while
+ * onnxruntime split each GEMM over both cores (bench/RESULTS.md, ONNX runs 3 and 4). */
 #include <starpu.h>
 #include "plan.h"
 #include "../codelets/fused.h"
@@ -104,15 +107,14 @@ static int free_cpu_step(const struct step *st)
            !st->workerids;
 }
 
-int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows,
-                      int *workers)
+int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows)
 {
     if (!opt || opt->rows_min <= 0 || opt->hop || opt->where || p->n_steps < 1 || p->n_parts ||
         !starpu_is_initialized())
         return 0;
     if (starpu_cuda_worker_get_count() || starpu_opencl_worker_get_count()) return 0;
-    int n = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, workers, STARPU_NMAXWORKERS);
-    if (n < 2 || n != (int)starpu_worker_get_count()) return 0; /* run.c: ids 0 to n - 1 */
+    int n = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    if (n < 2 || n != (int)starpu_worker_get_count()) return 0;
     const struct tfc_kdesc *o = &p->steps[0].args->d[p->steps[0].args->n_in]; /* split */
     int64_t m = p->steps[0].args->n_out > 0 && o->rank >= 1 ? o->dims[0] : 0;
     if (m < opt->rows_min || m < n) return 0;

@@ -284,9 +284,11 @@ static void concurrent_chains(tfc_graph *g, const tfc_onnx_model *m, tfc_value *
  * (matmul, bias add + relu fused, matmul, bias add, softmax), each waiting for the one before,
  * so TFC_PASS_PIN_CHAINS runs them all on one CPU worker (where there are two or more and no
  * devices), the same one run after run, with the same bits as without the pass; two runs in
- * flight at once take a worker each. */
+ * flight at once take a worker each. The row split (TFC_ROW_SPLIT_MIN, 64 by default) would
+ * make its 128 rows two chains of 64 (tests/test_tiling, test_row_chains): off here. */
 static void test_mlp_plan(void)
 {
+    setenv("TFC_ROW_SPLIT_MIN", "off", 1);
     tfc_graph *g;
     tfc_graph_create(&g);
     tfc_graph_set_seed(g, 5);
@@ -328,6 +330,7 @@ static void test_mlp_plan(void)
     tfc_value_destroy(xv);
     tfc_onnx_model_free(m);
     tfc_graph_destroy(g2);
+    unsetenv("TFC_ROW_SPLIT_MIN");
     tfc_graph_destroy(g);
 }
 

@@ -1433,13 +1433,13 @@ static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int6
 /* An MLP's inference (x [m, 64] -> matmul, bias add + relu fused -> matmul, bias add ->
  * softmax: 5 steps), weights constant. From TFC_ROW_SPLIT_MIN rows (here 64) on 2 or more
  * CPU workers and no device, the plan is one chain of m / workers rows per worker: 5 tasks
- * per block, every task of a block on its own worker (5 on each), the unsplit plan's values
- * (each row computed alone; within float32 rounding, as the GEMM's kernels may sum a block of
- * rows in another order) at m = 128 and at m = 101 (blocks of 51 and 50).
- * Below the threshold (m = 32), with the split off (0, off, or unset: the default), or with a
- * step that is not row-wise (a sum over the batch after the softmax), the plan keeps one task
- * per step, pinned to one worker (tfc_pin_chain). A step whose first operand is a scalar splits
- * over its second's rows. A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
+ * per block (not pinned: any worker may run them), the unsplit plan's values (each row
+ * computed alone; within float32 rounding, as the GEMM's kernels may sum a block of rows in
+ * another order) at m = 128 and at m = 101 (blocks of 51 and 50); unset, the default is 64.
+ * Below the threshold (m = 32), with the split off (0 or off), or with a step that is not
+ * row-wise (a sum over the batch after the softmax), the plan keeps one task per step, pinned
+ * to one worker (tfc_pin_chain). A step whose first operand is a scalar splits over its
+ * second's rows. A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
 static void test_row_chains(void)
 {
     tfc_graph *g = NULL;
@@ -1461,28 +1461,28 @@ static void test_row_chains(void)
         tfc_tensor *fetch = k < 3 ? p : total;
         int steps = k < 3 ? 5 : 6, split = can && m >= 64 && k < 3;
         tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){m, 64}, 40 + (unsigned)k);
-        int n_whole, n_rows, n_off, w_whole[STARPU_NMAXWORKERS], w_rows[STARPU_NMAXWORKERS];
+        int n_whole, n_rows, n_dflt, w_whole[STARPU_NMAXWORKERS], w_rows[STARPU_NMAXWORKERS];
         tfc_value *whole = rows_run(g, x, xv, fetch, k & 1 ? "0" : "off", &n_whole, w_whole);
         tfc_value *rows = rows_run(g, x, xv, fetch, "64", &n_rows, w_rows);
-        tfc_value *off = rows_run(g, x, xv, fetch, NULL, &n_off, w_whole); /* the default */
+        tfc_value *dflt = rows_run(g, x, xv, fetch, NULL, &n_dflt, w_rows); /* unset: 64 */
         /* the rows to the last bits only where the GEMM library's kernels do not depend on
          * the row count (OpenBLAS's and oneDNN's AVX2 kernels for 64 rows sum in another order
-         * than for 128 on a Zen 3): within float32 rounding; the unsplit plans exactly, unless
+         * than for 128 on a Zen 3): within float32 rounding; the two split runs exactly, unless
          * an OpenCL worker (run-tiling.sh) may take a task in one run and not in the other */
-        int ok = same_values(rows, whole, 0, 1e-6) && same_values(off, whole, can, 1e-6);
+        int ok = same_values(rows, whole, 0, 1e-6) && same_values(dflt, rows, can, 1e-6);
         int want = split ? steps * nw : steps, placed = 1;
-        for (int w = 0; w < nw && split; w++) placed &= w_rows[w] == steps;
-        for (int w = 0; w < nw && !split && can; w++) placed &= w_rows[w] == 0 || w_rows[w] == steps;
-        if (!ok || n_rows != want || n_whole != steps || n_off != steps || !placed)
-            fprintf(stderr, "rows m=%lld case %d: %d tasks (want %d), unsplit %d and %d, %s, "
-                    "%s\n", (long long)m, k, n_rows, want, n_whole, n_off,
-                    ok ? "same bits" : "values differ", placed ? "placed" : "misplaced");
+        for (int w = 0; w < nw && !split && can; w++)
+            placed &= w_whole[w] == 0 || w_whole[w] == steps; /* one chain on one worker */
+        if (!ok || n_rows != want || n_whole != steps || n_dflt != want || !placed)
+            fprintf(stderr, "rows m=%lld case %d: %d tasks (want %d), unsplit %d, default %d, "
+                    "%s, %s\n", (long long)m, k, n_rows, want, n_whole, n_dflt,
+                    ok ? "same values" : "values differ", placed ? "placed" : "misplaced");
         CU_ASSERT(ok);
         CU_ASSERT_EQUAL(n_rows, want);
         CU_ASSERT_EQUAL(n_whole, steps);
-        CU_ASSERT_EQUAL(n_off, steps);
+        CU_ASSERT_EQUAL(n_dflt, want);
         CU_ASSERT(placed);
-        tfc_value_destroy(whole), tfc_value_destroy(rows), tfc_value_destroy(off);
+        tfc_value_destroy(whole), tfc_value_destroy(rows), tfc_value_destroy(dflt);
         tfc_value_destroy(xv);
     }
     /* a step whose first operand is a scalar (0.5 * x: the batch is in its second) */
