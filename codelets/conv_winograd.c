@@ -9,9 +9,13 @@
  * aligned vectors with no bounds checks, in function versions for AVX-512 and AVX2+FMA picked
  * by CPU features at first use (the library is built for generic x86-64). Tile positions go
  * in small blocks, so that V [xi][c][col] and M [xi][k][col] of a block stay in L2; the GEMMs
- * go to OpenBLAS on the worker's one thread. */
+ * run on the worker's one thread, the forward and input-gradient ones in this file's own AVX2
+ * kernel where the AVX2 transforms run (gemm_avx2), the others through OpenBLAS. */
 #include "conv_winograd.h"
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -195,10 +199,71 @@ static void sandwich_plain(SANDWICH_ARGS)
     sandwich_body(L, X, xl, nj, R, Y, yl, add);
 }
 
-/* The transforms of one instruction set. */
+/* ---- the per-point GEMMs on AVX2 ---- */
+
+/* C[i][j] = sum_p A[i * ars + p * acs] B[p * ldb + j] for i < rows, j < cols (a multiple of
+ * 16: positions of 16 lanes), p < depth; C overwritten. A block's GEMMs are tiny (the CNN's
+ * conv2: 64 x 16 x 32 per transform point), where OpenBLAS's packing of both operands and its
+ * separate beta = 0 pass over C cost more than the products: this reads B in place (a block's
+ * B is a few KiB, in L1) and broadcasts A, R rows (a constant where inlined) by 16 columns at a
+ * time in 2R accumulators. The forward GEMM is U V (ars = C, acs = 1), the input gradient's
+ * U^T dM (ars = 1, acs = K). */
+#define GEMM_ARGS                                                                            \
+    int rows, int cols, int depth, const float *A, int ars, int acs, const float *B, int ldb, \
+        float *C, int ldc
+typedef void gemm_fn(GEMM_ARGS);
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+gemm_rows_avx2(const int R, int cols, int depth, const float *A, int ars, int acs,
+               const float *B, int ldb, float *C, int ldc)
+{
+    for (int j = 0; j < cols; j += 16) {
+        __m256 acc[6][2];
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        for (int p = 0; p < depth; p++) {
+            __m256 b0 = _mm256_loadu_ps(B + (size_t)p * ldb + j);
+            __m256 b1 = _mm256_loadu_ps(B + (size_t)p * ldb + j + 8);
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++) {
+                __m256 a = _mm256_set1_ps(A[(size_t)r * ars + (size_t)p * acs]);
+                acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+            }
+        }
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            _mm256_storeu_ps(C + (size_t)r * ldc + j, acc[r][0]);
+            _mm256_storeu_ps(C + (size_t)r * ldc + j + 8, acc[r][1]);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void gemm_avx2(GEMM_ARGS)
+{
+    int i = 0;
+    for (; i + 6 <= rows; i += 6)
+        gemm_rows_avx2(6, cols, depth, A + (size_t)i * ars, ars, acs, B, ldb, C + (size_t)i * ldc,
+                       ldc);
+    const float *Ai = A + (size_t)i * ars;
+    float *Ci = C + (size_t)i * ldc;
+    switch (rows - i) {
+    case 5: gemm_rows_avx2(5, cols, depth, Ai, ars, acs, B, ldb, Ci, ldc); break;
+    case 4: gemm_rows_avx2(4, cols, depth, Ai, ars, acs, B, ldb, Ci, ldc); break;
+    case 3: gemm_rows_avx2(3, cols, depth, Ai, ars, acs, B, ldb, Ci, ldc); break;
+    case 2: gemm_rows_avx2(2, cols, depth, Ai, ars, acs, B, ldb, Ci, ldc); break;
+    case 1: gemm_rows_avx2(1, cols, depth, Ai, ars, acs, B, ldb, Ci, ldc); break;
+    }
+}
+#endif
+
+/* The transforms of one instruction set, and its per-point GEMM where it has one (NULL:
+ * OpenBLAS). */
 struct isa {
     const char *name;
     sandwich_fn *sw;
+    gemm_fn *gemm;
 };
 
 /* Widest first; the default is the first the CPU runs (picked by features: gcc's arch= clones
@@ -206,11 +271,11 @@ struct isa {
 enum { ISA_AVX512, ISA_AVX2, ISA_PLAIN, ISA_COUNT };
 static const struct isa isas[ISA_COUNT] = {
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx512", sandwich_avx512}, {"avx2", sandwich_avx2},
+    {"avx512", sandwich_avx512, NULL}, {"avx2", sandwich_avx2, gemm_avx2},
 #else
-    {"avx512", sandwich_plain}, {"avx2", sandwich_plain},
+    {"avx512", sandwich_plain, NULL}, {"avx2", sandwich_plain, NULL},
 #endif
-    {"plain", sandwich_plain}};
+    {"plain", sandwich_plain, NULL}};
 
 static int isa_supported(int i)
 {
@@ -330,6 +395,7 @@ void tfc_conv_winograd_set_block(int positions)
 struct wconv {
     const struct tfc_wino *t;
     sandwich_fn *sw;
+    gemm_fn *gemm;                         /* the per-point GEMM, or NULL for OpenBLAS */
     int64_t N, C, K, H, W, OH, OW, pt, pl; /* extents, pads before */
     int64_t th, tw, npos, pb;              /* tiles per column and row, positions, per block */
     int64_t PH, PW, QH, QW;                /* packed input plane, packed output plane */
@@ -408,8 +474,12 @@ static void filter_transform(const struct wconv *c, const float *w)
         float Y[NN * LANES];
         c->sw(&t->sG, X, (struct lay){r * LANES, LANES}, (int)r, &t->sG, Y,
               (struct lay){t->n * LANES, LANES}, 0);
+        /* whole 16-lane rows as one copy each: U's xi rows are kc floats apart (often a
+         * multiple of 4 KiB), and 16 scalar stores per row stalled on their misses (CNN
+         * conv2: 0.25 ms a task, 2 ms an inference of batch 128) */
+        int nl = kc - i0 < LANES ? (int)(kc - i0) : LANES;
         for (int xi = 0; xi < t->n * t->n; xi++)
-            for (int l = 0; l < LANES && i0 + l < kc; l++) c->U[xi * kc + i0 + l] = Y[xi * LANES + l];
+            memcpy(c->U + xi * kc + i0, Y + xi * LANES, sizeof(float) * (size_t)nl);
     }
 }
 
@@ -438,7 +508,11 @@ static void block_gemms(const struct wconv *c, int kind, int64_t np, int first)
     for (int xi = 0; xi < nn; xi++) {
         float *U = c->U + (size_t)xi * K * C, *V = c->V + (size_t)xi * panel(C, ld);
         float *M = c->M + (size_t)xi * panel(K, ld);
-        if (kind == TFC_K_CONV)
+        if (c->gemm && kind == TFC_K_CONV)
+            c->gemm(K, cols, C, U, C, 1, V, ld, M, ld);
+        else if (c->gemm && kind == TFC_K_CONV_BP_INPUT)
+            c->gemm(C, cols, K, U, 1, C, M, ld, V, ld);
+        else if (kind == TFC_K_CONV)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, cols, C, 1.0f, U, C, V,
                         ld, 0.0f, M, ld);
         else if (kind == TFC_K_CONV_BP_INPUT)
@@ -479,7 +553,8 @@ static void run_group(struct wconv *c, int kind, float *x, float *y, int64_t n0)
 int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_conv_geom *g,
                           float *x, float *w, float *y)
 {
-    struct wconv c = {.t = t, .sw = isa_get()->sw, .N = g->batch, .C = g->in_ch,
+    const struct isa *is = isa_get();
+    struct wconv c = {.t = t, .sw = is->sw, .gemm = is->gemm, .N = g->batch, .C = g->in_ch,
                       .K = g->out_ch, .H = g->in[0], .W = g->in[1], .OH = g->out[0],
                       .OW = g->out[1], .pt = g->pad_lo[0], .pl = g->pad_lo[1]};
     c.th = (c.OH + t->m - 1) / t->m, c.tw = (c.OW + t->m - 1) / t->m, c.npos = c.th * c.tw;
