@@ -137,6 +137,14 @@ struct plan_options {
                             * placed on this rank's workers (sched/dist_place.c) */
 };
 
+/* Whether partition q stays partitioned between the runs of an instance (sched/run.c
+ * partitions it at the first, tfc_instance_free ends it): kept by the tiling pass, and the
+ * plan not split across MPI ranks (transfers may read the slot whole). */
+static inline int tfc_part_kept(const struct plan *p, int q)
+{
+    return p->parts[q].kept && !p->mp;
+}
+
 /* Builds a plan for the key; on error returns NULL with status and message. The session's
  * persistent handles are not touched here. */
 struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,

@@ -252,13 +252,6 @@ static starpu_data_handle_t buf_handle(struct tfc_run *run, const struct step *s
     return slot_handle(run, st->buf_slot[j]);
 }
 
-/* A partition whose tiles stay partitioned between the runs of an instance (split across
- * MPI ranks, transfers may read the slot whole). */
-static int kept_partitioned(const struct plan *p, int q)
-{
-    return p->parts[q].kept && !p->mp;
-}
-
 /* Partition q for this run. An intermediate's tiles are the instance's, planned by its first
  * run; a kept partition is submitted then too, and never ended by a run. Feeds and variables
  * (their handle is the run's, or shared by the instances) are planned per run. */
@@ -269,7 +262,7 @@ static starpu_data_handle_t *partition(struct tfc_run *run, int q)
     starpu_data_handle_t parent = slot_handle(run, slot);
     if (p->slots[slot].kind != SLOT_TEMP) return tfc_tiling_partition(p, q, parent);
     starpu_data_handle_t **tiles = &run->inst->parts[q];
-    if (*tiles && kept_partitioned(p, q)) return *tiles;
+    if (*tiles && tfc_part_kept(p, q)) return *tiles;
     if (!*tiles && !(*tiles = tfc_tiling_plan(p, q, parent))) return NULL;
     tfc_tiling_submit(p, q, parent, *tiles);
     return *tiles;
@@ -281,7 +274,7 @@ static void unpartition(struct tfc_run *run, int q)
     starpu_data_handle_t parent = slot_handle(run, p->parts[q].slot);
     if (run->parts[q] != run->inst->parts[q])
         tfc_tiling_unpartition(p, q, parent, run->parts[q]);
-    else if (!kept_partitioned(p, q)) /* the instance's tiles, planned once */
+    else if (!tfc_part_kept(p, q)) /* the instance's tiles, planned once */
         tfc_tiling_end(p, q, parent, run->parts[q]);
     run->parts[q] = NULL;
 }

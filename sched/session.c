@@ -121,7 +121,7 @@ void tfc_instance_free(struct instance *in, int n_slots)
     for (int q = 0; q < p->n_parts; q++) { /* the instance's tiles, before their parents go */
         if (!in->parts[q]) continue;
         starpu_data_handle_t parent = in->handles[p->parts[q].slot];
-        if (p->parts[q].kept && !p->mp) tfc_tiling_end(p, q, parent, in->parts[q]);
+        if (tfc_part_kept(p, q)) tfc_tiling_end(p, q, parent, in->parts[q]);
         tfc_tiling_clean(p, q, parent, in->parts[q]);
     }
     for (int i = 0; i < n_slots; i++) {

@@ -170,7 +170,7 @@ static void test_against_float64(void)
  * widest, so the others run only here), with 1 and 3 tile positions per block (3: blocks of
  * several 16-lane vectors, the last one partial). "avx2" also runs the file's own per-point
  * GEMMs (forward and input gradient): the channel counts here (1 to 64) give full 6-row
- * blocks and remainders of 1 to 4 rows (5 is the same inlined code with R = 5). */
+ * blocks and remainders of 1 to 5 rows (5: the forward GEMM of the 3 -> 5 channel case). */
 static void test_every_kernel_set(void)
 {
     static const char *const sets[] = {"avx512", "avx2", "plain"};
