@@ -22,6 +22,7 @@
 #include <string.h>
 #include "kernel.h"
 #include "kinds.h"
+#include "thread_scratch.h"
 
 #define LANES 16
 #define NN (TFC_WINO_MAX_N * TFC_WINO_MAX_N)
@@ -321,59 +322,6 @@ const char *tfc_conv_winograd_isa(void)
     return isa_get()->name;
 }
 
-/* ---- per-thread scratch ---- */
-
-struct scratch {
-    float *buf;
-    size_t len; /* floats */
-};
-
-static __thread struct scratch *tls_scratch;
-static int live_threads;
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *arg)
-{
-    struct scratch *s = arg;
-    free(s->buf);
-    free(s);
-    __atomic_sub_fetch(&live_threads, 1, __ATOMIC_RELAXED);
-}
-
-static void scratch_key_make(void)
-{
-    if (pthread_key_create(&scratch_key, scratch_free)) scratch_key = (pthread_key_t)-1;
-}
-
-int tfc_conv_winograd_live_threads(void)
-{
-    return __atomic_load_n(&live_threads, __ATOMIC_RELAXED);
-}
-
-/* The calling thread's scratch of at least len floats (64-byte aligned); NULL without memory. */
-static float *scratch_get(size_t len)
-{
-    struct scratch *s = tls_scratch;
-    if (!s) {
-        pthread_once(&scratch_once, scratch_key_make);
-        if (scratch_key == (pthread_key_t)-1 || !(s = calloc(1, sizeof *s))) return NULL;
-        if (pthread_setspecific(scratch_key, s)) {
-            free(s);
-            return NULL;
-        }
-        __atomic_add_fetch(&live_threads, 1, __ATOMIC_RELAXED);
-        tls_scratch = s;
-    }
-    if (s->len < len) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, len * sizeof(float))) return NULL;
-        free(s->buf);
-        s->buf = p, s->len = len;
-    }
-    return s->buf;
-}
-
 /* ---- one convolution ---- */
 
 /* Tile positions (of 16 images each) per block: V and M of a block stay in L2 (measured by
@@ -566,7 +514,7 @@ int tfc_conv_winograd_run(int kind, const struct tfc_wino *t, const struct tfc_c
     size_t lu = nn * (size_t)(c.K * c.C), lv = nn * (size_t)panel(c.C, (int64_t)cols),
            lm = nn * (size_t)panel(c.K, (int64_t)cols);
     size_t lp = (size_t)(c.C * c.PH * c.PW * LANES), lq = (size_t)(c.K * c.QH * c.QW * LANES);
-    float *s = scratch_get(lu + lv + lm + lp + lq);
+    float *s = tfc_thread_scratch(TFC_SCRATCH_WINOGRAD, sizeof(float) * (lu + lv + lm + lp + lq));
     if (!s) return -1;
     c.U = s, c.V = s + lu, c.M = c.V + lv, c.P = c.M + lm, c.Q = c.P + lp;
     if (kind != TFC_K_CONV_BP_FILTER) filter_transform(&c, w);

@@ -61,7 +61,5 @@ void tfc_conv_winograd_set_block(int positions);
 int tfc_conv_winograd_set_isa(const char *name);
 /* The name of the instruction set the next call runs. */
 const char *tfc_conv_winograd_isa(void);
-/* Threads holding Winograd scratch (for tests). */
-int tfc_conv_winograd_live_threads(void);
 
 #endif

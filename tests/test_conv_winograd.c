@@ -16,6 +16,7 @@
 #include "../codelets/conv_geom.h"
 #include "../codelets/conv_winograd.h"
 #include "../codelets/kernel.h"
+#include "../codelets/thread_scratch.h"
 
 extern struct starpu_codelet tfc_cl_conv;
 
@@ -356,20 +357,20 @@ static void *thread_conv(void *arg)
 {
     struct task *t = arg;
     CU_ASSERT(tfc_conv_winograd_cpu(t->bufs, t->a) == 0);
-    live_in_thread = tfc_conv_winograd_live_threads();
+    live_in_thread = tfc_thread_scratch_live();
     return NULL;
 }
 
 static void test_scratch_released(void)
 {
-    int before = tfc_conv_winograd_live_threads();
+    int before = tfc_thread_scratch_live();
     struct task t;
     task_make(&t, &cases[5], 0, TFC_FLOAT32);
     pthread_t th;
     CU_ASSERT_FATAL(pthread_create(&th, NULL, thread_conv, &t) == 0);
     pthread_join(th, NULL);
     CU_ASSERT(live_in_thread == before + 1);
-    CU_ASSERT(tfc_conv_winograd_live_threads() == before);
+    CU_ASSERT(tfc_thread_scratch_live() == before);
     task_free(&t);
 }
 
