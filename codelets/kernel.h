@@ -108,6 +108,7 @@ extern struct starpu_codelet tfc_cl_layout;
 extern struct starpu_codelet tfc_cl_assign;
 extern struct starpu_codelet tfc_cl_optimizer;
 extern struct starpu_codelet tfc_cl_hop;
+extern struct starpu_codelet tfc_cl_chain; /* codelets/chain.h */
 
 /* Perfmodel hooks (codelets/perfmodel.c): the footprint computed at plan time, and an analytic
  * cost for light families (bytes over a nominal bandwidth plus flops over a nominal rate). */
@@ -116,6 +117,9 @@ double tfc_model_analytic_cost(struct starpu_task *task, unsigned nimpl);
 /* Sets the footprint, flops and bytes of kernel arguments from their kind, operands and
  * attributes (sched/ calls it when it builds a step, and again when tiling changes dims). */
 void tfc_kargs_finish(struct tfc_kargs *a);
+/* Points a's error slot at err, and those of the steps it chains (codelets/chain.c): what a
+ * run instance does to its copy of each step's kargs. */
+void tfc_kargs_set_err(struct tfc_kargs *a, struct tfc_kerr *err);
 
 /* CUDA entry points (the .cu files), present when built with CUDA. */
 #ifdef STARPU_USE_CUDA

@@ -76,6 +76,8 @@ enum tfc_kernel_kind {
     /* codelet: norm (codelets/norm.c); batch_norm_update writes the moving statistics */
     TFC_K_BATCH_NORM, TFC_K_BATCH_NORM_GRAD, TFC_K_BATCH_NORM_UPDATE, TFC_K_LAYER_NORM,
     TFC_K_LAYER_NORM_GRAD,
+    /* codelet: chain (codelets/chain.h): other steps' kernels in turn on one block of rows */
+    TFC_K_CHAIN,
     TFC_K_NUM_KINDS
 };
 

@@ -177,6 +177,11 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
  * when every step of it is row-wise over at least opt->rows_min rows and the machine has 2 or
  * more CPU workers and no device; else 0. */
 int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows);
+/* sched/rows_chain.c: the tile steps of a plan split into nt chains of row blocks become one
+ * chain task per block (codelets/chain.h), the intermediates only tiles touch (plan_part.kept)
+ * in the worker's scratch and their partitions dropped. 0 (also when the plan is not such a
+ * split), or -1 when out of memory (the plan unchanged). */
+int tfc_rows_chain(struct plan *p, int nt);
 /* The descriptors of step st (bit i: descriptor i) that split over m batch rows, or 0 when st
  * does not compute each row of its outputs from the same rows of its inputs. */
 unsigned tfc_rows_operands(const struct plan *p, const struct step *st, int64_t m);

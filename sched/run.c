@@ -142,7 +142,7 @@ struct instance *tfc_plan_take_instance(struct plan *p)
         in->args_off[i] = off;
         struct tfc_kargs *a = (struct tfc_kargs *)(in->args + off);
         memcpy(a, p->steps[i].args, p->steps[i].args_size);
-        a->err = &in->err;
+        tfc_kargs_set_err(a, &in->err);
         off += (p->steps[i].args_size + 15) & ~(size_t)15;
     }
 #ifdef STARPU_USE_CUDA
@@ -174,6 +174,7 @@ const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node 
 {
     return p->steps[i].cl == &tfc_cl_hop     ? "hop"
            : p->steps[i].cl == &tfc_cl_fused ? "fused"
+           : p->steps[i].cl == &tfc_cl_chain ? "chain" /* a block of rows through the plan */
                                              : n->op->name;
 }
 

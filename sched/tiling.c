@@ -29,8 +29,9 @@
  *
  * A plan whose every step is row-wise (tiling_rows.c: an MLP's inference over a large batch)
  * splits whole instead: every step through split_batch over one block of rows per CPU worker,
- * each block's tasks pinned to its worker, each block of an output read in place by the next
- * step, so each worker runs its rows through the whole network with no join. */
+ * each block of an output read in place by the next step, so each worker runs its rows
+ * through the whole network with no join; rows_chain.c then makes each block's tile steps one
+ * chain task, its intermediates in the worker's scratch. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1075,6 +1076,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     free(p->steps);
     p->steps = tl.out;
     p->n_steps = tl.n_out;
+    mark_kept(p); /* which intermediates a row chain keeps in scratch */
+    if (n_rows && tfc_rows_chain(p, n_rows)) return -1;
     mark_lifetimes(p, p->steps, p->n_steps);
     mark_kept(p);
     return 0;

@@ -6,11 +6,12 @@
  * same bits where the GEMM's kernels do not depend on the row count; OpenBLAS's and oneDNN's
  * AVX2 kernels sum 64 rows in another order than 128 on a Zen 3: within rounding). So each
  * block of rows can run through the whole network with no join between layers: a block of
- * one step's output is the next step's input block (the same partition, read in place, and
- * kept partitioned between runs). The blocks are not pinned: under lws a block's next task
- * goes to the worker that ran its last (no hand-off on free cores), and an idle worker steals
- * a block whose worker the OS has taken away (pinned, the imported MLP's medians went from
- * about 1.0 ms to 8-9.5 ms beside two busy processes; not pinned, 1.3-1.5). The imported MLP
+ * one step's output is the next step's input block, and each block's steps run as one chain
+ * task (rows_chain.c: the intermediates in the worker's scratch). The chains are not pinned:
+ * an idle worker takes a block whose worker the OS has taken away before it started. Beside
+ * two busy processes a split run still waits for both workers (the imported MLP's medians:
+ * pinned 8-9.5 ms, unpinned about 4, one unsplit chain 1.0-1.4; bench/RESULTS.md); quiet,
+ * the split is the faster plan. The imported MLP
  * at batch 128 ran as one chain on one worker (its time one core's sgemm time) while
  * onnxruntime split each GEMM over both cores (bench/RESULTS.md, ONNX runs 3 and 4). */
 #include <starpu.h>

@@ -211,6 +211,9 @@ static void test_session_priorities(void)
     float xd[1024];
     for (int i = 0; i < 1024; i++) xd[i] = (float)i;
     tfc_value *xv = test_f32(1, (int64_t[]){1024}, xd), *yv = NULL;
+    /* one step per node: the row split (1024 rows of one element, on 2 or more CPU workers
+     * alone) would run each block's steps as one chain task */
+    setenv("TFC_ROW_SPLIT_MIN", "off", 1);
     for (int off = 0; off <= 1; off++) {
         if (off) setenv("TFC_PRIORITIES", "0", 1);
         tfc_session *s;
@@ -255,6 +258,7 @@ static void test_session_priorities(void)
         CU_ASSERT(has_text(tfc_errmsg(), "TFC_PRIORITIES must be 0"));
     }
     unsetenv("TFC_PRIORITIES");
+    unsetenv("TFC_ROW_SPLIT_MIN");
     tfc_value_destroy(xv);
     tfc_graph_destroy(g);
 }

@@ -1432,8 +1432,9 @@ static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int6
 
 /* An MLP's inference (x [m, 64] -> matmul, bias add + relu fused -> matmul, bias add ->
  * softmax: 5 steps), weights constant. From TFC_ROW_SPLIT_MIN rows (here 64) on 2 or more
- * CPU workers and no device, the plan is one chain of m / workers rows per worker: 5 tasks
- * per block (not pinned: any worker may run them), the unsplit plan's values (each row
+ * CPU workers and no device, the plan is one chain of m / workers rows per worker, each block's
+ * 5 steps one chain task (codelets/chain.h; not pinned: any worker may run it), the unsplit
+ * plan's values (each row
  * computed alone; within float32 rounding, as the GEMM's kernels may sum a block of rows in
  * another order) at m = 128 and at m = 101 (blocks of 51 and 50); unset, the default is 64.
  * Below the threshold (m = 32), with the split off (0 or off), or with a step that is not
@@ -1470,7 +1471,7 @@ static void test_row_chains(void)
          * than for 128 on a Zen 3): within float32 rounding; the two split runs exactly, unless
          * an OpenCL worker (run-tiling.sh) may take a task in one run and not in the other */
         int ok = same_values(rows, whole, 0, 1e-6) && same_values(dflt, rows, can, 1e-6);
-        int want = split ? steps * nw : steps, placed = 1;
+        int want = split ? nw : steps, placed = 1;
         for (int w = 0; w < nw && !split && can; w++)
             placed &= w_whole[w] == 0 || w_whole[w] == steps; /* one chain on one worker */
         if (!ok || n_rows != want || n_whole != steps || n_dflt != want || !placed)
@@ -1507,7 +1508,7 @@ static void test_row_chains(void)
     tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){32, 64}, 45);
     int n, wk[STARPU_NMAXWORKERS];
     tfc_value *out = rows_run(g, x, xv, p, "16", &n, wk);
-    CU_ASSERT_EQUAL(n, can ? 5 * nw : 5);
+    CU_ASSERT_EQUAL(n, can ? nw : 5);
     tfc_value_destroy(out);
     setenv("TFC_ROW_SPLIT_MIN", "-3", 1);
     tfc_session *s = NULL;
@@ -1521,8 +1522,8 @@ static void test_row_chains(void)
 }
 
 /* One session runs the row-split MLP of test_row_chains on three batches in turn (a, b, a):
- * its hidden layers' tiles stay partitioned between the runs (plan_part.kept), so a run must
- * read what this run wrote there, not the last one's. Each output is the unsplit plan's for the
+ * its hidden layers live in the scratch memory of whichever worker runs a block's chain task,
+ * so a run must read what this run wrote there, not the last one's. Each output is the unsplit plan's for the
  * same batch (within float32 rounding, as in test_row_chains). */
 static void test_row_chains_runs(void)
 {
@@ -1554,17 +1555,73 @@ static void test_row_chains_runs(void)
         setenv("TFC_ROW_SPLIT_MIN", "64", 1);
         CU_ASSERT_FATAL(tfc_session_run(rows, 1, &x, &xs[r], 1, &p, &got, 0, NULL) == TFC_OK);
         int n = tfc_session_last_records(rows, &rec), ok = same_values(got, want, 0, 1e-6);
-        if (!ok || n != (can ? steps * nw : steps))
+        if (!ok || n != (can ? nw : steps))
             fprintf(stderr, "rows run %d: %d tasks of %d steps, %s\n", r, n, steps,
                     ok ? "same" : "values differ");
         CU_ASSERT(ok);
         CU_ASSERT_EQUAL(steps, 4);
-        CU_ASSERT_EQUAL(n, can ? steps * nw : steps);
+        CU_ASSERT_EQUAL(n, can ? nw : steps);
         tfc_value_destroy(want), tfc_value_destroy(got);
     }
     unsetenv("TFC_ROW_SPLIT_MIN");
     tfc_session_destroy(rows), tfc_session_destroy(whole);
     tfc_value_destroy(xs[0]), tfc_value_destroy(xs[1]);
+    tfc_graph_destroy(g);
+}
+
+/* A kernel that fails inside a chain task (an integer division by zero in the third of a
+ * block's steps: matmul, cast to int32, division by a fed row vector d) fails the run with the
+ * message naming that step's node, as the unsplit plan does; the next run of the same session
+ * (d without a zero) succeeds, equal to the unsplit plan's. */
+static void test_row_chain_error(void)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 16}));
+    tfc_tensor *d = tfc_placeholder(g, "d", TFC_INT32, tfc_shape_of(1, (int64_t[]){8}));
+    tfc_tensor *w = const_of(g, "w", 2, (int64_t[]){16, 8}, 61);
+    tfc_tensor *q = tfc_div(g, tfc_cast(g, tfc_matmul(g, x, w, 0, 0), TFC_INT32), d);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    const char *q_name = tfc_tensor_name(q);
+    tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){128, 16}, 62), *dv[2] = {NULL, NULL};
+    int32_t divisors[2][8] = {{3, 1, 2, 0, 5, 1, 1, 2}, {3, 1, 2, 7, 5, 1, 1, 2}};
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_FATAL(tfc_value_from_data(TFC_INT32, tfc_shape_of(1, (int64_t[]){8}),
+                                            divisors[k], &dv[k]) == TFC_OK);
+    tfc_tensor *feeds[2] = {x, d};
+    tfc_value *whole = NULL;
+    setenv("TFC_ROW_SPLIT_MIN", "off", 1);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_run(s, 2, feeds, (tfc_value *[]){xv, dv[1]}, 1, &q, &whole, 0,
+                                    NULL) == TFC_OK);
+    tfc_session_destroy(s);
+    setenv("TFC_ROW_SPLIT_MIN", "64", 1);
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+    tfc_value *out = NULL;
+    tfc_status st = tfc_session_run(s, 2, feeds, (tfc_value *[]){xv, dv[0]}, 1, &q, &out, 0, NULL);
+    const char *msg = tfc_session_errmsg(s);
+    CU_ASSERT(st != TFC_OK && out == NULL);
+    CU_ASSERT(strstr(msg, "division by zero") != NULL && q_name && strstr(msg, q_name) != NULL);
+    if (st == TFC_OK || !strstr(msg, "division by zero"))
+        fprintf(stderr, "chain error: status %d, '%s'\n", (int)st, msg);
+    tfc_value_destroy(out);
+    out = NULL;
+    CU_ASSERT(tfc_session_run(s, 2, feeds, (tfc_value *[]){xv, dv[1]}, 1, &q, &out, 0, NULL) ==
+              TFC_OK);
+    const tfc_task_record *rec = NULL;
+    int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    int can = nw >= 2 && nw == (int)starpu_worker_get_count();
+    int n = tfc_session_last_records(s, &rec), chains = 0;
+    for (int i = 0; i < n; i++) chains += !strcmp(rec[i].op, "chain");
+    CU_ASSERT_EQUAL(chains, can ? nw : 0); /* one chain task per block */
+    CU_ASSERT(!can || n == nw);
+    CU_ASSERT(out && same_values(out, whole, 1, 0));
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    tfc_session_destroy(s);
+    tfc_value_destroy(out), tfc_value_destroy(whole), tfc_value_destroy(xv);
+    tfc_value_destroy(dv[0]), tfc_value_destroy(dv[1]);
     tfc_graph_destroy(g);
 }
 
@@ -1588,6 +1645,7 @@ int main(void)
     TEST_ADD(test_batch_elementwise);
     TEST_ADD(test_row_chains);
     TEST_ADD(test_row_chains_runs);
+    TEST_ADD(test_row_chain_error);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
