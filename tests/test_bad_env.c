@@ -111,9 +111,13 @@ static const struct env_case cases[] = {
     {{"TFC_CONV_BACKEND=cudnn"}, BAD, "TFC_CONV_BACKEND must be one of auto|dnnl|im2col|winograd, "
      "not 'cudnn'"},
     {{"TFC_CONV_BACKEND="}, BAD, "TFC_CONV_BACKEND must be one of", "not ''"},
+    {{"TFC_MATMUL_BACKEND=mkl"}, BAD, "TFC_MATMUL_BACKEND must be one of auto|dnnl|blas",
+     "not 'mkl'"},
+    {{"TFC_ROW_SPLIT_MIN=-3"}, BAD, "TFC_ROW_SPLIT_MIN must be"},
     /* good values start */
     {{"STARPU_NCPU=1", "STARPU_SCHED=eager"}, TFC_OK},
     {{"TFC_CONV_BACKEND=im2col"}, TFC_OK},
+    {{"TFC_MATMUL_BACKEND=blas", "TFC_ROW_SPLIT_MIN=off"}, TFC_OK},
     {{"STARPU_SCHED=modular-heft", "STARPU_CALIBRATE=0"}, TFC_OK},
     {{"STARPU_SCHED=heft"}, TFC_OK}, /* StarPU's old name of dmda */
     {{"STARPU_WORKERS_CPUID=0-1,0 1-", "STARPU_WORKERS_NOBIND=0"}, TFC_OK},
