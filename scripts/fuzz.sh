@@ -132,20 +132,17 @@ export LSAN_OPTIONS=suppressions=$top/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export STARPU_SILENT=1 STARPU_WORKERS_NOBIND=1 STARPU_NCPU=1 STARPU_HOME=$bdir/starpu-home
 mkdir -p "$STARPU_HOME"
-status=0
-summary=""
-for t in $targets; do
-    seeds=("$top/tests/fuzz/corpus/$t")
-    # the store targets share their seeds (each a store file of a few tens of KiB)
+# Runs target $1 for the bounded time; prints what it found, then a last line "ok: ..." or
+# "FINDING: ..." for the summary. Exit status 1 on a finding.
+fuzz_one() {
+    local t=$1
+    local seeds=("$top/tests/fuzz/corpus/$t")
     case $t in fuzz_store_graph) seeds+=("$top/tests/fuzz/corpus/fuzz_checkpoint") ;;
     fuzz_checkpoint) seeds+=("$top/tests/fuzz/corpus/fuzz_store_graph") ;; esac
-    corpus=$bdir/corpus/$t
-    findings=$bdir/findings/$t
-    log=$bdir/$t.log
+    local corpus=$bdir/corpus/$t findings=$bdir/findings/$t log=$bdir/$t.log
     mkdir -p "$corpus" "$findings"
-    flags=()
+    local flags=() mode=()
     [ -f "$top/tests/fuzz/$t.dict" ] && flags=(-dict="$top/tests/fuzz/$t.dict")
-    # a store seed is about 20 KiB; a changed row may take a page more
     case $t in fuzz_store_*|fuzz_checkpoint) flags+=(-max_len=65536) ;; esac
     if [ "$seconds" = 0 ]; then
         mode=(-runs=0)
@@ -154,29 +151,43 @@ for t in $targets; do
         mode=(-max_total_time="$seconds")
         echo "==> $t: ${seconds} s (log: $log)"
     fi
-    # -timeout: one input taking longer is a finding (a hang); -rss_limit_mb and
-    # -malloc_limit_mb: so is an allocation that the input's size does not justify.
-    rc=0
+    local rc=0
     (cd "$findings" && "$bdir/$t" "${mode[@]}" -timeout=20 -rss_limit_mb=2048 \
         -malloc_limit_mb=1024 -detect_leaks=1 -print_final_stats=1 -artifact_prefix="$findings/" \
         "${flags[@]}" ${FUZZ_FLAGS:-} "$corpus" "${seeds[@]}") > "$log" 2>&1 || rc=$?
-    # the last status line: "#N DONE cov: C ft: F corp: ..." (with -fork=J: "#N: cov: ...")
+    local stats eps artifact
     stats=$(grep -E '^#[0-9]+(:|[[:space:]]+(DONE|INITED|REDUCE|NEW|pulse))' "$log" | tail -1 |
             sed -E 's/^#([0-9]+):?[[:space:]]+([A-Za-z]+[[:space:]]+)?(cov: [0-9]+ ft: [0-9]+ corp: [^ ]+).*/\1 runs, \3/' || true)
     eps=$(sed -n 's/^stat::average_exec_per_sec:[[:space:]]*//p' "$log" | tail -1)
     [ -n "$eps" ] || eps=$(grep -oE 'exec/s:? [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+$' || true)
     if [ "$rc" != 0 ]; then
-        status=1
         artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
         echo "FINDING in $t (exit $rc):"
         grep -E 'ERROR: |runtime error: |FUZZ CHECK|SUMMARY: ' "$log" | head -5 || tail -20 "$log"
         echo "  log:   $log"
         echo "  input: ${artifact:-(none written; see the log)}"
         [ -n "$artifact" ] && echo "  replay: $bdir/$t $artifact"
-        summary="$summary\n  $t: FINDING (${artifact:-see $log})"
-    else
-        summary="$summary\n  $t: ok ($stats; ${eps:-?} exec/s)"
+        echo "FINDING: ${artifact:-see $log}"
+        return 1
     fi
+    echo "ok: $stats; ${eps:-?} exec/s"
+}
+
+# The targets run side by side, one per core (FUZZ_JOBS to change), each into its own report;
+# the reports print in target order.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+for t in $targets; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+    fuzz_one "$t" > "$bdir/$t.report" 2>&1 &
+done
+wait || true
+status=0
+summary=""
+for t in $targets; do
+    sed '$d' "$bdir/$t.report"
+    last=$(tail -1 "$bdir/$t.report")
+    case $last in ok:*) ;; *) status=1 ;; esac
+    summary="$summary\n  $t: $last"
 done
 echo -e "==> fuzz summary:$summary"
 exit $status
