@@ -1569,6 +1569,44 @@ static void test_row_chains_runs(void)
     tfc_graph_destroy(g);
 }
 
+/* A hidden layer fetched beside the output: it is a buffer of the chain task (written by one
+ * step, read by the next within the task), not scratch; both fetches equal the unsplit plan's
+ * within float32 rounding, and the split plan is still one chain task per block. */
+static void test_row_chain_fetch(void)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 32}));
+    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, const_of(g, "w1", 2, (int64_t[]){32, 24}, 71),
+                                           0, 0));
+    tfc_tensor *p = tfc_softmax(g, tfc_matmul(g, h, const_of(g, "w2", 2, (int64_t[]){24, 6}, 72),
+                                              0, 0), -1);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 73);
+    tfc_tensor *fetches[2] = {h, p};
+    tfc_value *out[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    int n[2] = {0, 0};
+    for (int split = 0; split < 2; split++) {
+        setenv("TFC_ROW_SPLIT_MIN", split ? "64" : "off", 1);
+        tfc_session *s = NULL;
+        CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+        CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+        CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &xv, 2, fetches, out[split], 0, NULL) == TFC_OK);
+        const tfc_task_record *rec = NULL;
+        n[split] = tfc_session_last_records(s, &rec);
+        tfc_session_destroy(s);
+    }
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    int can = nw >= 2 && nw == (int)starpu_worker_get_count();
+    CU_ASSERT(same_values(out[1][0], out[0][0], 0, 1e-6));
+    CU_ASSERT(same_values(out[1][1], out[0][1], 0, 1e-6));
+    CU_ASSERT_EQUAL(n[1], can ? nw : n[0]);
+    for (int i = 0; i < 4; i++) tfc_value_destroy(out[i / 2][i % 2]);
+    tfc_value_destroy(xv);
+    tfc_graph_destroy(g);
+}
+
 /* A kernel that fails inside a chain task (an integer division by zero in the third of a
  * block's steps: matmul, cast to int32, division by a fed row vector d) fails the run with the
  * message naming that step's node, as the unsplit plan does; the next run of the same session
@@ -1645,6 +1683,7 @@ int main(void)
     TEST_ADD(test_batch_elementwise);
     TEST_ADD(test_row_chains);
     TEST_ADD(test_row_chains_runs);
+    TEST_ADD(test_row_chain_fetch);
     TEST_ADD(test_row_chain_error);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
