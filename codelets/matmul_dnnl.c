@@ -16,6 +16,11 @@
  * 0.95 of sgemm in 4 of 5 shapes: its per-call cost over a few microseconds of work). */
 #define DNNL_MIN_N 16
 #define DNNL_MIN_MNK 163840
+/* Measured on a Zen 4 (AVX-512). On a Zen 3 (AVX2, no AVX-512) oneDNN 2.6 lost on the CNN's
+ * dense layer [128,3136]x[3136,1024] (0.74 of sgemm's rate; the imported CNN at batch 128 took
+ * 38-42 ms through it against 27-34 through OpenBLAS) and won or tied up to k = 1024 (0.92 to
+ * 1.77: bench/RESULTS.md). So without AVX-512, a longer inner dimension stays with OpenBLAS. */
+#define DNNL_AVX2_MAX_K 1024
 
 #ifndef TFC_HAVE_DNNL
 
@@ -77,7 +82,8 @@ static long runs; /* products oneDNN ran (atomic) */
 
 int tfc_matmul_dnnl_wins(int64_t m, int64_t n, int64_t k)
 {
-    return n >= DNNL_MIN_N && m * n * k >= DNNL_MIN_MNK;
+    return n >= DNNL_MIN_N && m * n * k >= DNNL_MIN_MNK &&
+           (k <= DNNL_AVX2_MAX_K || __builtin_cpu_supports("avx512f"));
 }
 
 int tfc_matmul_dnnl_present(void)

@@ -60,8 +60,8 @@ static const struct knob knobs[] = {
      "auto|dnnl|im2col|winograd"},
     {"TFC_MATMUL_BACKEND", KNOB_CHOICE, 0, 0,
      "float32 CPU matmuls: auto (oneDNN's matmul for outputs at least 16 wide with m n k >= "
-     "163840 when built with it, else OpenBLAS), dnnl (oneDNN for every float32 product) or "
-     "blas (OpenBLAS only)",
+     "163840, and k <= 1024 on CPUs without AVX-512, when built with it, else OpenBLAS), dnnl "
+     "(oneDNN for every float32 product) or blas (OpenBLAS only)",
      "auto|dnnl|blas"},
     {"TFC_DIST_TIMEOUT", KNOB_INT, 0, 86400,
      "seconds a distributed rank may wait for another before it ends the job naming that rank "

@@ -1189,7 +1189,9 @@ static void test_matmul(void)
 /* The float32 products TFC_MATMUL_BACKEND=auto sends to oneDNN (the MLP's logits gradient
  * [128,10]x[10,128] in every transpose, a batch_matmul of two [64,48]x[48,64]) under each
  * backend, against the float64 reference. With oneDNN in the library, auto and dnnl must run
- * all 6 products through it and blas none; without it, dnnl fails the run saying so. */
+ * all 6 products through it and blas none; without it, dnnl fails the run saying so. A 7th,
+ * [16,2048]x[2048,16], goes to oneDNN under auto only on a CPU with AVX-512 (without it, a
+ * product over more than 1024 goes to OpenBLAS: codelets/matmul_dnnl.c). */
 static void test_matmul_backends(void)
 {
     static const char *const backends[] = {"blas", "dnnl", "auto"};
@@ -1225,6 +1227,13 @@ static void test_matmul_backends(void)
         } else
             tc_want(&c, p, ref_bmm(&a, &b, 0, 0), tol_of(F32), "batch_matmul [2,64,48]x[2,48,64]");
         ht_free(&a), ht_free(&b);
+        if (!absent) {
+            ht la = ht_rand(F32, S(16, 2048), -1, 1, 0), lb = ht_rand(F32, S(2048, 16), -1, 1, 0);
+            tfc_tensor *ya = tc_in(&c, &la), *yb = tc_in(&c, &lb);
+            tc_want(&c, tfc_matmul(c.g, ya, yb, 0, 0), ref_bmm(&la, &lb, 0, 0), tol_of(F32),
+                    "[16,2048]x[2048,16]");
+            ht_free(&la), ht_free(&lb);
+        }
         tc_run(&c);
         unsetenv("TFC_MATMUL_BACKEND");
         /* tiled (tests/run-tiling.sh): how many tiles auto sends depends on the tile size */
@@ -1233,7 +1242,8 @@ static void test_matmul_backends(void)
         /* with an OpenCL or CUDA worker beside the CPUs (run-opencl.sh's alternate and hop
          * modes, run-starpu-envs.sh), the scheduler may run some products there */
         int cpu_only = starpu_cpu_worker_get_count() == starpu_worker_get_count();
-        long ran = tfc_matmul_dnnl_runs() - runs0, lo = 6, hi = 6; /* ran must be in [lo, hi] */
+        long want = 6 + (bi == 1 || __builtin_cpu_supports("avx512f")); /* the long one */
+        long ran = tfc_matmul_dnnl_runs() - runs0, lo = want, hi = want; /* in [lo, hi] */
         if (bi == 0 || !tfc_matmul_dnnl_present() || g_cuda || g_ocl == 1)
             lo = hi = 0;
         else if (!cpu_only)
