@@ -1230,8 +1230,8 @@ static void test_matmul_backends(void)
         if (!absent) {
             ht la = ht_rand(F32, S(16, 2048), -1, 1, 0), lb = ht_rand(F32, S(2048, 16), -1, 1, 0);
             tfc_tensor *ya = tc_in(&c, &la), *yb = tc_in(&c, &lb);
-            tc_want(&c, tfc_matmul(c.g, ya, yb, 0, 0), ref_bmm(&la, &lb, 0, 0), tol_of(F32),
-                    "[16,2048]x[2048,16]");
+            tc_want(&c, tfc_matmul(c.g, ya, yb, 0, 0), ref_bmm(&la, &lb, 0, 0),
+                    10 * tol_of(F32), "[16,2048]x[2048,16]"); /* sums of 2048 products */
             ht_free(&la), ht_free(&lb);
         }
         tc_run(&c);
