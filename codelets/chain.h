@@ -1,6 +1,6 @@
 /* chain.h: one task that runs several steps' CPU kernels in turn. A plan split into a chain of
  * row blocks per CPU worker (sched/tiling_rows.c) runs each block's steps as one task
- * (sched/rows_chain.c builds it): one task per block instead of one per step and block, and
+ * (sched/chain_blocks.c builds it): one task per block instead of one per step and block, and
  * the intermediates between the steps in the worker's scratch memory instead of StarPU
  * handles. The imported MLP's run at batch 128 had submitted 14 tasks and kept 8 partitions
  * for its 2 blocks.

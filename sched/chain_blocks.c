@@ -1,11 +1,14 @@
-/* rows_chain.c: a plan split into chains of row blocks (tiling_rows.c decides, tiling.c's
- * split_batch makes a tile step per step and block) runs each block's steps as one chain task
- * (codelets/chain.h). Per block, the tile steps' buffers become the chain task's buffers (the
- * block of a feed or of a fetched output, the weights whole), except the intermediates only
- * the tiles touch (plan_part.kept): those live in the worker's scratch memory for the length
- * of the task, so their partitions leave the plan. A block's steps ran one after the other on
- * one worker anyway (each reads what the last wrote); as one task they cost one submission,
- * one scheduling decision and one set of data acquisitions instead of one per step. */
+/* chain_blocks.c: consecutive nodes split over the same blocks (a row-split plan: every step,
+ * tiling_rows.c; an inference plan's convolutions and pools over blocks of images with the
+ * element-wise steps and layers that follow on the same blocks) run each block's tile steps as
+ * one chain task (codelets/chain.h). Per block, the tile steps' buffers become the chain
+ * task's buffers (the block of a feed or of an output read later, the weights whole), except
+ * the intermediates only the group's tiles touch (plan_part.kept): those live in the worker's
+ * scratch memory for the length of the task, so their partitions leave the plan. A block's
+ * steps ran one after the other anyway (each reads what the last wrote); as one task they cost
+ * one submission, one scheduling decision and one set of data acquisitions instead of one per
+ * step, and each step reads the last one's output from cache: the imported CNN's bias + ReLU
+ * had re-read a 12.8 MB convolution output from memory. */
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
@@ -13,6 +16,7 @@
 
 /* A block's chain being built: its task buffers and its scratch, in first-use order. */
 struct chain_build {
+    const char *scratch_part;          /* per plan partition: 1 when its tiles go to scratch */
     int n_bufs, n_scratch;
     int *slot, *part, *child;          /* per task buffer (part -1: whole) */
     enum starpu_data_access_mode *mode;
@@ -34,9 +38,9 @@ static int block_of(const struct step *ts)
     return -1;
 }
 
-static int in_scratch(const struct plan *p, const struct step *ts, int j)
+static int in_scratch(const struct chain_build *cb, const struct step *ts, int j)
 {
-    return ts->buf_part[j] >= 0 && p->parts[ts->buf_part[j]].kept;
+    return ts->buf_part[j] >= 0 && cb->scratch_part[ts->buf_part[j]];
 }
 
 /* Buffer j of tile step ts as a task buffer of the chain: found or added, the chain's access
@@ -99,7 +103,7 @@ static struct tfc_kargs *chain_args(struct plan *p, const int *members, int n,
         off += round16(ts->args_size);
         for (int j = 0; j < ts->n_buf; j++, r++) {
             cbuf[r].task_buf = -1;
-            if (in_scratch(p, ts, j))
+            if (in_scratch(cb, ts, j))
                 cbuf[r].off = scratch_buf(cb, p, ts, j, &cbuf[r].nx, &cbuf[r].elemsize);
             else
                 cbuf[r].task_buf = task_buf(cb, ts, j);
@@ -132,11 +136,12 @@ static int alloc_buffers(struct step *st, int n)
 
 /* The chain step of the n tile steps members (one block's, in plan order) into *out; 0, or
  * -1 when out of memory. */
-static int chain_step(struct plan *p, const int *members, int n, struct step *out)
+static int chain_step(struct plan *p, const int *members, int n, const char *scratch_part,
+                      struct step *out)
 {
     int n_refs = 0;
     for (int i = 0; i < n; i++) n_refs += p->steps[members[i]].n_buf;
-    struct chain_build cb = {0};
+    struct chain_build cb = {.scratch_part = scratch_part};
     cb.slot = malloc(sizeof(int) * (size_t)n_refs * 4);
     cb.mode = malloc(sizeof *cb.mode * (size_t)n_refs);
     cb.scratch_off = malloc(sizeof *cb.scratch_off * (size_t)n_refs);
@@ -173,60 +178,143 @@ static void drop_unused_parts(struct plan *p)
     int *to = malloc(sizeof(int) * ((size_t)p->n_parts + 1)), n = 0;
     if (!to) return; /* the unused ones stay: first = -1, never submitted */
     for (int q = 0; q < p->n_parts; q++) to[q] = -1;
-    for (int i = 0; i < p->n_steps; i++)
-        for (int b = 0; b < p->steps[i].n_buf; b++)
+    for (int i = 0; i < p->n_steps; i++) /* (an untiled step has no buf_part) */
+        for (int b = 0; p->steps[i].buf_part && b < p->steps[i].n_buf; b++)
             if (p->steps[i].buf_part[b] >= 0) to[p->steps[i].buf_part[b]] = 0;
     for (int q = 0; q < p->n_parts; q++)
         if (!to[q]) p->parts[to[q] = n++] = p->parts[q];
     for (int i = 0; i < p->n_steps; i++)
-        for (int b = 0; b < p->steps[i].n_buf; b++)
+        for (int b = 0; p->steps[i].buf_part && b < p->steps[i].n_buf; b++)
             if (p->steps[i].buf_part[b] >= 0) p->steps[i].buf_part[b] = to[p->steps[i].buf_part[b]];
     p->n_parts = n;
     free(to);
 }
 
-/* Whether the plan is nt blocks of tile steps that can run as chains: each step a tile step
- * of one block with a CPU kernel and at most STARPU_NMAXBUFS buffers (the chain kernel's
- * views of them). */
-static int chainable(const struct plan *p, int nt)
+/* How many tile steps from step i compute blocks 0, 1, 2, ... in turn (a node split over nt
+ * blocks of rows or images lists its nt tile steps so). */
+static int blocks_from(const struct plan *p, int i)
 {
-    if (nt < 1 || p->n_steps < nt) return 0;
-    for (int i = 0; i < p->n_steps; i++) {
-        const struct step *ts = &p->steps[i];
-        int t = block_of(ts);
-        if (t < 0 || t >= nt || ts->n_buf > STARPU_NMAXBUFS || !ts->cl->cpu_funcs[0]) return 0;
-    }
+    int n = 0;
+    while (i + n < p->n_steps && block_of(&p->steps[i + n]) == n) n++;
+    return n;
+}
+
+/* Whether tile step ts of block t can run inside a chain task: a CPU kernel, no placement, at
+ * most STARPU_NMAXBUFS buffers (the chain kernel's views), every partitioned buffer block t of
+ * its partition, every whole buffer only read. */
+static int chainable_step(const struct step *ts, int t)
+{
+    if (ts->n_buf > STARPU_NMAXBUFS || !ts->cl->cpu_funcs[0] || ts->where || ts->workerids ||
+        (ts->cl->where && !(ts->cl->where & STARPU_CPU)))
+        return 0;
+    for (int j = 0; j < ts->n_buf; j++)
+        if (ts->buf_part[j] >= 0 ? ts->buf_child[j] != t : (ts->modes[j] & STARPU_W) != 0)
+            return 0;
     return 1;
 }
 
-int tfc_rows_chain(struct plan *p, int nt)
+/* The end of the group of steps from a (segments of nt tile steps over blocks 0 .. nt-1, each
+ * step chainable, no whole read of a slot a step of the group partitions), or a when steps
+ * a .. a + 2 nt - 1 are not two such segments. */
+static int group_end(const struct plan *p, int a, int nt)
 {
-    if (!chainable(p, nt)) return 0;
-    struct step *chains = calloc((size_t)nt, sizeof *chains);
-    int *members = malloc(sizeof(int) * (size_t)p->n_steps), rc = chains && members ? 0 : -1;
-    for (int t = 0; !rc && t < nt; t++) {
-        int n = 0;
-        for (int i = 0; i < p->n_steps; i++)
-            if (block_of(&p->steps[i]) == t) members[n++] = i;
-        rc = n ? chain_step(p, members, n, &chains[t]) : -1;
+    int end = a;
+    while (end + nt <= p->n_steps && blocks_from(p, end) >= nt &&
+           (end + nt == p->n_steps || block_of(&p->steps[end + nt]) <= 0)) {
+        int ok = 1;
+        for (int t = 0; t < nt && ok; t++) ok = chainable_step(&p->steps[end + t], t);
+        if (!ok) break;
+        end += nt;
     }
-    free(members);
-    if (rc) { /* the plan keeps its tile steps */
-        for (int t = 0; chains && t < nt; t++) {
-            free(chains[t].args); free(chains[t].buf_slot); free(chains[t].buf_part);
-            free(chains[t].buf_child); free(chains[t].modes);
+    if (end - a < 2 * nt) return a;
+    for (int i = a; i < end; i++) { /* a slot read whole must not be one the group tiles */
+        const struct step *ts = &p->steps[i];
+        for (int j = 0; j < ts->n_buf; j++) {
+            if (ts->buf_part[j] >= 0) continue;
+            for (int k = a; k < end; k++)
+                for (int b = 0; b < p->steps[k].n_buf; b++)
+                    if (p->steps[k].buf_part[b] >= 0 && p->steps[k].buf_slot[b] == ts->buf_slot[j])
+                        return a;
         }
-        free(chains);
-        return -1;
     }
+    return end;
+}
+
+/* Per partition: 1 when only steps a .. end - 1 use it and it is kept (an intermediate only
+ * tiles touch): its blocks live in scratch. */
+static void mark_scratch(const struct plan *p, int a, int end, char *scratch)
+{
+    for (int q = 0; q < p->n_parts; q++) scratch[q] = p->parts[q].kept;
     for (int i = 0; i < p->n_steps; i++) {
-        struct step *ts = &p->steps[i];
-        free(ts->args); free(ts->buf_slot); free(ts->modes); free(ts->buf_part);
-        free(ts->buf_child); free(ts->workerids);
+        if (i >= a && i < end) continue;
+        const struct step *st = &p->steps[i];
+        for (int j = 0; st->buf_part && j < st->n_buf; j++)
+            if (st->buf_part[j] >= 0) scratch[st->buf_part[j]] = 0;
     }
+}
+
+/* Appends to out the nt chain steps of the group a .. end - 1. */
+static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, int *members,
+                       struct step *out)
+{
+    mark_scratch(p, a, end, scratch);
+    for (int t = 0; t < nt; t++) {
+        int n = 0;
+        for (int i = a; i < end; i++)
+            if (block_of(&p->steps[i]) == t) members[n++] = i;
+        if (chain_step(p, members, n, scratch, &out[t])) return -1;
+    }
+    return 0;
+}
+
+static void free_step_arrays(struct step *st)
+{
+    free(st->args); free(st->buf_slot); free(st->modes); free(st->buf_part);
+    free(st->buf_child); free(st->workerids);
+}
+
+extern struct starpu_codelet tfc_cl_conv, tfc_cl_pool;
+
+/* Whether the group from step a may chain: any, or one that starts with a convolution or a
+ * pooling split over blocks of images (tiled matmuls and what reads their tiles keep their
+ * tasks: tiles of one product share a node among the workers). */
+static int group_wanted(const struct plan *p, int a, int any)
+{
+    const struct starpu_codelet *cl = p->steps[a].cl;
+    return any || cl == &tfc_cl_conv || cl == &tfc_cl_pool;
+}
+
+int tfc_chain_blocks(struct plan *p, int any)
+{
+    struct step *out = calloc((size_t)p->n_steps + 1, sizeof *out);
+    char *from_group = calloc((size_t)p->n_steps + 1, 1), *scratch = malloc((size_t)p->n_parts + 1);
+    int *members = malloc(sizeof(int) * ((size_t)p->n_steps + 1)), n_out = 0, groups = 0;
+    int rc = out && from_group && scratch && members ? 0 : -1;
+    for (int i = 0; !rc && i < p->n_steps;) {
+        int nt = p->steps[i].buf_part ? blocks_from(p, i) : 0;
+        int end = nt >= 2 && group_wanted(p, i, any) ? group_end(p, i, nt) : i;
+        if (end == i) {
+            out[n_out++] = p->steps[i++]; /* moved as it is */
+            continue;
+        }
+        rc = chain_group(p, i, end, nt, scratch, members, &out[n_out]);
+        for (int k = i; k < end; k++) from_group[k] = 1;
+        n_out += nt, groups++, i = end;
+    }
+    free(scratch); free(members);
+    if (rc || !groups) { /* the plan keeps its steps: free the chains built */
+        for (int k = 0; out && k < n_out; k++)
+            if (out[k].cl == &tfc_cl_chain && out[k].args && out[k].args->kind == TFC_K_CHAIN)
+                free_step_arrays(&out[k]);
+        free(out); free(from_group);
+        return rc;
+    }
+    for (int i = 0; i < p->n_steps; i++)
+        if (from_group[i]) free_step_arrays(&p->steps[i]);
+    free(from_group);
     free(p->steps);
-    p->steps = chains;
-    p->n_steps = nt;
+    p->steps = out;
+    p->n_steps = n_out;
     drop_unused_parts(p);
     return 0;
 }

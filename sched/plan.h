@@ -177,11 +177,13 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt);
  * when every step of it is row-wise over at least opt->rows_min rows and the machine has 2 or
  * more CPU workers and no device; else 0. */
 int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows);
-/* sched/rows_chain.c: the tile steps of a plan split into nt chains of row blocks become one
- * chain task per block (codelets/chain.h), the intermediates only tiles touch (plan_part.kept)
- * in the worker's scratch and their partitions dropped. 0 (also when the plan is not such a
- * split), or -1 when out of memory (the plan unchanged). */
-int tfc_rows_chain(struct plan *p, int nt);
+/* sched/chain_blocks.c: each group of consecutive nodes split over the same nt blocks (with any
+ * set, every step of a row-split plan; else a group that starts with a convolution or pooling
+ * over blocks of images, with their bias + ReLU and the next layers), whose tile steps of block t touch only block t of their partitions
+ * and read their other buffers, becomes nt chain tasks (codelets/chain.h), the intermediates
+ * only the group's tiles touch (plan_part.kept) in the worker's scratch and their partitions
+ * dropped. 0 (also when there is no such group), or -1 when out of memory (plan unchanged). */
+int tfc_chain_blocks(struct plan *p, int any);
 /* The descriptors of step st (bit i: descriptor i) that split over m batch rows, or 0 when st
  * does not compute each row of its outputs from the same rows of its inputs. */
 unsigned tfc_rows_operands(const struct plan *p, const struct step *st, int64_t m);

@@ -30,7 +30,7 @@
  * A plan whose every step is row-wise (tiling_rows.c: an MLP's inference over a large batch)
  * splits whole instead: every step through split_batch over one block of rows per CPU worker,
  * each block of an output read in place by the next step, so each worker runs its rows
- * through the whole network with no join; rows_chain.c then makes each block's tile steps one
+ * through the whole network with no join; chain_blocks.c then makes each block's tile steps one
  * chain task, its intermediates in the worker's scratch. */
 #include <errno.h>
 #include <stdlib.h>
@@ -999,6 +999,16 @@ static void mark_kept(struct plan *p)
     for (int q = 0; q < p->n_parts; q++) p->parts[q].kept = only_tiles_touch(p, q);
 }
 
+/* Whether the tiled plan's groups of blocks run as chain tasks (CPU kernels only): a row-split
+ * plan, or an inference plan (no variable written: a training step's batch splits are left
+ * as they were measured) on a machine without devices, the test hooks off. */
+static int chains_on(const struct plan *p, const struct plan_options *opt, int n_rows)
+{
+    if (n_rows) return 1;
+    return !p->n_var_writes && !opt->hop && !opt->where && !p->mp &&
+           !starpu_cuda_worker_get_count() && !starpu_opencl_worker_get_count();
+}
+
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
     if (!opt) return 0;
@@ -1076,8 +1086,8 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
     free(p->steps);
     p->steps = tl.out;
     p->n_steps = tl.n_out;
-    mark_kept(p); /* which intermediates a row chain keeps in scratch */
-    if (n_rows && tfc_rows_chain(p, n_rows)) return -1;
+    mark_kept(p); /* which intermediates a chain of blocks keeps in scratch */
+    if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
     mark_lifetimes(p, p->steps, p->n_steps);
     mark_kept(p);
     return 0;

@@ -7,7 +7,7 @@
  * AVX2 kernels sum 64 rows in another order than 128 on a Zen 3: within rounding). So each
  * block of rows can run through the whole network with no join between layers: a block of
  * one step's output is the next step's input block, and each block's steps run as one chain
- * task (rows_chain.c: the intermediates in the worker's scratch). The chains are not pinned:
+ * task (chain_blocks.c: the intermediates in the worker's scratch). The chains are not pinned:
  * an idle worker takes a block whose worker the OS has taken away before it started. Beside
  * two busy processes a split run still waits for both workers (the imported MLP's medians:
  * pinned 8-9.5 ms, unpinned about 4, one unsplit chain 1.0-1.4; bench/RESULTS.md); quiet,

@@ -761,7 +761,9 @@ static void test_conv_batch_default(void)
  * with b [1, 6, 1, 1] (a fused chain), a max pool of it (reading the relu's blocks in place),
  * and p * p after the pool (one op, made a fused step because its input is split). Blocks of
  * 3 images (3 tasks per node) and the automatic rule; every result equals the whole one bit
- * for bit on CPU workers (each image is computed alone). */
+ * for bit on CPU workers (each image is computed alone). With CPU workers only (an inference
+ * plan), each block's steps run as one chain task (sched/chain_blocks.c) named after the last
+ * node: the run's only tasks. */
 static void test_batch_elementwise(void)
 {
     const int64_t xd[4] = {8, 4, 9, 7}, wd[4] = {6, 4, 3, 3}, bd[4] = {1, 6, 1, 1};
@@ -800,6 +802,7 @@ static void test_batch_elementwise(void)
                         ok ? "same values" : "values differ");
             CU_ASSERT_EQUAL(n_tiles, want);
             CU_ASSERT(ok);
+            if (exact && want > 1) CU_ASSERT_EQUAL(t_tiled, (uint64_t)want); /* chains only */
             tfc_value_destroy(tiled);
         }
         tfc_value_destroy(whole);
