@@ -227,15 +227,17 @@ static int group_end(const struct plan *p, int a, int nt)
         end += nt;
     }
     if (end - a < 2 * nt) return a;
-    for (int i = a; i < end; i++) { /* a slot read whole must not be one the group tiles */
+    /* A slot the group tiles must not be read whole in it, nor tiled by two partitions: a
+     * chain task holds all its partitions at once (a feed read by two nodes had one read-only
+     * partition each, used one after the other). */
+    for (int i = a; i < end; i++) {
         const struct step *ts = &p->steps[i];
-        for (int j = 0; j < ts->n_buf; j++) {
-            if (ts->buf_part[j] >= 0) continue;
+        for (int j = 0; j < ts->n_buf; j++)
             for (int k = a; k < end; k++)
                 for (int b = 0; b < p->steps[k].n_buf; b++)
-                    if (p->steps[k].buf_part[b] >= 0 && p->steps[k].buf_slot[b] == ts->buf_slot[j])
+                    if (p->steps[k].buf_part[b] >= 0 && p->steps[k].buf_slot[b] == ts->buf_slot[j] &&
+                        p->steps[k].buf_part[b] != ts->buf_part[j])
                         return a;
-        }
     }
     return end;
 }
@@ -253,7 +255,14 @@ static void mark_scratch(const struct plan *p, int a, int end, char *scratch)
     }
 }
 
-/* Appends to out the nt chain steps of the group a .. end - 1. */
+static void free_step_arrays(struct step *st)
+{
+    free(st->args); free(st->buf_slot); free(st->modes); free(st->buf_part);
+    free(st->buf_child); free(st->workerids);
+}
+
+/* Writes the nt chain steps of the group a .. end - 1 to out; -1 when out of memory (none
+ * left in out). */
 static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, int *members,
                        struct step *out)
 {
@@ -262,15 +271,12 @@ static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, in
         int n = 0;
         for (int i = a; i < end; i++)
             if (block_of(&p->steps[i]) == t) members[n++] = i;
-        if (chain_step(p, members, n, scratch, &out[t])) return -1;
+        if (chain_step(p, members, n, scratch, &out[t])) {
+            while (t-- > 0) free_step_arrays(&out[t]);
+            return -1;
+        }
     }
     return 0;
-}
-
-static void free_step_arrays(struct step *st)
-{
-    free(st->args); free(st->buf_slot); free(st->modes); free(st->buf_part);
-    free(st->buf_child); free(st->workerids);
 }
 
 extern struct starpu_codelet tfc_cl_conv, tfc_cl_pool;
@@ -297,7 +303,7 @@ int tfc_chain_blocks(struct plan *p, int any)
             out[n_out++] = p->steps[i++]; /* moved as it is */
             continue;
         }
-        rc = chain_group(p, i, end, nt, scratch, members, &out[n_out]);
+        if ((rc = chain_group(p, i, end, nt, scratch, members, &out[n_out]))) break;
         for (int k = i; k < end; k++) from_group[k] = 1;
         n_out += nt, groups++, i = end;
     }

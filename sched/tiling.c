@@ -1005,7 +1005,7 @@ static void mark_kept(struct plan *p)
 static int chains_on(const struct plan *p, const struct plan_options *opt, int n_rows)
 {
     if (n_rows) return 1;
-    return !p->n_var_writes && !opt->hop && !opt->where && !p->mp &&
+    return !p->n_var_writes && !opt->hop && !opt->where &&
            !starpu_cuda_worker_get_count() && !starpu_opencl_worker_get_count();
 }
 
