@@ -39,7 +39,7 @@ static void chain_cpu(void *buffers[], void *cl_arg)
     if (c->scratch_bytes &&
         !(scratch = tfc_thread_scratch(TFC_SCRATCH_CHAIN, (size_t)c->scratch_bytes))) {
         tfc_kernel_fail(a, TFC_ERR_OUT_OF_MEMORY, "no memory for the %" PRIu64 " bytes of a "
-                        "row chain's intermediates", c->scratch_bytes);
+                        "chain task's intermediates", c->scratch_bytes);
         return;
     }
     const struct tfc_chain_step *steps = tfc_chain_steps(c);

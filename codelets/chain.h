@@ -1,9 +1,9 @@
-/* chain.h: one task that runs several steps' CPU kernels in turn. A plan split into a chain of
- * row blocks per CPU worker (sched/tiling_rows.c) runs each block's steps as one task
- * (sched/chain_blocks.c builds it): one task per block instead of one per step and block, and
- * the intermediates between the steps in the worker's scratch memory instead of StarPU
- * handles. The imported MLP's run at batch 128 had submitted 14 tasks and kept 8 partitions
- * for its 2 blocks.
+/* chain.h: one task that runs several steps' CPU kernels in turn. Consecutive nodes split over
+ * the same blocks (a row-split plan, sched/tiling_rows.c; an inference plan's convolution
+ * layers over blocks of images) run each block's steps as one task (sched/chain_blocks.c
+ * builds it): one task per block instead of one per step and block, and the intermediates
+ * between the steps in the worker's scratch memory instead of StarPU handles. The imported
+ * MLP's run at batch 128 had submitted 14 tasks and kept 8 partitions for its 2 blocks.
  *
  * The chain's kargs is one block (instances copy it whole, so offsets, not pointers): the
  * tfc_kargs header (kind TFC_K_CHAIN, no descriptors), then struct tfc_chain, its steps, its
@@ -60,6 +60,5 @@ static inline struct tfc_kargs *tfc_chain_args(const struct tfc_kargs *a, int i)
     return (struct tfc_kargs *)(void *)((char *)(uintptr_t)a +
                                         tfc_chain_steps(tfc_chain_of(a))[i].args_off);
 }
-
 
 #endif

@@ -214,8 +214,8 @@ static int chainable_step(const struct step *ts, int t)
 }
 
 /* The end of the group of steps from a (segments of nt tile steps over blocks 0 .. nt-1, each
- * step chainable, no whole read of a slot a step of the group partitions), or a when steps
- * a .. a + 2 nt - 1 are not two such segments. */
+ * step chainable), or a when steps a .. a + 2 nt - 1 are not two such segments or a slot the
+ * group tiles is also read whole or through another partition in it. */
 static int group_end(const struct plan *p, int a, int nt)
 {
     int end = a;

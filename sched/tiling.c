@@ -1009,6 +1009,30 @@ static int chains_on(const struct plan *p, const struct plan_options *opt, int n
            !starpu_cuda_worker_get_count() && !starpu_opencl_worker_get_count();
 }
 
+/* The plan takes the tiler's steps (split[i]: step i was split, its arrays freed here), then
+ * its groups of blocks become chain tasks and its partitions' lifetimes are marked; 0, or -1
+ * when out of memory. */
+static int install_tiles(struct plan *p, struct tiler *tl, const char *split,
+                         const struct plan_options *opt, int n_rows)
+{
+    p->n_soft_fallbacks = 0;
+    for (int i = 0; i < tl->n_out; i++) p->n_soft_fallbacks += tl->out[i].soft_fallback;
+    for (int i = 0; i < p->n_steps; i++) { /* the split steps' own arrays */
+        if (!split[i]) continue;
+        free(p->steps[i].args); free(p->steps[i].buf_slot); free(p->steps[i].modes);
+        free(p->steps[i].workerids);
+        p->n_tiled++;
+    }
+    free(p->steps);
+    p->steps = tl->out;
+    p->n_steps = tl->n_out;
+    mark_kept(p); /* which intermediates a chain of blocks keeps in scratch */
+    if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
+    mark_lifetimes(p, p->steps, p->n_steps);
+    mark_kept(p);
+    return 0;
+}
+
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
     if (!opt) return 0;
@@ -1074,23 +1098,9 @@ int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
         free(tl.out); free(split);
         return -1;
     }
-    p->n_soft_fallbacks = 0;
-    for (int i = 0; i < tl.n_out; i++) p->n_soft_fallbacks += tl.out[i].soft_fallback;
-    for (int i = 0; i < p->n_steps; i++) { /* the split steps' own arrays */
-        if (!split[i]) continue;
-        free(p->steps[i].args); free(p->steps[i].buf_slot); free(p->steps[i].modes);
-        free(p->steps[i].workerids);
-        p->n_tiled++;
-    }
+    rc = install_tiles(p, &tl, split, opt, n_rows);
     free(split);
-    free(p->steps);
-    p->steps = tl.out;
-    p->n_steps = tl.n_out;
-    mark_kept(p); /* which intermediates a chain of blocks keeps in scratch */
-    if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
-    mark_lifetimes(p, p->steps, p->n_steps);
-    mark_kept(p);
-    return 0;
+    return rc;
 }
 
 int tfc_tiling_is_parent(const struct plan *p, int slot)
