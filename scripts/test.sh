@@ -106,14 +106,17 @@ if [ "${TFC_SKIP_SANITIZERS:-0}" != 1 ]; then
     # signal 11", run-opencl.sh's first process in CI). The sanitizer build's tests share one
     # cache (POCL_CACHE_DIR=build-asan/tests/pocl-cache, Makefile.am): fill it first with the
     # plain build's op and gradient sweeps on the OpenCL worker (every kernel family, pinned
-    # and through the copy kernel), so no sanitized process compiles a kernel.
-    make -C build -j2 tests/test_ops tests/test_grad >/dev/null
+    # and through the copy kernel) and the tiling tests' OpenCL pass (run-tiling.sh; its
+    # programs are not all among the sweeps': under ASan it took 100 s after the sweeps' warm-up,
+    # 28 s after its own too), so no sanitized process compiles a kernel.
+    make -C build -j2 tests/test_ops tests/test_grad tests/test_tiling >/dev/null
     warm() { env POCL_CACHE_DIR="$top/build-asan/tests/pocl-cache" STARPU_HOME="$top/build/pocl-warm" \
         STARPU_OPENCL_ON_CPUS=1 STARPU_NCPU=1 TFC_TEST_SCHEDS=eager STARPU_SCHED=eager "$@" \
         >>build/pocl-warm.out 2>&1 || echo "warming PoCL's cache ($*) failed (build/pocl-warm.out); the sanitizer run shows why"; }
     warm TFC_TEST_WHERE=opencl build/tests/test_ops
     warm TFC_TEST_HOP=opencl build/tests/test_ops
     warm TFC_TEST_WHERE=opencl build/tests/test_grad
+    warm build/tests/test_tiling
     # the default fast unwinder: tests/lsan.supp's leaks match by module (libpocl, libLLVM),
     # which the malloc caller's frame already names
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
