@@ -66,6 +66,13 @@ struct plan_part {
     int first, last;       /* the steps that use its tiles first and last */
     int kept;              /* an intermediate that only these tiles touch (never whole, not
                             * fetched): partitioned once per instance and left so between runs */
+    int direct;            /* DIRECT_*: a plain run registers the tiles on host memory itself
+                            * (no partitioning) and unregisters them when it ends, else 0 */
+};
+
+enum {
+    DIRECT_FEED = 1,  /* a feed's tiles, on the caller's buffer */
+    DIRECT_FETCH = 2, /* an intermediate fetched once and only tiles touch: on the fetched value */
 };
 
 struct instance;
@@ -217,6 +224,11 @@ void tfc_tiling_end(const struct plan *p, int q, starpu_data_handle_t parent,
                     starpu_data_handle_t *children);
 void tfc_tiling_clean(const struct plan *p, int q, starpu_data_handle_t parent,
                       starpu_data_handle_t *children);
+/* Partition q's tiles as handles of their own on base, the slot's host data (plan_part.direct):
+ * the children (freed by tfc_tiling_unregister, which waits for their tasks), or NULL when out
+ * of memory. */
+starpu_data_handle_t *tfc_tiling_register(const struct plan *p, int q, void *base);
+void tfc_tiling_unregister(const struct plan *p, int q, starpu_data_handle_t *children);
 /* sched/'s error path: unless *status already holds a failure (the first one is the one
  * reported; status may be NULL when nothing keeps one), records st in *status and the message
  * in msg (TFC_MSG_LEN bytes); returns st. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "passes.h"
+#include "testing.h"
 #include "session_priv.h"
 #include "../codelets/fused.h"
 #include "dist_place.h"
@@ -234,6 +235,7 @@ static void run_free(struct tfc_run *run)
     free(run->fcbs);
     free(run->records);
     free(run->parts);
+    free(run->direct);
     tfc_snap_free(run->snap0);
     pthread_mutex_destroy(&run->m);
     pthread_cond_destroy(&run->c);
@@ -253,7 +255,43 @@ static starpu_data_handle_t buf_handle(struct tfc_run *run, const struct step *s
     return slot_handle(run, st->buf_slot[j]);
 }
 
-/* Partition q for this run. An intermediate's tiles are the instance's, planned by its first
+static unsigned long tiles_in_place; /* tfc_testing_tiles_in_place */
+
+unsigned long tfc_testing_tiles_in_place(void)
+{
+    return __atomic_load_n(&tiles_in_place, __ATOMIC_RELAXED);
+}
+
+/* The fetch of slot (one of the plan's fetch slots). */
+static int fetch_of(const struct plan *p, int slot)
+{
+    int j = 0;
+    while (p->fetch_slot[j] != slot) j++;
+    return j;
+}
+
+/* Whether fetch i is written in place by its slot's tiles (DIRECT_FETCH): no copy out. */
+static int fetched_in_place(const struct tfc_run *run, int i)
+{
+    const struct plan *p = run->plan;
+    for (int q = 0; run->direct && q < p->n_parts; q++)
+        if (p->parts[q].direct == DIRECT_FETCH && p->parts[q].slot == p->fetch_slot[i]) return 1;
+    return 0;
+}
+
+/* The tiles registered in place: unregistered once every task is over (StarPU waits for
+ * them, and brings a tile a device wrote back to the host data). */
+static void unregister_direct(struct tfc_run *run)
+{
+    for (int q = 0; run->direct && q < run->plan->n_parts; q++)
+        if (run->direct[q]) {
+            tfc_tiling_unregister(run->plan, q, run->direct[q]);
+            run->direct[q] = NULL;
+        }
+}
+
+/* Partition q for this run (registered in place where the plan marked it direct and the run
+ * can: see tfc_run.direct). An intermediate's tiles are the instance's, planned by its first
  * run; a kept partition is submitted then too, and never ended by a run. Feeds and variables
  * (their handle is the run's, or shared by the instances) are planned per run. */
 static starpu_data_handle_t *partition(struct tfc_run *run, int q)
@@ -261,6 +299,13 @@ static starpu_data_handle_t *partition(struct tfc_run *run, int q)
     const struct plan *p = run->plan;
     int slot = p->parts[q].slot;
     starpu_data_handle_t parent = slot_handle(run, slot);
+    if (run->direct && p->parts[q].direct) { /* tiles of their own on the host data */
+        void *base = p->parts[q].direct == DIRECT_FEED
+                         ? starpu_data_handle_to_pointer(parent, STARPU_MAIN_RAM)
+                         : tfc_value_data(run->fetch_values[fetch_of(p, slot)]);
+        __atomic_add_fetch(&tiles_in_place, 1, __ATOMIC_RELAXED);
+        return run->direct[q] = tfc_tiling_register(p, q, base);
+    }
     if (p->slots[slot].kind != SLOT_TEMP) return tfc_tiling_partition(p, q, parent);
     starpu_data_handle_t **tiles = &run->inst->parts[q];
     if (*tiles && tfc_part_kept(p, q)) return *tiles;
@@ -272,6 +317,10 @@ static starpu_data_handle_t *partition(struct tfc_run *run, int q)
 static void unpartition(struct tfc_run *run, int q)
 {
     const struct plan *p = run->plan;
+    if (run->direct && run->direct[q]) { /* unregistered when the run ends */
+        run->parts[q] = NULL;
+        return;
+    }
     starpu_data_handle_t parent = slot_handle(run, p->parts[q].slot);
     if (run->parts[q] != run->inst->parts[q])
         tfc_tiling_unpartition(p, q, parent, run->parts[q]);
@@ -422,8 +471,12 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
     run->fcbs = malloc(sizeof *run->fcbs * (size_t)(p->n_fetches + 1));
     if (s->profiling) run->records = calloc((size_t)p->n_steps + 1, sizeof *run->records);
     if (p->n_parts) run->parts = calloc((size_t)p->n_parts, sizeof *run->parts);
+    int direct = 0; /* (a plan split over ranks transfers whole slots) */
+    for (int q = 0; !p->mp && q < p->n_parts; q++) direct |= p->parts[q].direct != 0;
+    if (direct) run->direct = calloc((size_t)p->n_parts, sizeof *run->direct);
     if (!run->inst || !run->feed_handles || !run->fetch_values || !run->cbs || !run->fcbs ||
-        (s->profiling && !run->records) || (p->n_parts && !run->parts))
+        (s->profiling && !run->records) || (p->n_parts && !run->parts) ||
+        (direct && !run->direct))
         return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int i = 0; i < p->n_fetches; i++) {
         const struct slot *sl = &p->slots[p->fetch_slot[i]];
@@ -491,7 +544,8 @@ static void queue_fetches(struct tfc_run *run, tfc_value *const *feeds)
             memcpy(tfc_value_data(v), tfc_value_cdata(feeds[sl->ref]), tfc_value_nbytes(v));
         } else if (sl->kind == SLOT_CONST) { /* folded at plan time: read-only host data */
             memcpy(tfc_value_data(v), sl->cdata, tfc_value_nbytes(v));
-        } else if (sl->kind == SLOT_TEMP || sl->kind == SLOT_PERSIST) {
+        } else if ((sl->kind == SLOT_TEMP || sl->kind == SLOT_PERSIST) &&
+                   !fetched_in_place(run, i)) {
             struct fetch_cb *f = &run->fcbs[i];
             *f = (struct fetch_cb){run, slot_handle(run, p->fetch_slot[i]), tfc_value_data(v),
                                    tfc_value_nbytes(v)};
@@ -511,7 +565,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     int n_acquire = 0;
     for (int i = 0; i < p->n_fetches; i++) {
         enum slot_kind k = p->slots[p->fetch_slot[i]].kind;
-        n_acquire += k == SLOT_TEMP || k == SLOT_PERSIST;
+        n_acquire += (k == SLOT_TEMP || k == SLOT_PERSIST) && !fetched_in_place(run, i);
     }
     if (run->records) run->snap0 = tfc_snap_take(); /* bus and worker counters before */
     int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
@@ -589,6 +643,7 @@ tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
         pthread_cond_wait(&run->c, &run->m);
     pthread_mutex_unlock(&run->m);
     struct tfc_snap *snap1 = run->records ? tfc_snap_take() : NULL; /* and after */
+    unregister_direct(run);
     for (int i = 0; i < p->n_feeds; i++)
         if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
     tfc_status st = run->status;

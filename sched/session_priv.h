@@ -105,6 +105,9 @@ struct tfc_run {
     tfc_task_record *records; /* when profiling */
     struct tfc_snap *snap0;   /* when profiling: counters at submission */
     starpu_data_handle_t **parts; /* tiling: per plan partition, its children while submitted */
+    starpu_data_handle_t **direct; /* a plain run: per plan partition registered in place
+                                    * (plan_part.direct), its tiles until the run ends; NULL in a
+                                    * segment of a control-flow run and a plan split over ranks */
     int pending;              /* tasks and fetch copies not finished */
     pthread_mutex_t m;
     pthread_cond_t c;

@@ -27,4 +27,8 @@ void tfc_session_set_priorities(tfc_session *s, int on);
  * workers when there are any, else all (sched/session.c). */
 int tfc_tile_sharing_workers(int n_workers, int n_cuda_workers);
 
+/* Partitions whose tiles runs have registered in place of partitioning (sched/run.c: a plain
+ * run's feed and fetched output tiles, plan_part.direct), process-wide, so far. */
+unsigned long tfc_testing_tiles_in_place(void);
+
 #endif

@@ -975,17 +975,14 @@ static void mark_lifetimes(struct plan *p, struct step *steps, int n)
     }
 }
 
-/* The partitions whose tiles can stay partitioned between runs (plan_part.kept): an
- * intermediate's only partition, its slot never read or written whole and never fetched. A
- * row-split inference plan then submits no partition work for its hidden layers. */
+/* Whether partition q is the only way the plan touches its slot, an intermediate: no other
+ * partition of it, no step reading or writing it whole. */
 static int only_tiles_touch(const struct plan *p, int q)
 {
     int s = p->parts[q].slot;
     if (p->slots[s].kind != SLOT_TEMP) return 0;
     for (int r = 0; r < p->n_parts; r++)
         if (r != q && p->parts[r].slot == s) return 0;
-    for (int j = 0; j < p->n_fetches; j++)
-        if (p->fetch_slot[j] == s) return 0;
     for (int i = 0; i < p->n_steps; i++)
         for (int b = 0; b < p->steps[i].n_buf; b++)
             if (p->steps[i].buf_slot[b] == s &&
@@ -994,9 +991,37 @@ static int only_tiles_touch(const struct plan *p, int q)
     return 1;
 }
 
+static int times_fetched(const struct plan *p, int slot)
+{
+    int n = 0;
+    for (int j = 0; j < p->n_fetches; j++) n += p->fetch_slot[j] == slot;
+    return n;
+}
+
+/* The partitions whose tiles can stay partitioned between runs (plan_part.kept): those only
+ * tiles touch, never fetched. A row-split inference plan then submits no partition work for
+ * its hidden layers. */
 static void mark_kept(struct plan *p)
 {
-    for (int q = 0; q < p->n_parts; q++) p->parts[q].kept = only_tiles_touch(p, q);
+    for (int q = 0; q < p->n_parts; q++)
+        p->parts[q].kept = only_tiles_touch(p, q) && !times_fetched(p, p->parts[q].slot);
+}
+
+/* The partitions whose tiles each run registers on host memory in place of partitioning a
+ * handle (plan_part.direct): a feed's (the caller's buffer; tiles only read it), and that of
+ * an intermediate only tiles touch and fetched once (the fetched value's buffer: the tiles
+ * write the result where the caller gets it). Planning, submitting and ending a partition
+ * per run cost the row-split MLP more than its two tasks' submission (sched/run.c). */
+static void mark_direct(struct plan *p)
+{
+    for (int q = 0; q < p->n_parts; q++) {
+        struct plan_part *pt = &p->parts[q];
+        enum slot_kind k = p->slots[pt->slot].kind;
+        pt->direct = k == SLOT_FEED && pt->readonly ? DIRECT_FEED
+                     : k == SLOT_TEMP && only_tiles_touch(p, q) && times_fetched(p, pt->slot) == 1
+                         ? DIRECT_FETCH
+                         : 0;
+    }
 }
 
 /* Whether the tiled plan's groups of blocks run as chain tasks (CPU kernels only): a row-split
@@ -1030,6 +1055,7 @@ static int install_tiles(struct plan *p, struct tiler *tl, const char *split,
     if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
     mark_lifetimes(p, p->steps, p->n_steps);
     mark_kept(p);
+    mark_direct(p);
     return 0;
 }
 
@@ -1195,6 +1221,34 @@ starpu_data_handle_t *tfc_tiling_partition(const struct plan *p, int q,
     starpu_data_handle_t *children = tfc_tiling_plan(p, q, parent);
     if (children) tfc_tiling_submit(p, q, parent, children);
     return children;
+}
+
+starpu_data_handle_t *tfc_tiling_register(const struct plan *p, int q, void *base)
+{
+    const struct plan_part *pt = &p->parts[q];
+    unsigned n = (unsigned)(pt->nr * pt->nc);
+    size_t es = tfc_dtype_size(p->slots[pt->slot].desc.dtype);
+    starpu_data_handle_t *children = malloc(sizeof *children * n);
+    if (!children) return NULL;
+    for (unsigned id = 0; id < n; id++) { /* the tiles tile_filter makes, on base */
+        int64_t r0 = id / (unsigned)pt->nc * pt->tr, c0 = id % (unsigned)pt->nc * pt->tc;
+        int64_t ny = r0 + pt->tr <= pt->rows ? pt->tr : pt->rows - r0;
+        int64_t nx = c0 + pt->tc <= pt->cols ? pt->tc : pt->cols - c0;
+        uintptr_t ptr = (uintptr_t)base + (size_t)(r0 * pt->cols + c0) * es;
+        if (whole_rows(pt))
+            starpu_vector_data_register(&children[id], STARPU_MAIN_RAM, ptr, (uint32_t)(nx * ny), es);
+        else
+            starpu_matrix_data_register(&children[id], STARPU_MAIN_RAM, ptr, (uint32_t)pt->cols,
+                                        (uint32_t)nx, (uint32_t)ny, es);
+    }
+    return children;
+}
+
+void tfc_tiling_unregister(const struct plan *p, int q, starpu_data_handle_t *children)
+{
+    const struct plan_part *pt = &p->parts[q];
+    for (int i = 0; i < pt->nr * pt->nc; i++) starpu_data_unregister(children[i]);
+    free(children);
 }
 
 /* A task that runs nowhere and only orders accesses to the tiles (NOPLANS: writing a tile of

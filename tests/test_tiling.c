@@ -1610,6 +1610,62 @@ static void test_row_chain_fetch(void)
     tfc_graph_destroy(g);
 }
 
+/* Runs of a row-split plan register the feed's row blocks and the fetched output's in place
+ * (sched/tiling.c, mark_direct): the output's blocks are written into the value the run hands
+ * back. Four asynchronous runs in flight together, each with its own feed, give the unsplit
+ * plan's results for their feeds (no run's blocks on another's buffers); a run fetching the
+ * output twice copies it out (only its feed in place), with the same values. */
+static void test_row_tiles_in_place(void)
+{
+    enum { RUNS = 4 };
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 32}));
+    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, const_of(g, "w1", 2, (int64_t[]){32, 24}, 81),
+                                           0, 0));
+    tfc_tensor *p = tfc_softmax(g, tfc_matmul(g, h, const_of(g, "w2", 2, (int64_t[]){24, 6}, 82),
+                                              0, 0), -1);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_value *xv[RUNS], *want[RUNS] = {NULL}, *got[RUNS] = {NULL}, *twice[2] = {NULL, NULL};
+    for (int k = 0; k < RUNS; k++) xv[k] = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 83 + k);
+    setenv("TFC_ROW_SPLIT_MIN", "off", 1);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    for (int k = 0; k < RUNS; k++)
+        CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &xv[k], 1, &p, &want[k], 0, NULL) == TFC_OK);
+    tfc_session_destroy(s);
+    setenv("TFC_ROW_SPLIT_MIN", "64", 1);
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    unsigned long before = tfc_testing_tiles_in_place();
+    tfc_run *runs[RUNS];
+    for (int k = 0; k < RUNS; k++)
+        CU_ASSERT_FATAL(tfc_session_run_async(s, 1, &x, &xv[k], 1, &p, 0, NULL, &runs[k]) ==
+                        TFC_OK);
+    for (int k = 0; k < RUNS; k++) CU_ASSERT_FATAL(tfc_run_wait(runs[k], &got[k]) == TFC_OK);
+    unsigned long async_in_place = tfc_testing_tiles_in_place() - before;
+    before = tfc_testing_tiles_in_place();
+    CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &xv[0], 2, (tfc_tensor *[]){p, p}, twice, 0,
+                                    NULL) == TFC_OK);
+    unsigned long twice_in_place = tfc_testing_tiles_in_place() - before;
+    tfc_session_destroy(s);
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    int can = nw >= 2 && nw == (int)starpu_worker_get_count(); /* the row split applies */
+    for (int k = 0; k < RUNS; k++) CU_ASSERT(same_values(got[k], want[k], 0, 1e-6));
+    CU_ASSERT(same_values(twice[0], want[0], 0, 1e-6));
+    CU_ASSERT(same_values(twice[1], want[0], 0, 1e-6));
+    CU_ASSERT_EQUAL(async_in_place, can ? 2 * RUNS : 0); /* the feed's and the output's */
+    CU_ASSERT_EQUAL(twice_in_place, can ? 1 : 0);
+    for (int k = 0; k < RUNS; k++) {
+        tfc_value_destroy(xv[k]);
+        tfc_value_destroy(want[k]);
+        tfc_value_destroy(got[k]);
+    }
+    tfc_value_destroy(twice[0]);
+    tfc_value_destroy(twice[1]);
+    tfc_graph_destroy(g);
+}
+
 /* A kernel that fails inside a chain task (an integer division by zero in the third of a
  * block's steps: matmul, cast to int32, division by a fed row vector d) fails the run with the
  * message naming that step's node, as the unsplit plan does; the next run of the same session
@@ -1687,6 +1743,7 @@ int main(void)
     TEST_ADD(test_row_chains);
     TEST_ADD(test_row_chains_runs);
     TEST_ADD(test_row_chain_fetch);
+    TEST_ADD(test_row_tiles_in_place);
     TEST_ADD(test_row_chain_error);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
