@@ -543,6 +543,11 @@ static void fused_footprint(struct tfc_kargs *a, int n, const struct tfc_fused_p
     a->flops = (double)a->d[a->n_in].numel * (pg->n_ops ? pg->n_ops : 1);
 }
 
+void tfc_fused_finish(struct tfc_kargs *a)
+{
+    fused_footprint(a, a->n_in + a->n_out, tfc_fused_prog_of(a));
+}
+
 /* Replaces the root's step with the group's fused step; the other members are dropped. */
 static int emit(struct fuser *f, struct group *gr)
 {

@@ -44,6 +44,16 @@ void tfc_fold_release(struct plan *p);
  * codelet. Intermediates that are fetched or read by later steps stay outputs. Returns -1
  * when out of memory. */
 int tfc_fuse_steps(struct plan *p, tfc_graph *g, const struct plan_options *opt);
+/* A fused step's footprint, flops and bytes from its operands and program again (after a
+ * later pass changed its shapes). */
+void tfc_fused_finish(struct tfc_kargs *a);
+
+/* Max pools first (sched/pool_first.c, after fusion): a max pool whose input is the only use of
+ * the output of the fused step just before it, non-decreasing in one input of the output's
+ * shape and its other inputs the same across the pooled dims (a bias per channel, ReLU), runs
+ * before it on that input, and the fused step on the pooled values (the same values, a
+ * quarter of the work for a 2x2 pool). Returns the number of pools moved. */
+int tfc_pool_first(struct plan *p, const struct plan_options *opt);
 
 /* Chains on one worker: when every step of p waits for the step before it (no two of its
  * tasks could ever run at once), the machine has only CPU workers (two or more), and every

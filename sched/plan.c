@@ -685,6 +685,7 @@ struct plan *tfc_plan_build(tfc_graph *g, int n_feeds, tfc_tensor *const *feeds,
         no_memory(&b);
         goto done;
     }
+    tfc_pool_first(b.p, opt);
     tfc_fold_register(b.p);
     /* tiling after fusion: it expects one matmul step per node */
     if (tfc_plan_priorities(b.p, opt) || tfc_plan_tile(b.p, opt))

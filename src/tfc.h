@@ -1022,7 +1022,12 @@ TFC_API tfc_status tfc_session_write_trace(tfc_session *s, const char *path);
  * of one float dtype and output shape (up to 8 distinct inputs, which may broadcast; same
  * placement hint) into one task running a fused kernel on the CPU, CUDA or OpenCL, so
  * intermediates never reach memory; an intermediate that is fetched or read by another op
- * stays an output of the task. Results equal those without the passes within float rounding.
+ * stays an output of the task; a max pool of such a task's result, when the task is exactly
+ * non-decreasing in one input (add, subtract, maximum, minimum, relu, leaky relu, clip) and
+ * its other inputs are the same across the pooled dims (a bias per channel), runs before it
+ * and the task on the pooled values (the same values, NaNs aside; TensorFlow's grappler swaps
+ * a max pool and a monotone function so). Results equal those without the passes within
+ * float rounding.
  * All are on by default; the environment variables TFC_CSE, TFC_CONST_FOLD and TFC_FUSION
  * (read at tfc_session_create) turn one off with 0 (on with 1); any other value fails session
  * creation with TFC_ERR_INVALID_ARGUMENT. The test hooks that pin every op task drop folding

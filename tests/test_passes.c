@@ -428,6 +428,71 @@ static void test_cse_pool_twin(void)
     tfc_graph_destroy(g);
 }
 
+/* The order of the first max_pool and fused tasks of a profiled run with every pass on:
+ * 1 when the pool ran first (sched/pool_first.c), 0 when the fused step did, -1 when one is
+ * missing. */
+static int pool_went_first(tfc_graph *g, tfc_tensor *x, tfc_value *xv, int nfetch,
+                           tfc_tensor **fetch, tfc_value **out)
+{
+    tfc_session *s;
+    CU_ASSERT_EQUAL_FATAL(tfc_session_create(test_ctx, g, &s), TFC_OK);
+    CU_ASSERT_EQUAL_FATAL(tfc_session_set_profiling(s, 1), TFC_OK);
+    tfc_status st = tfc_session_run(s, 1, &x, &xv, nfetch, fetch, out, 0, NULL);
+    if (st) fprintf(stderr, "run: %s\n", tfc_session_errmsg(s));
+    CU_ASSERT_EQUAL_FATAL(st, TFC_OK);
+    const tfc_task_record *r = NULL;
+    int n = tfc_session_last_records(s, &r), pool = -1, fused = -1;
+    for (int i = n - 1; i >= 0; i--) {
+        if (r[i].op && !strcmp(r[i].op, "max_pool")) pool = i;
+        if (r[i].op && !strcmp(r[i].op, "fused")) fused = i;
+    }
+    tfc_session_destroy(s);
+    return pool < 0 || fused < 0 ? -1 : pool < fused;
+}
+
+/* Max pool first: relu(x + b) and relu(x - b) with a bias per channel pooled 2x2 (and 3x3 with
+ * padding and ceil mode) run the pool first, with the bits of the plan without passes; a
+ * product by the bias, a bias that varies over the pooled dims, a fetched relu output and an
+ * average pool keep their order (same values). */
+static void test_pool_first(void)
+{
+    enum { SWAP, MUL, SPATIAL, FETCHED, AVG, NCASES };
+    tfc_shape xs = tfc_shape_of(4, (int64_t[]){3, 4, 7, 6});
+    tfc_pool_params p2 = {.n_spatial = 2, .kernel = {2, 2}, .strides = {2, 2}};
+    tfc_pool_params p3 = {.n_spatial = 2, .kernel = {3, 3}, .strides = {2, 2},
+                          .pads_begin = {1, 1}, .pads_end = {1, 1}, .ceil_mode = 1};
+    for (int c = 0; c < NCASES; c++)
+        for (int padded = 0; padded < 2; padded++) {
+            tfc_graph *g;
+            tfc_graph_create(&g);
+            tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, xs);
+            tfc_shape bs = c == SPATIAL ? tfc_shape_of(3, (int64_t[]){4, 7, 6})
+                                        : tfc_shape_of(3, (int64_t[]){4, 1, 1});
+            tfc_value *bv = rand_value(TFC_FLOAT32, bs, -0.5, 0.5, 60 + c);
+            tfc_tensor *b = tfc_constant(g, "b", bv);
+            tfc_tensor *pre = c == MUL ? tfc_mul(g, x, b) : padded ? tfc_sub(g, x, b)
+                                                                   : tfc_add(g, x, b);
+            tfc_tensor *h = tfc_relu(g, pre);
+            const tfc_pool_params *pp = padded ? &p3 : &p2;
+            tfc_tensor *y = c == AVG ? tfc_avg_pool(g, h, pp) : tfc_max_pool(g, h, pp, NULL);
+            CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+            tfc_tensor *fetch[2] = {y, h};
+            int nfetch = c == FETCHED ? 2 : 1;
+            tfc_value *xv = rand_value(TFC_FLOAT32, xs, -1, 1, 70 + c), *on[2], *off[2];
+            int first = pool_went_first(g, x, xv, nfetch, fetch, on);
+            CU_ASSERT_EQUAL(first, c == SWAP ? 1 : c == AVG ? -1 : 0);
+            run_with(g, 0, 1, &x, &xv, nfetch, fetch, off);
+            /* (an average may sum in another order on another device) */
+            for (int i = 0; i < nfetch; i++)
+                CU_ASSERT(max_diff(on[i], off[i]) <= (c == AVG ? 1e-6 : 0));
+            destroy_all(nfetch, on);
+            destroy_all(nfetch, off);
+            tfc_value_destroy(xv);
+            tfc_value_destroy(bv);
+            tfc_graph_destroy(g);
+        }
+}
+
 /* square(v) before and after v += 1 in the same run: not one value. */
 static void test_cse_variable_update(void)
 {
@@ -677,6 +742,7 @@ int main(void)
         TEST_ADD(test_cse);
         TEST_ADD(test_cse_variable_update);
         TEST_ADD(test_cse_pool_twin);
+        TEST_ADD(test_pool_first);
         TEST_ADD(test_cse_no_inputs_first);
         TEST_ADD(test_const_fold);
         TEST_ADD(test_fold_cached_runs);
