@@ -599,6 +599,7 @@ void tfc_plan_free(struct plan *p)
     free(p->steps);
     free(p->slots);
     free(p->fetch_slot);
+    free(p->fetch_in_place);
     free(p->var_checks);
     free(p->var_writes);
     free(p->feeds);

@@ -68,6 +68,7 @@ struct plan_part {
                             * fetched): partitioned once per instance and left so between runs */
     int direct;            /* DIRECT_*: a plain run registers the tiles on host memory itself
                             * (no partitioning) and unregisters them when it ends, else 0 */
+    int fetch;             /* DIRECT_FETCH: the fetch whose value its tiles write */
 };
 
 enum {
@@ -90,6 +91,8 @@ struct plan {
     int n_steps;
     struct step *steps;
     int *fetch_slot;
+    char *fetch_in_place;  /* NULL, or per fetch: its value is written by a DIRECT_FETCH
+                            * partition's tiles (no copy out; sched/tiling.c mark_direct) */
     int n_var_checks, n_var_writes;
     int *var_checks;       /* variables read before any write: must be initialized */
     int *var_writes;       /* variables the plan assigns (initialized once submitted) */

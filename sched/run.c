@@ -262,21 +262,10 @@ unsigned long tfc_testing_tiles_in_place(void)
     return __atomic_load_n(&tiles_in_place, __ATOMIC_RELAXED);
 }
 
-/* The fetch of slot (one of the plan's fetch slots). */
-static int fetch_of(const struct plan *p, int slot)
-{
-    int j = 0;
-    while (p->fetch_slot[j] != slot) j++;
-    return j;
-}
-
 /* Whether fetch i is written in place by its slot's tiles (DIRECT_FETCH): no copy out. */
 static int fetched_in_place(const struct tfc_run *run, int i)
 {
-    const struct plan *p = run->plan;
-    for (int q = 0; run->direct && q < p->n_parts; q++)
-        if (p->parts[q].direct == DIRECT_FETCH && p->parts[q].slot == p->fetch_slot[i]) return 1;
-    return 0;
+    return run->direct && run->plan->fetch_in_place && run->plan->fetch_in_place[i];
 }
 
 /* The tiles registered in place: unregistered once every task is over (StarPU waits for
@@ -302,7 +291,7 @@ static starpu_data_handle_t *partition(struct tfc_run *run, int q)
     if (run->direct && p->parts[q].direct) { /* tiles of their own on the host data */
         void *base = p->parts[q].direct == DIRECT_FEED
                          ? starpu_data_handle_to_pointer(parent, STARPU_MAIN_RAM)
-                         : tfc_value_data(run->fetch_values[fetch_of(p, slot)]);
+                         : tfc_value_data(run->fetch_values[p->parts[q].fetch]);
         __atomic_add_fetch(&tiles_in_place, 1, __ATOMIC_RELAXED);
         return run->direct[q] = tfc_tiling_register(p, q, base);
     }

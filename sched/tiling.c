@@ -998,6 +998,14 @@ static int times_fetched(const struct plan *p, int slot)
     return n;
 }
 
+/* The fetch of slot (one of the plan's fetch slots). */
+static int fetch_of(const struct plan *p, int slot)
+{
+    int j = 0;
+    while (p->fetch_slot[j] != slot) j++;
+    return j;
+}
+
 /* The partitions whose tiles can stay partitioned between runs (plan_part.kept): those only
  * tiles touch, never fetched. A row-split inference plan then submits no partition work for
  * its hidden layers. */
@@ -1012,7 +1020,7 @@ static void mark_kept(struct plan *p)
  * an intermediate only tiles touch and fetched once (the fetched value's buffer: the tiles
  * write the result where the caller gets it). Planning, submitting and ending a partition
  * per run cost the row-split MLP more than its two tasks' submission (sched/run.c). */
-static void mark_direct(struct plan *p)
+static int mark_direct(struct plan *p)
 {
     for (int q = 0; q < p->n_parts; q++) {
         struct plan_part *pt = &p->parts[q];
@@ -1021,7 +1029,13 @@ static void mark_direct(struct plan *p)
                      : k == SLOT_TEMP && only_tiles_touch(p, q) && times_fetched(p, pt->slot) == 1
                          ? DIRECT_FETCH
                          : 0;
+        pt->fetch = pt->direct == DIRECT_FETCH ? fetch_of(p, pt->slot) : -1;
+        if (pt->fetch < 0) continue;
+        if (!p->fetch_in_place && !(p->fetch_in_place = calloc((size_t)p->n_fetches, 1)))
+            return -1;
+        p->fetch_in_place[pt->fetch] = 1;
     }
+    return 0;
 }
 
 /* Whether the tiled plan's groups of blocks run as chain tasks (CPU kernels only): a row-split
@@ -1055,8 +1069,7 @@ static int install_tiles(struct plan *p, struct tiler *tl, const char *split,
     if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
     mark_lifetimes(p, p->steps, p->n_steps);
     mark_kept(p);
-    mark_direct(p);
-    return 0;
+    return mark_direct(p);
 }
 
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)

@@ -1574,19 +1574,28 @@ static void test_row_chains_runs(void)
     tfc_graph_destroy(g);
 }
 
+/* x [-1, 32] -> h = relu(x w1) [.., 24] -> p = softmax(h w2) [.., 6], the weights constants
+ * drawn from seed and seed + 1. */
+static tfc_graph *two_layer_graph(unsigned seed, tfc_tensor **x, tfc_tensor **h, tfc_tensor **p)
+{
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 32}));
+    tfc_tensor *w1 = const_of(g, "w1", 2, (int64_t[]){32, 24}, seed);
+    tfc_tensor *w2 = const_of(g, "w2", 2, (int64_t[]){24, 6}, seed + 1);
+    *h = tfc_relu(g, tfc_matmul(g, *x, w1, 0, 0));
+    *p = tfc_softmax(g, tfc_matmul(g, *h, w2, 0, 0), -1);
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    return g;
+}
+
 /* A hidden layer fetched beside the output: it is a buffer of the chain task (written by one
  * step, read by the next within the task), not scratch; both fetches equal the unsplit plan's
  * within float32 rounding, and the split plan is still one chain task per block. */
 static void test_row_chain_fetch(void)
 {
-    tfc_graph *g = NULL;
-    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 32}));
-    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, const_of(g, "w1", 2, (int64_t[]){32, 24}, 71),
-                                           0, 0));
-    tfc_tensor *p = tfc_softmax(g, tfc_matmul(g, h, const_of(g, "w2", 2, (int64_t[]){24, 6}, 72),
-                                              0, 0), -1);
-    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_tensor *x, *h, *p;
+    tfc_graph *g = two_layer_graph(71, &x, &h, &p);
     tfc_value *xv = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 73);
     tfc_tensor *fetches[2] = {h, p};
     tfc_value *out[2][2] = {{NULL, NULL}, {NULL, NULL}};
@@ -1620,14 +1629,8 @@ static void test_row_chain_fetch(void)
 static void test_row_tiles_in_place(void)
 {
     enum { RUNS = 4 };
-    tfc_graph *g = NULL;
-    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
-    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){-1, 32}));
-    tfc_tensor *h = tfc_relu(g, tfc_matmul(g, x, const_of(g, "w1", 2, (int64_t[]){32, 24}, 81),
-                                           0, 0));
-    tfc_tensor *p = tfc_softmax(g, tfc_matmul(g, h, const_of(g, "w2", 2, (int64_t[]){24, 6}, 82),
-                                              0, 0), -1);
-    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    tfc_tensor *x, *h, *p;
+    tfc_graph *g = two_layer_graph(81, &x, &h, &p);
     tfc_value *xv[RUNS], *want[RUNS] = {NULL}, *got[RUNS] = {NULL}, *twice[2] = {NULL, NULL};
     for (int k = 0; k < RUNS; k++) xv[k] = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 83 + k);
     setenv("TFC_ROW_SPLIT_MIN", "off", 1);
