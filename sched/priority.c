@@ -105,33 +105,27 @@ struct edge {
     int from, to;
 };
 
-int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
+/* The edges StarPU's sequential consistency derives from the steps' buffers, in steps' order
+ * (sorted by `to`): a reader after the last writer of its slot, a writer after the last writer
+ * and every reader since. last_writer[s] is left as slot s's last writer (-1: none). Returns
+ * the number of edges, or -1 when out of memory. */
+static int data_edges(const struct plan *p, int *last_writer, struct edge *edges)
 {
-    int S = p->n_slots, N = p->n_steps, A = 0;
-    for (int i = 0; i < N; i++) A += p->steps[i].n_buf;
-    int *last_writer = malloc(sizeof(int) * (size_t)(S + 1));
+    int S = p->n_slots, A = 0;
+    for (int i = 0; i < p->n_steps; i++) A += p->steps[i].n_buf;
     int *reader_head = malloc(sizeof(int) * (size_t)(S + 1));
     int *reader_step = malloc(sizeof(int) * (size_t)(A + 1));
     int *reader_next = malloc(sizeof(int) * (size_t)(A + 1));
-    /* each access adds at most one edge from the last writer, and each reader entry is
-     * consumed by at most one later writer */
-    struct edge *edges = malloc(sizeof *edges * (size_t)(2 * A + 1));
-    double *best = calloc((size_t)N + 1, sizeof *best);
-    if (!last_writer || !reader_head || !reader_step || !reader_next || !edges || !best) {
-        free(last_writer); free(reader_head); free(reader_step); free(reader_next);
-        free(edges); free(best);
-        return -1;
-    }
-    for (int s = 0; s < S; s++) last_writer[s] = reader_head[s] = -1;
     int E = 0, R = 0;
-    for (int i = 0; i < N; i++) {
+    if (!reader_head || !reader_step || !reader_next) E = -1;
+    for (int s = 0; E >= 0 && s < S; s++) last_writer[s] = reader_head[s] = -1;
+    for (int i = 0; E >= 0 && i < p->n_steps; i++) {
         const struct step *st = &p->steps[i];
         for (int j = 0; j < st->n_buf; j++) {
             int s = st->buf_slot[j];
-            enum starpu_data_access_mode m = st->modes[j];
             if (last_writer[s] >= 0 && last_writer[s] != i)
                 edges[E++] = (struct edge){last_writer[s], i}; /* RAW, WAW */
-            if (m & STARPU_W) {
+            if (st->modes[j] & STARPU_W) {
                 for (int r = reader_head[s]; r >= 0; r = reader_next[r]) /* WAR */
                     if (reader_step[r] != i) edges[E++] = (struct edge){reader_step[r], i};
                 reader_head[s] = -1;
@@ -143,8 +137,16 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
             }
         }
     }
-    /* the end of the run: fetched values are copied to the host after their last writer */
-    for (int f = 0; f < p->n_fetches; f++) {
+    free(reader_head); free(reader_step); free(reader_next);
+    return E;
+}
+
+/* Each step's cost and rank (its cost plus the longest path after it, the copy of a fetched
+ * value to the host included); returns the largest rank. best: zeroed, one per step. */
+static double rank_steps(struct plan *p, const struct plan_options *opt, const int *last_writer,
+                         const struct edge *edges, int E, double *best)
+{
+    for (int f = 0; f < p->n_fetches; f++) { /* fetched values are copied after their writer */
         int s = p->fetch_slot[f], w = s >= 0 ? last_writer[s] : -1;
         if (w < 0) continue;
         double copy = (double)p->slots[s].numel * (double)tfc_dtype_size(p->slots[s].desc.dtype) /
@@ -153,7 +155,7 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
     }
     /* steps are in a topological order (edges go forward), and edges are sorted by `to` */
     double max_rank = 0;
-    for (int i = N - 1, e = E - 1; i >= 0; i--) {
+    for (int i = p->n_steps - 1, e = E - 1; i >= 0; i--) {
         struct step *st = &p->steps[i];
         st->cost = step_cost(st, opt);
         st->rank = st->cost + best[i];
@@ -161,10 +163,12 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
         for (; e >= 0 && edges[e].to == i; e--)
             if (st->rank > best[edges[e].from]) best[edges[e].from] = st->rank;
     }
-    /* Priorities only order tasks that are ready at once. When every step depends on the one
-     * before (edges are sorted by `to`), never two are: all keep priority 0, the cheapest in
-     * StarPU's queues (a non-zero priority makes a queue stage that is allocated and freed
-     * around each task when the queue holds one at a time). */
+    return max_rank;
+}
+
+/* Whether every step depends on the one before (edges sorted by `to`). */
+static int steps_form_chain(int N, const struct edge *edges, int E)
+{
     int chain = 1;
     for (int i = 1, e = 0; i < N && chain; i++) {
         int from_prev = 0;
@@ -172,7 +176,30 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
             from_prev |= edges[e].to == i && edges[e].from == i - 1;
         chain = from_prev;
     }
-    int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0 && !chain;
+    return chain;
+}
+
+int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
+{
+    int N = p->n_steps, A = 0;
+    for (int i = 0; i < N; i++) A += p->steps[i].n_buf;
+    int *last_writer = malloc(sizeof(int) * (size_t)(p->n_slots + 1));
+    /* each access adds at most one edge from the last writer, and each reader entry is
+     * consumed by at most one later writer */
+    struct edge *edges = malloc(sizeof *edges * (size_t)(2 * A + 1));
+    double *best = calloc((size_t)N + 1, sizeof *best);
+    int E = last_writer && edges && best ? data_edges(p, last_writer, edges) : -1;
+    if (E < 0) {
+        free(last_writer); free(edges); free(best);
+        return -1;
+    }
+    double max_rank = rank_steps(p, opt, last_writer, edges, E, best);
+    /* Priorities only order tasks that are ready at once. When every step depends on the one
+     * before, never two are: all keep priority 0, the cheapest in StarPU's queues (a non-zero
+     * priority makes a queue stage that is allocated and freed around each task when the
+     * queue holds one at a time). */
+    int on = opt && opt->priorities && opt->prio_min < opt->prio_max && max_rank > 0 &&
+             !steps_form_chain(N, edges, E);
     /* ranks map onto [lo, max], lo = 0 when the range holds 0 (prio, lws, dmdas): the least
      * critical tasks, usually the most numerous, get 0 */
     int lo = on && opt->prio_min < 0 && opt->prio_max > 0 ? 0 : on ? opt->prio_min : 0;
@@ -182,7 +209,6 @@ int tfc_plan_priorities(struct plan *p, const struct plan_options *opt)
         double v = on ? nearbyint(lo + st->rank / max_rank * ((double)hi - lo)) : 0;
         st->priority = v <= lo ? lo : v >= hi ? hi : (int)v;
     }
-    free(last_writer); free(reader_head); free(reader_step); free(reader_next);
-    free(edges); free(best);
+    free(last_writer); free(edges); free(best);
     return 0;
 }

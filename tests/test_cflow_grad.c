@@ -562,6 +562,43 @@ static void test_stack_only_when_needed(void)
 
 /* ---- training ---------------------------------------------------------------------------- */
 
+/* The training tests' inputs: returns the placeholder h0 [2,3]; into a, the variables w [3,3]
+ * and b [3] (uniform, seeds 5 and 6) and the placeholder xseq [T_STEPS,2,3]. */
+static tfc_tensor *training_inputs(tfc_graph *g, struct rnn *a)
+{
+    int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
+    *a = (struct rnn){.n = T_STEPS};
+    tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
+    a->w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
+    a->b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
+    a->xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+    return h0;
+}
+
+/* n training steps of a new session on g, the same feeds each (h0, xseq): each loss into
+ * losses. */
+static void train_steps(tfc_graph *g, tfc_tensor *h0, tfc_tensor *xseq, tfc_tensor *loss,
+                        tfc_tensor *step, int n, float *losses)
+{
+    int64_t hd[2] = {2, 3}, sd[3] = {T_STEPS, 2, 3};
+    tfc_session *s = session_of(g);
+    float hv[6], sv[T_STEPS * 6];
+    for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
+    for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
+    tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
+    tfc_tensor *ft[2] = {h0, xseq};
+    for (int it = 0; it < n; it++) {
+        tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
+        if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
+        CU_ASSERT_FATAL(st == TFC_OK);
+        losses[it] = *(const float *)tfc_value_cdata(lv);
+        tfc_value_destroy(lv);
+    }
+    tfc_value_destroy(fv[0]);
+    tfc_value_destroy(fv[1]);
+    tfc_session_destroy(s);
+}
+
 /* tfc_minimize on the loop's loss (without a variable list) and on the unrolled graph's (two
  * graphs, same initial values): the losses fall and agree bit for bit, step after step. */
 static void test_minimize_trains(void)
@@ -570,34 +607,15 @@ static void test_minimize_trains(void)
     for (int loop = 0; loop < 2; loop++) {
         tfc_graph *g;
         tfc_graph_create(&g);
-        int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
-        struct rnn a = {.n = T_STEPS};
-        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
-        a.w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
-        a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
-        a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+        struct rnn a;
+        tfc_tensor *h0 = training_inputs(g, &a);
         tfc_tensor *loss = rnn_loss(g, &a, h0, loop, T_STEPS, NULL), *vars[2] = {a.w, a.b};
         tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_SGD, 0.05);
         /* the loop's graph finds w and b itself (read only inside the body); the unrolled
          * graph gets them listed: the same variables in the same order */
         tfc_tensor *step = tfc_minimize(g, loss, loop ? 0 : 2, loop ? NULL : vars, &opt, NULL);
         CU_ASSERT_FATAL(step != NULL);
-        tfc_session *s = session_of(g);
-        float hv[6], sv[T_STEPS * 6];
-        for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
-        for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
-        tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
-        tfc_tensor *ft[2] = {h0, a.xseq};
-        for (int it = 0; it < 6; it++) {
-            tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
-            if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
-            CU_ASSERT_FATAL(st == TFC_OK);
-            loss_of[loop][it] = *(const float *)tfc_value_cdata(lv);
-            tfc_value_destroy(lv);
-        }
-        tfc_value_destroy(fv[0]);
-        tfc_value_destroy(fv[1]);
-        tfc_session_destroy(s);
+        train_steps(g, h0, a.xseq, loss, step, 6, loss_of[loop]);
         tfc_graph_destroy(g);
     }
     CU_ASSERT(loss_of[1][5] < 0.8 * loss_of[1][0]);
@@ -617,12 +635,8 @@ static void test_stored_training(void)
     for (int loaded = 0; loaded < 2; loaded++) {
         tfc_graph *g;
         tfc_graph_create(&g);
-        int64_t hd[2] = {2, 3}, wd[2] = {3, 3}, sd[3] = {T_STEPS, 2, 3}, bd = 3;
-        struct rnn a = {.n = T_STEPS};
-        tfc_tensor *h0 = tfc_placeholder(g, "h0", TFC_FLOAT32, tfc_shape_of(2, hd));
-        a.w = tfc_variable(g, "w", TFC_FLOAT32, tfc_shape_of(2, wd), tfc_init_uniform(-1, 1, 5));
-        a.b = tfc_variable(g, "b", TFC_FLOAT32, tfc_shape_of(1, &bd), tfc_init_uniform(-1, 1, 6));
-        a.xseq = tfc_placeholder(g, "xseq", TFC_FLOAT32, tfc_shape_of(3, sd));
+        struct rnn a;
+        tfc_tensor *h0 = training_inputs(g, &a);
         tfc_tensor *loss = tfc_identity(g, rnn_loss(g, &a, h0, 1, T_STEPS, NULL));
         tfc_tensor *vars[2] = {a.w, a.b};
         tfc_optimizer opt = tfc_optimizer_default(TFC_OPT_MOMENTUM, 0.05);
@@ -648,22 +662,7 @@ static void test_stored_training(void)
             step = tfc_graph_find(g, step_name);
             CU_ASSERT_FATAL(h0 && a.xseq && loss && step);
         }
-        tfc_session *s = session_of(g);
-        float hv[6], sv[T_STEPS * 6];
-        for (int i = 0; i < 6; i++) hv[i] = (float)sin(i * 1.3);
-        for (int i = 0; i < T_STEPS * 6; i++) sv[i] = (float)sin(i * 0.31 + 0.5);
-        tfc_value *fv[2] = {test_f32(2, hd, hv), test_f32(3, sd, sv)}, *lv;
-        tfc_tensor *ft[2] = {h0, a.xseq};
-        for (int it = 0; it < 4; it++) {
-            tfc_status st = tfc_session_run(s, 2, ft, fv, 1, &loss, &lv, 1, &step);
-            if (st) fprintf(stderr, "train: %s\n", tfc_session_errmsg(s));
-            CU_ASSERT_FATAL(st == TFC_OK);
-            loss_of[loaded][it] = *(const float *)tfc_value_cdata(lv);
-            tfc_value_destroy(lv);
-        }
-        tfc_value_destroy(fv[0]);
-        tfc_value_destroy(fv[1]);
-        tfc_session_destroy(s);
+        train_steps(g, h0, a.xseq, loss, step, 4, loss_of[loaded]);
         tfc_graph_destroy(g);
     }
     CU_ASSERT(loss_of[1][3] < loss_of[1][0]);
