@@ -5,7 +5,36 @@
 #include "kernel.h"
 #include "opencl_common.h"
 #include "bcast.h"
+#include "ew_vexpf.h"
 #include "../src/tfc.h"
+
+/* e[j] = exp(x[j] - mx) for x[j] <= mx, by ew_vexpf.h's formula (relative error about 1e-7),
+ * vectorized per CPU (TFC_EW_VECTOR_CLONES). */
+TFC_EW_VECTOR_CLONES static void exp_below(const float *x, float *e, int64_t n, float mx)
+{
+    for (int64_t j = 0; j < n; j++) e[j] = tfc_vexpf_neg(mx - x[j]);
+}
+
+/* softmax of one contiguous float32 row, each exp once (libm's exp twice per element cost the
+ * imported MLP's blocks more than their bias and ReLU), the sum in double. 0, writing
+ * nothing, when the row holds a NaN or an infinite maximum: the double path then gives
+ * IEEE's NaNs. */
+static int softmax_row_f32(const float *x, float *y, int64_t len)
+{
+    float mx = -INFINITY;
+    int nan = 0;
+    for (int64_t j = 0; j < len; j++) {
+        nan |= x[j] != x[j];
+        mx = x[j] > mx ? x[j] : mx;
+    }
+    if (nan || !isfinite(mx)) return 0;
+    exp_below(x, y, len, mx);
+    double sum = 0;
+    for (int64_t j = 0; j < len; j++) sum += y[j];
+    float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < len; j++) y[j] *= inv;
+    return 1;
+}
 
 /* softmax/log_softmax of x over `axis`: outer x len x inner layout. */
 static void softmax_run(const struct tfc_kargs *a, const void *x, void *y)
@@ -17,7 +46,10 @@ static void softmax_run(const struct tfc_kargs *a, const void *x, void *y)
     for (int i = 0; i < axis; i++) outer *= d->dims[i];
     for (int i = axis + 1; i < d->rank; i++) inner *= d->dims[i];
     int log_out = a->kind == TFC_K_LOG_SOFTMAX;
+    int rows_f32 = !log_out && inner == 1 && d->dtype == TFC_FLOAT32;
     for (int64_t o = 0; o < outer; o++) {
+        if (rows_f32 && softmax_row_f32((const float *)x + o * len, (float *)y + o * len, len))
+            continue;
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * len * inner + in;
             double mx = -INFINITY, sum = 0;

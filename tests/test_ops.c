@@ -1352,6 +1352,25 @@ static void test_softmax(void)
     }
 }
 
+/* float32 rows over the last axis (the kernel's one-exp path) with what it leaves to the
+ * double path: a long row of |x| < 80 (exps down to e^-160 underflow to 0), a row with -inf
+ * entries (exact zeros), a row holding a NaN (all NaN) and a row of -inf only (all NaN). */
+static void test_softmax_special(void)
+{
+    enum { LEN = 1000 };
+    struct tc c;
+    tc_begin(&c, "softmax float32 [4, %d]: long, -inf, NaN and all -inf rows", LEN);
+    rng_seed(17);
+    ht x = ht_rand(F32, S(4, LEN), -80, 80, 0);
+    for (int j = 0; j < LEN; j += 3) x.d[LEN + j] = -INFINITY;
+    x.d[2 * LEN + 500] = NAN;
+    for (int j = 0; j < LEN; j++) x.d[3 * LEN + j] = -INFINITY;
+    tfc_tensor *t = tc_in(&c, &x);
+    tc_want(&c, tfc_softmax(c.g, t, -1), ref_softmax(&x, -1, 0), tol_loose(F32), "softmax");
+    tc_run(&c);
+    ht_free(&x);
+}
+
 /* labels: dense [batch, classes] distributions, or class ids [batch] when sparse. */
 static ht ref_xent(const ht *logits, const ht *labels, int sparse)
 {
@@ -4148,6 +4167,7 @@ static const struct {
     {"batch_matmul", test_batch_matmul},
     {"matmul backends", test_matmul_backends},
     {"softmax/log_softmax", test_softmax},
+    {"softmax special values", test_softmax_special},
     {"cross entropy", test_xent},
     {"reductions", test_reduce},
     {"argmax", test_argmax},
