@@ -11,6 +11,7 @@
 #include "conv_geom.h"
 #include "conv_winograd.h"
 #include "kernel.h"
+#include "matmul_dnnl.h"
 #include "../src/env.h"
 #include "../src/tfc.h"
 
@@ -136,10 +137,29 @@ static void cost_attrs(const struct tfc_kargs *a, struct tfc_kattr out[TFC_K_MAX
         memset(&out[DROPOUT_SEED], 0, sizeof out[DROPOUT_SEED]);
 }
 
+/* The library the CPU matmul kernel runs a float32 product through (codelets/matmul.c decides:
+ * TFC_MATMUL_BACKEND's dnnl or blas, or auto's pick by the shape), read when the plan is built
+ * as conv_cpu_backend is; -1 for a value the task will refuse. */
+static int32_t matmul_cpu_backend(const struct tfc_kargs *a)
+{
+    enum { BACKEND_AUTO, BACKEND_DNNL, BACKEND_BLAS }; /* the words' order in src/env.c */
+    char msg[TFC_MSG_LEN];
+    int backend;
+    if (tfc_env_choice("TFC_MATMUL_BACKEND", &backend, msg)) return -1;
+    const struct tfc_kdesc *da = &a->d[0], *dc = &a->d[a->n_in];
+    if (dc->dtype != TFC_FLOAT32 || da->rank < 2 || dc->rank < 2) return BACKEND_BLAS;
+    if (backend != BACKEND_AUTO) return backend;
+    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0;
+    int64_t k = da->dims[da->rank - (ta ? 2 : 1)];
+    return tfc_matmul_dnnl_wins(dc->dims[dc->rank - 2], dc->dims[dc->rank - 1], k) ? BACKEND_DNNL
+                                                                                   : BACKEND_BLAS;
+}
+
 void tfc_kargs_finish(struct tfc_kargs *a)
 {
     /* footprint: everything that changes the cost (kind, dtypes, shapes, attributes, and for
-     * convolutions the CPU kernels, so one backend's history is not used for the other) */
+     * convolutions and products the CPU kernels, so one backend's history is not used for
+     * another) */
     uint32_t h = starpu_hash_crc32c_be_n(&a->kind, sizeof a->kind, 0);
     for (int i = 0; i < a->n_in + a->n_out; i++) {
         const struct tfc_kdesc *d = &a->d[i];
@@ -153,6 +173,10 @@ void tfc_kargs_finish(struct tfc_kargs *a)
     if (a->kind == TFC_K_CONV || a->kind == TFC_K_CONV_BP_INPUT ||
         a->kind == TFC_K_CONV_BP_FILTER) {
         int32_t backend = conv_cpu_backend(a);
+        h = starpu_hash_crc32c_be_n(&backend, sizeof backend, h);
+    }
+    if (a->kind == TFC_K_MATMUL || a->kind == TFC_K_BATCH_MATMUL) {
+        int32_t backend = matmul_cpu_backend(a);
         h = starpu_hash_crc32c_be_n(&backend, sizeof backend, h);
     }
     a->footprint = h;

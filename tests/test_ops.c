@@ -36,6 +36,7 @@
 #include "../src/tfc.h"
 #include "../sched/testing.h"
 #include "../codelets/kargs.h"    /* test_conv_batch_tiles: the conv codelet's arguments */
+#include "../codelets/kernel.h"   /* test_matmul_footprints: tfc_kargs_finish */
 #include "../codelets/matmul_dnnl.h" /* test_matmul_backends: whether oneDNN ran */
 #include "../codelets/op_attrs.h"
 #include "../codelets/philox.h"   /* test_dropout: the generator of the reference masks */
@@ -1184,6 +1185,43 @@ static void test_matmul(void)
             tc_run(&c);
         }
     }
+}
+
+/* The perfmodel footprint of a float32 matmul task [m,k]x[k,n] under TFC_MATMUL_BACKEND=backend
+ * (tfc_kargs_finish). */
+static uint32_t matmul_footprint(int64_t m, int64_t k, int64_t n, const char *backend)
+{
+    struct tfc_kargs *a = calloc(1, sizeof *a + 3 * sizeof(struct tfc_kdesc));
+    CU_ASSERT_FATAL(a != NULL);
+    a->kind = TFC_K_MATMUL, a->n_in = 2, a->n_out = 1;
+    const int64_t dims[3][2] = {{m, k}, {k, n}, {m, n}};
+    for (int i = 0; i < 3; i++)
+        a->d[i] = (struct tfc_kdesc){.dtype = TFC_FLOAT32, .rank = 2,
+                                     .dims = {dims[i][0], dims[i][1]},
+                                     .numel = dims[i][0] * dims[i][1], .buf = i};
+    setenv("TFC_MATMUL_BACKEND", backend, 1);
+    tfc_kargs_finish(a);
+    unsetenv("TFC_MATMUL_BACKEND");
+    uint32_t f = a->footprint;
+    free(a);
+    return f;
+}
+
+/* A product's task times get a history per library: its footprint under dnnl differs from
+ * that under blas, and auto's is that of the library auto picks for the shape (oneDNN for the
+ * MLP's [64,784]x[784,256] where the library has it; OpenBLAS for a 3136-long product on AVX2,
+ * as codelets/matmul_dnnl.c's rule says). */
+static void test_matmul_footprints(void)
+{
+    static const int64_t shapes[][3] = {{64, 784, 256}, {128, 3136, 1024}, {16, 2048, 16}};
+    for (int i = 0; i < 3; i++) {
+        int64_t m = shapes[i][0], k = shapes[i][1], n = shapes[i][2];
+        uint32_t dnnl = matmul_footprint(m, k, n, "dnnl"), blas = matmul_footprint(m, k, n, "blas");
+        uint32_t want = tfc_matmul_dnnl_wins(m, n, k) ? dnnl : blas;
+        CU_ASSERT_NOT_EQUAL(dnnl, blas);
+        CU_ASSERT_EQUAL(matmul_footprint(m, k, n, "auto"), want);
+    }
+    CU_ASSERT(!tfc_matmul_dnnl_present() || tfc_matmul_dnnl_wins(64, 256, 784));
 }
 
 /* The float32 products TFC_MATMUL_BACKEND=auto sends to oneDNN (the MLP's logits gradient
@@ -4166,6 +4204,7 @@ static const struct {
     {"matmul", test_matmul},
     {"batch_matmul", test_batch_matmul},
     {"matmul backends", test_matmul_backends},
+    {"matmul footprints per library", test_matmul_footprints},
     {"softmax/log_softmax", test_softmax},
     {"softmax special values", test_softmax_special},
     {"cross entropy", test_xent},
