@@ -3,7 +3,8 @@
  * layers over blocks of images) run each block's steps as one task (sched/chain_blocks.c
  * builds it): one task per block instead of one per step and block, and the intermediates
  * between the steps in the worker's scratch memory instead of StarPU handles. The imported
- * MLP's run at batch 128 had submitted 14 tasks and kept 8 partitions for its 2 blocks.
+ * MLP's run at batch 128 had submitted 14 tasks and kept 8 partitions for its 2 blocks. A
+ * plan pinned to one worker (its steps a chain, sched/passes.c) is one such task too.
  *
  * The chain's kargs is one block (instances copy it whole, so offsets, not pointers): the
  * tfc_kargs header (kind TFC_K_CHAIN, no descriptors), then struct tfc_chain, its steps, its

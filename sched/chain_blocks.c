@@ -17,6 +17,7 @@
 /* A block's chain being built: its task buffers and its scratch, in first-use order. */
 struct chain_build {
     const char *scratch_part;          /* per plan partition: 1 when its tiles go to scratch */
+    const char *scratch_whole;         /* NULL, or per slot: 1 when its whole buffer does */
     int n_bufs, n_scratch;
     int *slot, *part, *child;          /* per task buffer (part -1: whole) */
     enum starpu_data_access_mode *mode;
@@ -40,14 +41,16 @@ static int block_of(const struct step *ts)
 
 static int in_scratch(const struct chain_build *cb, const struct step *ts, int j)
 {
-    return ts->buf_part[j] >= 0 && cb->scratch_part[ts->buf_part[j]];
+    if (ts->buf_part && ts->buf_part[j] >= 0) return cb->scratch_part[ts->buf_part[j]];
+    return cb->scratch_whole && cb->scratch_whole[ts->buf_slot[j]];
 }
 
 /* Buffer j of tile step ts as a task buffer of the chain: found or added, the chain's access
  * mode widened (a chain that writes a buffer before reading it writes it). */
 static int task_buf(struct chain_build *cb, const struct step *ts, int j)
 {
-    int s = ts->buf_slot[j], q = ts->buf_part[j], c = q >= 0 ? ts->buf_child[j] : 0;
+    int s = ts->buf_slot[j], q = ts->buf_part ? ts->buf_part[j] : -1;
+    int c = q >= 0 ? ts->buf_child[j] : 0;
     enum starpu_data_access_mode m = ts->modes[j];
     for (int b = 0; b < cb->n_bufs; b++)
         if (cb->slot[b] == s && cb->part[b] == q && cb->child[b] == c) {
@@ -59,20 +62,24 @@ static int task_buf(struct chain_build *cb, const struct step *ts, int j)
     return b;
 }
 
-/* Buffer j of tile step ts (a block of an intermediate) in scratch: its entry, found or
- * added at the next 64-byte boundary; *nx and *es say its elements and their size. */
+/* Buffer j of step ts (a block of an intermediate, or a whole one) in scratch: its entry,
+ * found or added at the next 64-byte boundary; *nx and *es say its elements and their size. */
 static uint64_t scratch_buf(struct chain_build *cb, const struct plan *p, const struct step *ts,
                             int j, uint32_t *nx, uint64_t *es)
 {
-    const struct plan_part *pt = &p->parts[ts->buf_part[j]];
-    int64_t r0 = (int64_t)ts->buf_child[j] * pt->tr;
-    int64_t rows = r0 + pt->tr <= pt->rows ? pt->tr : pt->rows - r0;
-    *es = tfc_dtype_size(p->slots[pt->slot].desc.dtype);
-    *nx = (uint32_t)(rows * pt->cols);
+    int slot = ts->buf_slot[j];
+    *es = tfc_dtype_size(p->slots[slot].desc.dtype);
+    *nx = (uint32_t)p->slots[slot].numel;
+    if (ts->buf_part && ts->buf_part[j] >= 0) {
+        const struct plan_part *pt = &p->parts[ts->buf_part[j]];
+        int64_t r0 = (int64_t)ts->buf_child[j] * pt->tr;
+        int64_t rows = r0 + pt->tr <= pt->rows ? pt->tr : pt->rows - r0;
+        *nx = (uint32_t)(rows * pt->cols);
+    }
     for (int k = 0; k < cb->n_scratch; k++)
-        if (cb->scratch_slot[k] == pt->slot) return cb->scratch_off[k];
+        if (cb->scratch_slot[k] == slot) return cb->scratch_off[k];
     uint64_t off = cb->scratch_bytes;
-    cb->scratch_slot[cb->n_scratch] = pt->slot;
+    cb->scratch_slot[cb->n_scratch] = slot;
     cb->scratch_off[cb->n_scratch++] = off;
     cb->scratch_bytes = (off + (uint64_t)*nx * *es + 63) & ~(uint64_t)63;
     return off;
@@ -134,14 +141,15 @@ static int alloc_buffers(struct step *st, int n)
     return -1;
 }
 
-/* The chain step of the n tile steps members (one block's, in plan order) into *out; 0, or
- * -1 when out of memory. */
+/* The chain step of the n steps members (one block's tile steps, or a whole plan's, in plan
+ * order) into *out, their intermediates in scratch by scratch_part (per partition) and
+ * scratch_whole (per slot, NULL for none); 0, or -1 when out of memory. */
 static int chain_step(struct plan *p, const int *members, int n, const char *scratch_part,
-                      struct step *out)
+                      const char *scratch_whole, struct step *out)
 {
     int n_refs = 0;
     for (int i = 0; i < n; i++) n_refs += p->steps[members[i]].n_buf;
-    struct chain_build cb = {.scratch_part = scratch_part};
+    struct chain_build cb = {.scratch_part = scratch_part, .scratch_whole = scratch_whole};
     cb.slot = malloc(sizeof(int) * (size_t)n_refs * 4);
     cb.mode = malloc(sizeof *cb.mode * (size_t)n_refs);
     cb.scratch_off = malloc(sizeof *cb.scratch_off * (size_t)n_refs);
@@ -271,7 +279,7 @@ static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, in
         int n = 0;
         for (int i = a; i < end; i++)
             if (block_of(&p->steps[i]) == t) members[n++] = i;
-        if (chain_step(p, members, n, scratch, &out[t])) {
+        if (chain_step(p, members, n, scratch, NULL, &out[t])) {
             while (t-- > 0) free_step_arrays(&out[t]);
             return -1;
         }
@@ -280,6 +288,10 @@ static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, in
 }
 
 extern struct starpu_codelet tfc_cl_conv, tfc_cl_pool;
+
+/* A worker keeps its scratch memory while it lives (codelets/thread_scratch.c): a pinned plan
+ * whose intermediates need more than this keeps one task per step. */
+#define CHAIN_PINNED_MAX_SCRATCH ((int64_t)8 << 20)
 
 /* Whether the group from step a may chain: any, or one that starts with a convolution or a
  * pooling split over blocks of images (tiled matmuls and what reads their tiles keep their
@@ -323,4 +335,43 @@ int tfc_chain_blocks(struct plan *p, int any)
     p->n_steps = n_out;
     drop_unused_parts(p);
     return 0;
+}
+
+/* A whole plan's scratch, per slot: its per-run intermediates (TEMP slots) that are not
+ * fetched. Returns their bytes. */
+static int64_t whole_scratch(const struct plan *p, char *scratch)
+{
+    int64_t bytes = 0;
+    for (int s = 0; s < p->n_slots; s++) scratch[s] = p->slots[s].kind == SLOT_TEMP;
+    for (int j = 0; j < p->n_fetches; j++)
+        if (p->fetch_slot[j] >= 0) scratch[p->fetch_slot[j]] = 0;
+    for (int s = 0; s < p->n_slots; s++)
+        if (scratch[s])
+            bytes += (p->slots[s].numel * (int64_t)tfc_dtype_size(p->slots[s].desc.dtype) + 63) &
+                     ~(int64_t)63;
+    return bytes;
+}
+
+void tfc_chain_pinned(struct plan *p)
+{
+    if (p->n_steps < 2 || p->n_parts || !p->steps[0].on_worker) return;
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].n_buf > STARPU_NMAXBUFS) return; /* the chain kernel's views */
+    char *scratch = malloc((size_t)p->n_slots + 1);
+    int *members = malloc(sizeof(int) * (size_t)p->n_steps);
+    struct step *out = calloc(1, sizeof *out);
+    int ok = scratch && members && out && whole_scratch(p, scratch) <= CHAIN_PINNED_MAX_SCRATCH;
+    for (int i = 0; ok && i < p->n_steps; i++) members[i] = i;
+    ok = ok && !chain_step(p, members, p->n_steps, NULL, scratch, out);
+    free(scratch), free(members);
+    if (!ok) { /* out of memory, or too much scratch: the plan keeps its pinned tasks */
+        free(out);
+        return;
+    }
+    out->on_worker = p->steps[0].on_worker;
+    for (int i = 0; i < p->n_steps; i++) free_step_arrays(&p->steps[i]);
+    free(p->steps);
+    p->steps = out;
+    p->n_steps = 1;
+    tfc_plan_mark_sinks(p);
 }

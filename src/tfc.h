@@ -1036,7 +1036,8 @@ enum tfc_pass {
     TFC_PASS_CSE = 1 << 0,
     TFC_PASS_CONST_FOLD = 1 << 1,
     TFC_PASS_FUSION = 1 << 2,
-    TFC_PASS_PIN_CHAINS = 1 << 3, /* a plan whose tasks form a chain runs on one CPU worker */
+    TFC_PASS_PIN_CHAINS = 1 << 3, /* a plan whose tasks form a chain runs on one CPU worker,
+                                   * as one task (README: graph passes) */
     TFC_PASS_ALL = (1 << 4) - 1,
 };
 /* Sets which passes the session's plans use (a set of TFC_PASS_* bits); plans built before are

@@ -263,6 +263,8 @@ static void run_fetches(tfc_graph *g, int tile, int n_feeds, tfc_tensor *const *
     CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
     CU_ASSERT_FATAL(tfc_session_set_tiling(s, tile ? 1 : 0, tile) == TFC_OK);
     CU_ASSERT(tfc_session_set_profiling(s, 1) == TFC_OK);
+    /* the untiled plan's steps as tasks of their own (pinned, they would be one chain task) */
+    CU_ASSERT(tfc_session_set_passes(s, TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS) == TFC_OK);
     for (int rep = 0; rep < 2; rep++) {
         tfc_session_stats before, after;
         tfc_session_get_stats(s, &before);
@@ -1443,8 +1445,9 @@ static tfc_tensor *const_of(tfc_graph *g, const char *name, int rank, const int6
  * computed alone; within float32 rounding, as the GEMM's kernels may sum a block of rows in
  * another order) at m = 128 and at m = 101 (blocks of 51 and 50); unset, the default is 64.
  * Below the threshold (m = 32), with the split off (0 or off), or with a step that is not
- * row-wise (a sum over the batch after the softmax), the plan keeps one task per step, pinned
- * to one worker (tfc_pin_chain). A step whose first operand is a scalar splits over its
+ * row-wise (a sum over the batch after the softmax), the plan is not split: one chain task
+ * of all its steps pinned to one worker (tfc_pin_chain, tfc_chain_pinned; with fewer than 2
+ * CPU workers, a task per step). A step whose first operand is a scalar splits over its
  * second's rows. A bad TFC_ROW_SPLIT_MIN fails the run naming it. */
 static void test_row_chains(void)
 {
@@ -1476,16 +1479,17 @@ static void test_row_chains(void)
          * than for 128 on a Zen 3): within float32 rounding; the two split runs exactly, unless
          * an OpenCL worker (run-tiling.sh) may take a task in one run and not in the other */
         int ok = same_values(rows, whole, 0, 1e-6) && same_values(dflt, rows, can, 1e-6);
-        int want = split ? nw : steps, placed = 1;
+        int unsplit = can ? 1 : steps; /* one pinned chain task, else a task per step */
+        int want = split ? nw : unsplit, placed = 1;
         for (int w = 0; w < nw && !split && can; w++)
-            placed &= w_whole[w] == 0 || w_whole[w] == steps; /* one chain on one worker */
-        if (!ok || n_rows != want || n_whole != steps || n_dflt != want || !placed)
+            placed &= w_whole[w] == 0 || w_whole[w] == 1; /* on one worker */
+        if (!ok || n_rows != want || n_whole != unsplit || n_dflt != want || !placed)
             fprintf(stderr, "rows m=%lld case %d: %d tasks (want %d), unsplit %d, default %d, "
                     "%s, %s\n", (long long)m, k, n_rows, want, n_whole, n_dflt,
                     ok ? "same values" : "values differ", placed ? "placed" : "misplaced");
         CU_ASSERT(ok);
         CU_ASSERT_EQUAL(n_rows, want);
-        CU_ASSERT_EQUAL(n_whole, steps);
+        CU_ASSERT_EQUAL(n_whole, unsplit);
         CU_ASSERT_EQUAL(n_dflt, want);
         CU_ASSERT(placed);
         tfc_value_destroy(whole), tfc_value_destroy(rows), tfc_value_destroy(dflt);
@@ -1549,6 +1553,8 @@ static void test_row_chains_runs(void)
     CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &rows) == TFC_OK);
     CU_ASSERT(tfc_session_set_profiling(rows, 1) == TFC_OK);
     CU_ASSERT(tfc_session_set_profiling(whole, 1) == TFC_OK);
+    CU_ASSERT(tfc_session_set_passes(whole, TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS) ==
+              TFC_OK); /* one task per step: their count */
     int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
     int can = nw >= 2 && nw == (int)starpu_worker_get_count();
     for (int r = 0; r < 3; r++) {
