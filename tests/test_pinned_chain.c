@@ -3,8 +3,9 @@
  * its per-run intermediates in the worker's scratch). Checked against the same plan's tasks
  * without TFC_PASS_PIN_CHAINS: the same bits for an MLP's inference over runs with different
  * feeds, a fetched intermediate (a buffer of the chain task, not scratch), a variable updated
- * by the chain, a kernel error naming its node inside the chain (and the next run fine), and
- * a plan whose intermediates pass 8 MiB keeping its tasks. Elsewhere (one CPU worker, or a
+ * by the chain, a kernel error naming its node inside the chain (and the next run fine), a
+ * plan whose intermediates pass 8 MiB keeping its tasks, and a chain of more buffers than a
+ * task holds inline. Elsewhere (one CPU worker, or a
  * device) the plans keep one task per step, which the counts then check. */
 #include <starpu.h>
 #include "testutil.h"
@@ -206,6 +207,35 @@ static void test_error_inside(void)
     tfc_graph_destroy(g);
 }
 
+/* Six dense layers (x [3, 24] -> 24 units each, bias + tanh): the chain task has 14 buffers, more
+ * than a StarPU task holds inline (STARPU_NMAXBUFS), and gives the unpinned plan's bits. */
+static void test_many_buffers(void)
+{
+    enum { LAYERS = 6 };
+    tfc_graph *g = NULL;
+    CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
+    tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(3, 24)), *y = x;
+    for (int l = 0; l < LAYERS; l++) {
+        tfc_value *wv = filled(S2(24, 24), 71 + 2 * (unsigned)l);
+        tfc_value *bv = filled(S2(1, 24), 72 + 2 * (unsigned)l);
+        y = tfc_tanh(g, tfc_add(g, tfc_matmul(g, y, tfc_constant(g, NULL, wv), 0, 0),
+                                tfc_constant(g, NULL, bv)));
+        tfc_value_destroy(wv), tfc_value_destroy(bv);
+    }
+    CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
+    CU_ASSERT_FATAL(2 * LAYERS + 2 > STARPU_NMAXBUFS);
+    tfc_value *xv = filled(S2(3, 24), 70), *got = NULL, *want = NULL;
+    tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
+    CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &y, &got, 0, NULL) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_run(tasks, 1, &x, &xv, 1, &y, &want, 0, NULL) == TFC_OK);
+    int chains, worker, n = last_tasks(pinned, &chains, &worker);
+    CU_ASSERT(same_bits(got, want));
+    CU_ASSERT_EQUAL(n, pins() ? 1 : 2 * LAYERS);
+    tfc_value_destroy(got), tfc_value_destroy(want), tfc_value_destroy(xv);
+    tfc_session_destroy(pinned), tfc_session_destroy(tasks);
+    tfc_graph_destroy(g);
+}
+
 /* x [rows, 64] w [64, 1024] -> relu -> sum of all: the product and the ReLU are rows x 4 KiB
  * each, not fetched. At 512 rows (4 MiB in all) the plan is one chain task; at 1536 (12 MiB,
  * past the 8 MiB a worker may keep as scratch) it keeps its 3 tasks, pinned to one worker.
@@ -252,5 +282,6 @@ int main(void)
     TEST_ADD(test_variable_update);
     TEST_ADD(test_error_inside);
     TEST_ADD(test_scratch_cap);
+    TEST_ADD(test_many_buffers);
     return test_main();
 }
