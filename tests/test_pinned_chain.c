@@ -5,8 +5,8 @@
  * feeds, a fetched intermediate (a buffer of the chain task, not scratch), a variable updated
  * by the chain, a kernel error naming its node inside the chain (and the next run fine), a
  * plan whose intermediates pass 8 MiB keeping its tasks, and a chain of more buffers than a
- * task holds inline. Elsewhere (one CPU worker, or a
- * device) the plans keep one task per step, which the counts then check. */
+ * task holds inline. Elsewhere (one CPU worker, or a device) the plans keep one task per
+ * step, which the counts then check. */
 #include <starpu.h>
 #include "testutil.h"
 
@@ -153,7 +153,11 @@ static void test_variable_update(void)
         tfc_value *got = NULL, *want = NULL;
         CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &y, &got, 0, NULL) == TFC_OK);
         CU_ASSERT_FATAL(tfc_session_run(tasks, 1, &x, &xv, 1, &y, &want, 0, NULL) == TFC_OK);
+        int chains, worker, n = last_tasks(pinned, &chains, &worker);
+        int m = last_tasks(tasks, &chains, &worker);
         CU_ASSERT(same_bits(got, want));
+        CU_ASSERT_EQUAL(n, pins() ? 1 : m); /* the update inside the chain task */
+        CU_ASSERT(m >= 3);
         tfc_value_destroy(got), tfc_value_destroy(want);
     }
     tfc_value *vg = NULL, *vw = NULL;
