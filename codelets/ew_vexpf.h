@@ -16,13 +16,16 @@
  * baseline SSE2) and picked at load time by the CPU (gcc's target_clones, an ifunc): the
  * build's flags stay portable. The targets carry no FMA, so every width gives the same bits.
  * Left out under clang (the fuzz build), the sanitizers and C libraries without ifuncs
- * (glibc only), which then run the baseline. */
+ * (glibc only), which then run the baseline. vect-cost-model=dynamic: -O2's "very cheap" model
+ * vectorizes only loops whose trip count is a known multiple of the vector width, so these
+ * loops of any length stayed scalar in every clone (softmax's exps, unary_f32: no ymm). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* gcc's avx512f target implies FMA and contracts a * b + c into one rounding: fp-contract=off
  * keeps the separate multiply and add of the baseline (objdump showed vfmadd in the clones). */
-#define TFC_EW_VECTOR_CLONES \
-    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#define TFC_EW_VECTOR_CLONES                                                                    \
+    __attribute__((target_clones("avx512f", "avx2", "default"),                                 \
+                   optimize("fp-contract=off", "vect-cost-model=dynamic")))
 #else
 #define TFC_EW_VECTOR_CLONES
 #endif

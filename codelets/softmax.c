@@ -2,38 +2,77 @@
  * from logits with dense or sparse (integer class id) labels. Computed stably: shift by the
  * maximum, accumulate in double. */
 #include <math.h>
+#include <string.h>
 #include "kernel.h"
 #include "opencl_common.h"
 #include "bcast.h"
 #include "ew_vexpf.h"
 #include "../src/tfc.h"
 
-/* e[j] = exp(x[j] - mx) for x[j] <= mx, by ew_vexpf.h's formula (relative error about 1e-7),
- * vectorized per CPU (TFC_EW_VECTOR_CLONES). */
-TFC_EW_VECTOR_CLONES static void exp_below(const float *x, float *e, int64_t n, float mx)
+/* y[j] = exp(-y[j]) for y[j] >= 0, in place, by ew_vexpf.h's formula (relative error about
+ * 1e-7), vectorized per CPU (TFC_EW_VECTOR_CLONES). */
+TFC_EW_VECTOR_CLONES static void exp_neg_in_place(float *y, int64_t n)
 {
-    for (int64_t j = 0; j < n; j++) e[j] = tfc_vexpf_neg(mx - x[j]);
+    for (int64_t j = 0; j < n; j++) y[j] = tfc_vexpf_neg(y[j]);
 }
 
-/* softmax of one contiguous float32 row, each exp once (libm's exp twice per element cost the
- * imported MLP's blocks more than their bias and ReLU), the sum in double. 0, writing
- * nothing, when the row holds a NaN or an infinite maximum: the double path then gives
- * IEEE's NaNs. */
-static int softmax_row_f32(const float *x, float *y, int64_t len)
+/* Rows of a float32 softmax taken at once: their elements fill about this many floats (the
+ * three passes over them stay in L1) and at most ROWS_MAX rows. */
+enum { CHUNK_FLOATS = 2048, ROWS_MAX = 256 };
+
+/* softmax (or log_softmax) of row o, stably in double: the path of every dtype, and of float32
+ * rows holding a NaN or an infinite maximum (IEEE's NaNs then). */
+static void softmax_row_f64(const struct tfc_kdesc *d, const void *x, void *y, int64_t o,
+                            int64_t in, int64_t len, int64_t inner, int log_out)
 {
-    float mx = -INFINITY;
-    int nan = 0;
+    int64_t base = o * len * inner + in;
+    double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < len; j++) {
-        nan |= x[j] != x[j];
-        mx = x[j] > mx ? x[j] : mx;
+        double v = tfc_load_f64(x, d->dtype, base + j * inner);
+        if (v > mx) mx = v;
     }
-    if (nan || !isfinite(mx)) return 0;
-    exp_below(x, y, len, mx);
-    double sum = 0;
-    for (int64_t j = 0; j < len; j++) sum += y[j];
-    float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < len; j++) y[j] *= inv;
-    return 1;
+    for (int64_t j = 0; j < len; j++) sum += exp(tfc_load_f64(x, d->dtype, base + j * inner) - mx);
+    double lse = log(sum);
+    for (int64_t j = 0; j < len; j++) {
+        double v = tfc_load_f64(x, d->dtype, base + j * inner) - mx;
+        tfc_store_f64(y, d->dtype, base + j * inner, log_out ? v - lse : exp(v) / sum);
+    }
+}
+
+/* softmax of n contiguous float32 rows of len (n <= ROWS_MAX): each row's maximum, the
+ * differences mx - x of all rows, their exps in one vectorized loop (a loop per row of ten
+ * classes would be latency-bound: the imported MLP's softmax took 7 us a block so), the sums in
+ * double, the scaling. Rows with a NaN or an infinite maximum take the double path. */
+static void softmax_rows_f32(const struct tfc_kdesc *d, const float *x, float *y, int64_t o0,
+                             int64_t n, int64_t len)
+{
+    unsigned char bad[ROWS_MAX];
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + (o0 + r) * len;
+        float *yr = y + (o0 + r) * len, mx = -INFINITY;
+        int nan = 0;
+        for (int64_t j = 0; j < len; j++) {
+            nan |= xr[j] != xr[j];
+            mx = xr[j] > mx ? xr[j] : mx;
+        }
+        bad[r] = nan || !isfinite(mx);
+        if (bad[r]) /* the double path writes the row after the exps (of these zeros) */
+            memset(yr, 0, (size_t)len * sizeof *yr);
+        else
+            for (int64_t j = 0; j < len; j++) yr[j] = mx - xr[j];
+    }
+    exp_neg_in_place(y + o0 * len, n * len);
+    for (int64_t r = 0; r < n; r++) {
+        if (bad[r]) {
+            softmax_row_f64(d, x, y, o0 + r, 0, len, 1, 0);
+            continue;
+        }
+        float *yr = y + (o0 + r) * len;
+        double sum = 0;
+        for (int64_t j = 0; j < len; j++) sum += yr[j];
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < len; j++) yr[j] *= inv;
+    }
 }
 
 /* softmax/log_softmax of x over `axis`: outer x len x inner layout. */
@@ -46,26 +85,15 @@ static void softmax_run(const struct tfc_kargs *a, const void *x, void *y)
     for (int i = 0; i < axis; i++) outer *= d->dims[i];
     for (int i = axis + 1; i < d->rank; i++) inner *= d->dims[i];
     int log_out = a->kind == TFC_K_LOG_SOFTMAX;
-    int rows_f32 = !log_out && inner == 1 && d->dtype == TFC_FLOAT32;
-    for (int64_t o = 0; o < outer; o++) {
-        if (rows_f32 && softmax_row_f32((const float *)x + o * len, (float *)y + o * len, len))
-            continue;
-        for (int64_t in = 0; in < inner; in++) {
-            int64_t base = o * len * inner + in;
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < len; j++) {
-                double v = tfc_load_f64(x, d->dtype, base + j * inner);
-                if (v > mx) mx = v;
-            }
-            for (int64_t j = 0; j < len; j++)
-                sum += exp(tfc_load_f64(x, d->dtype, base + j * inner) - mx);
-            double lse = log(sum);
-            for (int64_t j = 0; j < len; j++) {
-                double v = tfc_load_f64(x, d->dtype, base + j * inner) - mx;
-                tfc_store_f64(y, d->dtype, base + j * inner, log_out ? v - lse : exp(v) / sum);
-            }
-        }
+    if (!log_out && inner == 1 && d->dtype == TFC_FLOAT32 && len > 0) {
+        int64_t step = CHUNK_FLOATS / len < 1 ? 1 : CHUNK_FLOATS / len;
+        step = step > ROWS_MAX ? ROWS_MAX : step;
+        for (int64_t o = 0; o < outer; o += step)
+            softmax_rows_f32(d, x, y, o, outer - o < step ? outer - o : step, len);
+        return;
     }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) softmax_row_f64(d, x, y, o, in, len, inner, log_out);
 }
 
 /* loss[b] = -sum_c labels[b,c] * log_softmax(logits)[b,c] (dense) or -log_softmax[b, id]. */

@@ -1409,6 +1409,25 @@ static void test_softmax_special(void)
     ht_free(&x);
 }
 
+/* Many short float32 rows (the kernel takes a few hundred at a time, their exps in one loop),
+ * with rows for the double path among them: -inf entries, a NaN, all -inf, a +inf maximum. */
+static void test_softmax_short_rows(void)
+{
+    enum { ROWS = 600, LEN = 10 };
+    struct tc c;
+    tc_begin(&c, "softmax float32 [%d, %d]: short rows, special rows among them", ROWS, LEN);
+    rng_seed(19);
+    ht x = ht_rand(F32, S(ROWS, LEN), -30, 30, 0);
+    x.d[5 * LEN + 2] = x.d[5 * LEN + 7] = -INFINITY;
+    x.d[250 * LEN + 9] = NAN;
+    for (int j = 0; j < LEN; j++) x.d[410 * LEN + j] = -INFINITY;
+    x.d[599 * LEN] = INFINITY;
+    tfc_tensor *t = tc_in(&c, &x);
+    tc_want(&c, tfc_softmax(c.g, t, -1), ref_softmax(&x, -1, 0), tol_loose(F32), "softmax");
+    tc_run(&c);
+    ht_free(&x);
+}
+
 /* labels: dense [batch, classes] distributions, or class ids [batch] when sparse. */
 static ht ref_xent(const ht *logits, const ht *labels, int sparse)
 {
@@ -4207,6 +4226,7 @@ static const struct {
     {"matmul footprints per library", test_matmul_footprints},
     {"softmax/log_softmax", test_softmax},
     {"softmax special values", test_softmax_special},
+    {"softmax short rows", test_softmax_short_rows},
     {"cross entropy", test_xent},
     {"reductions", test_reduce},
     {"argmax", test_argmax},
