@@ -195,6 +195,9 @@ struct tfc_node *tfc_node_build(tfc_graph *g, const struct tfc_op *op, const cha
 /* tfc_node_build for builders: output 0 of the new node; attrs NULL means the defaults. */
 tfc_tensor *tfc_build(tfc_graph *g, const struct tfc_op *op, int n_inputs,
                       tfc_tensor *const *inputs, const struct tfc_kattr *attrs);
+/* tfc_constant without the copy: on success the graph owns value (which must stay unchanged);
+ * on failure (NULL, recorded on g) the caller still does. */
+tfc_tensor *tfc_constant_take(tfc_graph *g, const char *name, tfc_value *value);
 /* Default attribute values of op. */
 void tfc_attrs_default(const struct tfc_op *op, struct tfc_kattr *attrs);
 /* Parses "a=1,b=[0,1],dtype=float32" into attrs (defaults first). */

@@ -106,24 +106,33 @@ tfc_tensor *tfc_placeholder(tfc_graph *g, const char *name, enum tfc_dtype dtype
     return n ? &n->outputs[0] : NULL;
 }
 
-tfc_tensor *tfc_constant(tfc_graph *g, const char *name, const tfc_value *value)
+tfc_tensor *tfc_constant_take(tfc_graph *g, const char *name, tfc_value *value)
 {
     if (!g) return NULL;
     if (!value)
         return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "constant '%s': value is NULL",
                               name ? name : "?");
     tfc_shape shape = tfc_value_shape(value);
+    struct tfc_node *n = source(g, &tfc_op_constant, name, tfc_value_dtype(value), &shape, 0);
+    if (!n) return NULL;
+    n->value = value;
+    return &n->outputs[0];
+}
+
+tfc_tensor *tfc_constant(tfc_graph *g, const char *name, const tfc_value *value)
+{
+    if (!g) return NULL;
+    if (!value)
+        return tfc_graph_fail(g, TFC_ERR_INVALID_ARGUMENT, "constant '%s': value is NULL",
+                              name ? name : "?");
     tfc_value *copy;
-    if (tfc_value_from_data(tfc_value_dtype(value), shape, tfc_value_cdata(value), &copy))
+    if (tfc_value_from_data(tfc_value_dtype(value), tfc_value_shape(value),
+                            tfc_value_cdata(value), &copy))
         return tfc_graph_fail(g, TFC_ERR_OUT_OF_MEMORY, "constant '%s': %s", name ? name : "?",
                               tfc_errmsg());
-    struct tfc_node *n = source(g, &tfc_op_constant, name, tfc_value_dtype(value), &shape, 0);
-    if (!n) {
-        tfc_value_destroy(copy);
-        return NULL;
-    }
-    n->value = copy;
-    return &n->outputs[0];
+    tfc_tensor *t = tfc_constant_take(g, name, copy);
+    if (!t) tfc_value_destroy(copy);
+    return t;
 }
 
 tfc_tensor *tfc_scalar(tfc_graph *g, enum tfc_dtype dtype, double x)

@@ -224,12 +224,7 @@ static tfc_status add_output(struct onnx_import *im, const Onnx__ValueInfoProto 
     if (!s)
         return tfc_graph_error(im->g, TFC_ERR_NOT_FOUND, "ONNX graph output '%s' is computed by "
                                "no node", vi->name);
-    if (!s->tensor) {
-        char name[256];
-        onnx_node_name(vi->name, name, sizeof name);
-        s->tensor = tfc_constant(im->g, tfc_graph_find(im->g, name) ? NULL : name, s->value);
-        if (!s->tensor) return tfc_graph_status(im->g);
-    }
+    if (!s->tensor && !onnx_sym_tensor(im, s)) return tfc_graph_status(im->g);
     int dt, has_shape;
     tfc_shape shape, ours = tfc_tensor_shape(s->tensor);
     tfc_status st = declared_type(im, vi, "output", &dt, &shape, &has_shape);

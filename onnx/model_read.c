@@ -2,18 +2,34 @@
  * the default domain. A file that is not a ModelProto, or is cut short, is an error that names
  * the file; protobuf-c checks lengths against the buffer, so nothing is read past its end. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include "onnx_import.h"
 
-/* The whole file into a new buffer (*len bytes). */
-static tfc_status read_file(tfc_graph *g, const char *path, uint8_t **buf, size_t *len)
+/* The whole file: mapped (*mapped = 1) when it is a regular file, which saves a large model a
+ * copy of its weights; else read into a new buffer (a pipe, a character device). */
+static tfc_status read_file(tfc_graph *g, const char *path, uint8_t **buf, size_t *len,
+                            int *mapped)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return tfc_graph_error(g, errno == ENOENT ? TFC_ERR_NOT_FOUND : TFC_ERR_INVALID_ARGUMENT,
                                "ONNX model '%s': cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    *mapped = 0;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (uintmax_t)sb.st_size <= SIZE_MAX) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+        if (m != MAP_FAILED) {
+            fclose(f);
+            *buf = m, *len = (size_t)sb.st_size, *mapped = 1;
+            return TFC_OK;
+        }
+    }
     uint8_t *data = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -78,7 +94,8 @@ tfc_status tfc_onnx_model_read(tfc_graph *g, const char *path, Onnx__ModelProto 
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    tfc_status st = read_file(g, path, &buf, &len);
+    int mapped;
+    tfc_status st = read_file(g, path, &buf, &len, &mapped);
     if (st) return st;
     if (len == 0) {
         free(buf);
@@ -86,7 +103,10 @@ tfc_status tfc_onnx_model_read(tfc_graph *g, const char *path, Onnx__ModelProto 
                                path);
     }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-    free(buf);
+    if (mapped)
+        munmap(buf, len);
+    else
+        free(buf);
     if (!m)
         return tfc_graph_error(g, TFC_ERR_INVALID_ARGUMENT,
                                "ONNX model '%s': not an ONNX model, or truncated (%zu bytes do "

@@ -14,7 +14,8 @@
 struct onnx_sym {
     char *name;
     tfc_tensor *tensor;  /* NULL while only the value is known (made on first use) */
-    tfc_value *value;    /* owned; NULL: known only when the graph runs */
+    tfc_value *value;    /* NULL: known only when the graph runs */
+    int value_borrowed;  /* value is its constant node's (or a parent graph's): not freed here */
 };
 
 struct onnx_import {

@@ -172,7 +172,10 @@ static tfc_status probe_scan_shapes(struct onnx_import *im, const Onnx__GraphPro
                                                     tfc_tensor_shape(s->tensor)) : NULL;
         st = tfc_graph_status(g2);
         if (!st) st = onnx_sym_add(&im2, s->name, t, NULL);
-        if (!st) im2.syms[im2.n_syms - 1].value = s->value; /* borrowed: cleared below */
+        if (!st) { /* borrowed: cleared below */
+            im2.syms[im2.n_syms - 1].value = s->value;
+            im2.syms[im2.n_syms - 1].value_borrowed = 1;
+        }
     }
     for (int i = 0; !st && i < 2 + p->n_carried; i++) {
         tfc_tensor *t = tfc_placeholder(g2, NULL, tfc_tensor_dtype(init[i]),

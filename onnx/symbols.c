@@ -38,7 +38,7 @@ void onnx_syms_truncate(struct onnx_import *im, int n)
 {
     for (int i = n; i < im->n_syms; i++) {
         free(im->syms[i].name);
-        tfc_value_destroy(im->syms[i].value);
+        if (!im->syms[i].value_borrowed) tfc_value_destroy(im->syms[i].value);
     }
     if (n < im->n_syms) im->n_syms = n;
 }
@@ -80,17 +80,29 @@ tfc_tensor *onnx_input(struct onnx_import *im, int i)
 }
 
 /* A known value's constant is made where it is first needed, even inside a region: constants
- * are the session's state, usable in every region. */
-tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s)
+ * are the session's state, usable in every region. name NULL: from the value's. The node takes
+ * the value (a large model's weights are not copied again); the symbol keeps reading it. */
+tfc_tensor *onnx_sym_constant(struct onnx_import *im, struct onnx_sym *s, const char *name)
 {
     if (!s) return NULL;
     if (!s->tensor && s->value) {
-        char name[256];
-        onnx_node_name(s->name, name, sizeof name);
-        if (tfc_graph_find(im->g, name)) name[0] = 0; /* taken: a generated name */
-        s->tensor = tfc_constant(im->g, name[0] ? name : NULL, s->value);
+        char gen[256];
+        if (!name) {
+            onnx_node_name(s->name, gen, sizeof gen);
+            name = gen;
+        }
+        if (tfc_graph_find(im->g, name)) name = NULL; /* taken: a generated name */
+        if (s->value_borrowed)
+            s->tensor = tfc_constant(im->g, name, s->value);
+        else if ((s->tensor = tfc_constant_take(im->g, name, s->value)))
+            s->value_borrowed = 1;
     }
     return s->tensor;
+}
+
+tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s)
+{
+    return onnx_sym_constant(im, s, NULL);
 }
 
 const tfc_value *onnx_input_value(struct onnx_import *im, int i)

@@ -168,8 +168,8 @@ tfc_status tfc_onnx_tensor_value(tfc_graph *g, const Onnx__TensorProto *t, const
                                (long long)numel);
     if (!external && !t->has_raw_data && check_float_field(g, t, (enum tfc_dtype)dt, what))
         return g->status;
-    tfc_value *v;
-    if (tfc_value_create((enum tfc_dtype)dt, shape, &v))
+    tfc_value *v; /* not zeroed: every element is written below, or v is freed */
+    if (tfc_value_alloc((enum tfc_dtype)dt, &shape, &v))
         return tfc_graph_error(g, TFC_ERR_OUT_OF_MEMORY, "ONNX %s: %s", what, tfc_errmsg());
     void *dst = tfc_value_data(v);
     tfc_status st = TFC_OK;

@@ -1,7 +1,7 @@
 /* test_onnx_bad.c: ONNX models that must import (a small MLP written here with protobuf-c:
  * MatMul, Add, Relu; initializers as raw_data, typed fields and an external file; its import
  * run and checked against the same arithmetic in C, as constants and as trainable variables,
- * and through `tfc import` + `tfc run`), and each way of damaging it, which must fail with a
+ * read from a pipe, and through `tfc import` + `tfc run`), and each way of damaging it, which must fail with a
  * status and a message naming the problem: a truncated file, not ONNX, another protobuf, an
  * unknown op, a newer opset, type and shape mismatches, a missing external data file, data
  * sizes that do not match the dims (checked before any data is read), a value-dependent input
@@ -9,7 +9,9 @@
 #define _GNU_SOURCE /* nftw in bad_input.h */
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include "testutil.h"
 #include "bad_input.h"
@@ -247,6 +249,34 @@ static void expect_fail(const char *path, const tfc_onnx_options *o, tfc_status 
     tfc_graph_destroy(g);
 }
 
+/* Copies the file named by arg[0] into the FIFO named by arg[1] (a writer thread). */
+static void *fifo_writer(void *arg)
+{
+    char **paths = arg;
+    FILE *in = fopen(paths[0], "rb"), *out = fopen(paths[1], "wb");
+    char buf[4096];
+    for (size_t n; in && out && (n = fread(buf, 1, sizeof buf, in)) > 0;) fwrite(buf, 1, n, out);
+    if (in) fclose(in);
+    if (out) fclose(out);
+    return NULL;
+}
+
+/* A model read from a pipe (not mapped as a regular file is) imports the same. */
+static void check_good_from_fifo(const char *path)
+{
+    char file[PATH_MAX], fifo[PATH_MAX];
+    snprintf(file, sizeof file, "%s", path);
+    snprintf(fifo, sizeof fifo, "%s", bad_path("good.fifo"));
+    unlink(fifo);
+    CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+    char *paths[2] = {file, fifo};
+    pthread_t t;
+    CU_ASSERT_FATAL(pthread_create(&t, NULL, fifo_writer, paths) == 0);
+    check_good(fifo, 0);
+    pthread_join(t, NULL);
+    unlink(fifo);
+}
+
 static void test_good_model(void)
 {
     struct model_parts p;
@@ -254,6 +284,7 @@ static void test_good_model(void)
     const char *path = model_write(&p, "good.onnx");
     check_good(path, 0);
     check_good(path, 1);
+    check_good_from_fifo(path);
     model_external(&p, "w.bin", 1);
     check_good(model_write(&p, "external.onnx"), 0);
 }
