@@ -43,11 +43,14 @@ static void chain_cpu(void *buffers[], void *cl_arg)
         return;
     }
     const struct tfc_chain_step *steps = tfc_chain_steps(c);
+    double *t = c->step_us; /* a profiled run's: its steps' times */
     for (int i = 0; i < c->n_steps; i++) {
         struct starpu_vector_interface views[STARPU_NMAXBUFS];
         void *bufs[STARPU_NMAXBUFS];
         step_buffers(c, &steps[i], buffers, scratch, views, bufs);
+        if (t) t[2 * i] = starpu_timing_now();
         steps[i].func(bufs, tfc_chain_args(a, i));
+        if (t) t[2 * i + 1] = starpu_timing_now();
         if (a->err && __atomic_load_n(&a->err->set, __ATOMIC_ACQUIRE)) return; /* failed */
     }
 }

@@ -34,6 +34,8 @@ struct tfc_chain_step {
 struct tfc_chain {
     int32_t n_steps, n_bufs;
     uint64_t scratch_bytes;
+    double *step_us; /* NULL, or where a profiled run wants each step's start and end (StarPU's
+                      * clock, us: 2 per step): set on the instance's copy per run */
     /* then: struct tfc_chain_step [n_steps], struct tfc_chain_buf [n_bufs] */
 };
 

@@ -106,12 +106,13 @@ struct hold *tfc_cf_hold_new(struct tfc_cf_run *cr, struct plan *p, const struct
     sub->cbs = malloc(sizeof *sub->cbs * (size_t)(p->n_steps + 1));
     hd->extra = calloc((size_t)p->n_fetches + 1, sizeof *hd->extra);
     if (p->n_parts) sub->parts = calloc((size_t)p->n_parts, sizeof *sub->parts);
-    if (cr->profiling) sub->records = calloc((size_t)p->n_steps + 1, sizeof *sub->records);
+    int records_ok = !cr->profiling || tfc_run_alloc_records(sub);
     sub->inst = sub->feed_handles && sub->cbs && hd->extra && (!p->n_parts || sub->parts) &&
-                        (!cr->profiling || sub->records)
+                        records_ok
                     ? tfc_plan_take_instance(p) : NULL;
     if (!sub->inst) {
         free(sub->feed_handles); free(sub->cbs); free(sub->parts); free(sub->records);
+        free(sub->chain_times);
         free(hd->extra); free(sub); free(hd);
         return NULL;
     }

@@ -541,6 +541,7 @@ static tfc_status release_holds(struct tfc_cf_run *cr, tfc_status st, char *msg)
         free(sub->cbs);
         free(sub->parts);
         free(sub->records);
+        free(sub->chain_times);
         free(sub);
         free(hd);
     }
@@ -569,12 +570,17 @@ static void report_run(struct tfc_cf_run *cr)
                 all[at].op = tfc_step_op_name(p, i, nd);
             }
         }
+        struct tfc_run **subs = malloc(sizeof *subs * (size_t)(n_holds + 1));
+        for (int h = 0; subs && h < n_holds; h++) subs[h] = order[h]->sub;
+        tfc_run_keep_step_records(s, subs, subs ? n_holds : 0);
+        free(subs);
         struct tfc_snap *snap1 = tfc_snap_take();
         free(s->records);
         s->records = all;
         s->n_records = n;
         all = NULL;
-        tfc_report_run_done(&s->rep, cr->snap0, snap1, s->records, s->n_records);
+        tfc_report_run_done(&s->rep, cr->snap0, snap1, s->records, s->n_records,
+                            s->step_records, s->n_step_records);
         tfc_snap_free(snap1);
         if (s->rep.on_stderr)
             fprintf(stderr, "  control flow: %lld loop iterations (%lld loops count-known), "

@@ -142,14 +142,13 @@ void tfc_report_fini(struct tfc_report *r)
 
 /* ---- the run's summary ---------------------------------------------------------------- */
 
-static void print_report(FILE *f, const tfc_run_summary *sm)
+/* A table of task records: the tasks, or the steps inside chain tasks. */
+static void print_records(FILE *f, const tfc_run_summary *sm, const tfc_task_record *recs, int n)
 {
-    fprintf(f, "tfc run report: %d tasks, %.1f us from submission to completion\n",
-            sm->n_tasks, sm->end_us - sm->start_us);
     fprintf(f, "  %-28s %-16s %-20s %12s %12s %12s\n", "node", "op", "worker", "start us",
             "measured us", "predicted us");
-    for (int i = 0; i < sm->n_tasks; i++) {
-        const tfc_task_record *t = &sm->tasks[i];
+    for (int i = 0; i < n; i++) {
+        const tfc_task_record *t = &recs[i];
         char pred[32];
         if (isfinite(t->predicted_us))
             snprintf(pred, sizeof pred, "%.1f", t->predicted_us);
@@ -157,6 +156,17 @@ static void print_report(FILE *f, const tfc_run_summary *sm)
             snprintf(pred, sizeof pred, "-");
         fprintf(f, "  %-28s %-16s %-20s %12.1f %12.1f %12s\n", t->node, t->op, t->worker_name,
                 t->start_us - sm->start_us, t->end_us - t->start_us, pred);
+    }
+}
+
+static void print_report(FILE *f, const tfc_run_summary *sm)
+{
+    fprintf(f, "tfc run report: %d tasks, %.1f us from submission to completion\n",
+            sm->n_tasks, sm->end_us - sm->start_us);
+    print_records(f, sm, sm->tasks, sm->n_tasks);
+    if (sm->n_steps) {
+        fprintf(f, "  the %d steps inside the chain tasks:\n", sm->n_steps);
+        print_records(f, sm, sm->steps, sm->n_steps);
     }
     fprintf(f, "  %-28s %16s %12s\n", "link", "bytes", "transfers");
     if (!sm->n_links) fprintf(f, "  (no transfers)\n");
@@ -179,12 +189,15 @@ static void print_report(FILE *f, const tfc_run_summary *sm)
 static double pos(double x) { return x > 0 ? x : 0; }
 
 void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const struct tfc_snap *b,
-                         const tfc_task_record *tasks, int n_tasks)
+                         const tfc_task_record *tasks, int n_tasks,
+                         const tfc_task_record *steps, int n_steps)
 {
     tfc_run_summary *sm = &r->sum;
     memset(sm, 0, sizeof *sm);
     sm->tasks = tasks;
     sm->n_tasks = n_tasks;
+    sm->steps = steps;
+    sm->n_steps = n_steps;
     free(r->links);
     free(r->workers);
     r->links = NULL;

@@ -7,6 +7,7 @@
 #include "passes.h"
 #include "testing.h"
 #include "session_priv.h"
+#include "chain_records.h"
 #include "../codelets/fused.h"
 #include "dist_place.h"
 #include "../src/env.h"
@@ -236,6 +237,7 @@ static void run_free(struct tfc_run *run)
     free(run->cbs);
     free(run->fcbs);
     free(run->records);
+    free(run->chain_times);
     free(run->parts);
     free(run->direct);
     tfc_snap_free(run->snap0);
@@ -460,13 +462,13 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
     run->fetch_values = calloc((size_t)p->n_fetches + 1, sizeof *run->fetch_values);
     run->cbs = malloc(sizeof *run->cbs * (size_t)(p->n_steps + 1));
     run->fcbs = malloc(sizeof *run->fcbs * (size_t)(p->n_fetches + 1));
-    if (s->profiling) run->records = calloc((size_t)p->n_steps + 1, sizeof *run->records);
+    int records_ok = !s->profiling || tfc_run_alloc_records(run);
     if (p->n_parts) run->parts = calloc((size_t)p->n_parts, sizeof *run->parts);
     int direct = 0; /* (a plan split over ranks transfers whole slots) */
     for (int q = 0; !p->mp && q < p->n_parts; q++) direct |= p->parts[q].direct != 0;
     if (direct) run->direct = calloc((size_t)p->n_parts, sizeof *run->direct);
     if (!run->inst || !run->feed_handles || !run->fetch_values || !run->cbs || !run->fcbs ||
-        (s->profiling && !run->records) || (p->n_parts && !run->parts) ||
+        !records_ok || (p->n_parts && !run->parts) ||
         (direct && !run->direct))
         return tfc_fail(msg, TFC_ERR_OUT_OF_MEMORY, "no memory for the run");
     for (int i = 0; i < p->n_fetches; i++) {
@@ -487,9 +489,33 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
 /* Submits the plan's tasks in order. When StarPU refuses one, nothing more is submitted (later
  * tasks would read what it never wrote) and the completions the run waits for drop by the
  * unsent ones and the n_acquire fetch copies. */
+int tfc_run_alloc_records(struct tfc_run *run)
+{
+    size_t n_times = tfc_chain_times_len(run->plan);
+    run->records = calloc((size_t)run->plan->n_steps + 1, sizeof *run->records);
+    if (n_times) run->chain_times = calloc(n_times, sizeof *run->chain_times);
+    return run->records && (!n_times || run->chain_times);
+}
+
+void tfc_run_keep_step_records(tfc_session *s, struct tfc_run *const *runs, int n)
+{
+    size_t room = 0;
+    for (int i = 0; i < n; i++)
+        if (runs[i]->chain_times) room += tfc_chain_times_len(runs[i]->plan) / 2;
+    free(s->step_records);
+    s->step_records = room ? calloc(room, sizeof *s->step_records) : NULL;
+    s->n_step_records = 0;
+    for (int i = 0; s->step_records && i < n; i++)
+        if (runs[i]->chain_times)
+            s->n_step_records += tfc_chain_step_records(runs[i]->plan, s->g, runs[i]->records,
+                                                        runs[i]->chain_times,
+                                                        s->step_records + s->n_step_records);
+}
+
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
 {
     struct plan *p = run->plan;
+    tfc_chain_times_attach(p, run->inst, run->chain_times); /* NULL: a run not profiled */
     const struct mp_plan *mp = p->mp;
     int64_t seq = mp ? tfc_mp_next_run() : 0;
     for (int i = 0; i < p->n_steps; i++) {
@@ -671,8 +697,10 @@ tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
         free(s->records);
         s->records = run->records;
         s->n_records = p->n_steps;
+        tfc_run_keep_step_records(s, &run, 1);
         run->records = NULL;
-        tfc_report_run_done(&s->rep, run->snap0, snap1, s->records, s->n_records);
+        tfc_report_run_done(&s->rep, run->snap0, snap1, s->records, s->n_records,
+                            s->step_records, s->n_step_records);
     }
     tfc_snap_free(snap1);
     if (p->evicted && !p->running) {

@@ -58,6 +58,7 @@ void tfc_session_destroy(tfc_session *s)
     }
     free(s->pers);
     free(s->records);
+    free(s->step_records);
     tfc_report_fini(&s->rep);
     pthread_mutex_destroy(&s->lock);
     free(s);

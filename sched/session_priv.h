@@ -51,7 +51,8 @@ void tfc_snap_reset(void);
 /* Completes a run's summary from the snapshots around it and the task records, then prints
  * and traces it as the environment asked. Under the session lock. */
 void tfc_report_run_done(struct tfc_report *r, const struct tfc_snap *a, const struct tfc_snap *b,
-                         const tfc_task_record *tasks, int n_tasks);
+                         const tfc_task_record *tasks, int n_tasks,
+                         const tfc_task_record *steps, int n_steps);
 
 struct persist {        /* a variable's or constant's data, living across runs */
     starpu_data_handle_t h;
@@ -72,6 +73,8 @@ struct tfc_session {
     int profiling;
     tfc_task_record *records;
     int n_records;
+    tfc_task_record *step_records; /* the steps inside the chain tasks of those records */
+    int n_step_records;
     struct tfc_report rep;  /* the last profiled run's summary; TFC_REPORT / TFC_TRACE */
     struct plan_options opt;
     struct tfc_run *in_flight; /* runs submitted, not yet waited for (newest first) */
@@ -103,6 +106,7 @@ struct tfc_run {
     struct task_cb *cbs;
     struct fetch_cb *fcbs;
     tfc_task_record *records; /* when profiling */
+    double *chain_times;      /* when profiling a plan with chain tasks: their steps' times */
     struct tfc_snap *snap0;   /* when profiling: counters at submission */
     starpu_data_handle_t **parts; /* tiling: per plan partition, its children while submitted */
     starpu_data_handle_t **direct; /* a plain run: per plan partition registered in place
@@ -148,6 +152,12 @@ struct instance *tfc_plan_take_instance(struct plan *p);
 const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n);
 tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *msg);
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg);
+/* A profiled run's records, one per task, and room for its chain tasks' steps' times; 0 when
+ * out of memory. */
+int tfc_run_alloc_records(struct tfc_run *run);
+/* Keeps the records of the steps inside the chain tasks of runs[0..n) (completed, profiled;
+ * in that order) as the session's step records. Under the session lock. */
+void tfc_run_keep_step_records(tfc_session *s, struct tfc_run *const *runs, int n);
 
 /* sched/cflow_run.c: a run of a graph with cond or while nodes, driven from the host segment by
  * segment; complete (tasks ended, fetches copied) when it returns. Not under the lock; msg:

@@ -158,15 +158,17 @@ static void trace_header(FILE *f, unsigned session)
     }
 }
 
-static void trace_events(FILE *f, const tfc_run_summary *sm)
+/* Complete events of category cat ("task", or "step": one inside a chain task, nested in its
+ * event on the same thread). */
+static void record_events(FILE *f, const tfc_task_record *recs, int n, const char *cat)
 {
     long pid = (long)getpid();
-    for (int i = 0; i < sm->n_tasks; i++) {
-        const tfc_task_record *t = &sm->tasks[i];
+    for (int i = 0; i < n; i++) {
+        const tfc_task_record *t = &recs[i];
         fputs(",\n{\"name\":", f);
         json_str(f, t->node);
-        fprintf(f, ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":%ld,\"tid\":%d,\"ts\":%.3f,"
-                   "\"dur\":%.3f,\"args\":{\"op\":", pid, t->worker, t->start_us,
+        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%ld,\"tid\":%d,\"ts\":%.3f,"
+                   "\"dur\":%.3f,\"args\":{\"op\":", cat, pid, t->worker, t->start_us,
                 t->end_us - t->start_us);
         json_str(f, t->op);
         if (isfinite(t->predicted_us))
@@ -174,6 +176,12 @@ static void trace_events(FILE *f, const tfc_run_summary *sm)
         else
             fputs(",\"predicted_us\":null}}", f);
     }
+}
+
+static void trace_events(FILE *f, const tfc_run_summary *sm)
+{
+    record_events(f, sm->tasks, sm->n_tasks, "task");
+    record_events(f, sm->steps, sm->n_steps, "step");
 }
 
 static const char trace_end[] = "\n]\n";

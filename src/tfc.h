@@ -986,6 +986,11 @@ typedef struct tfc_run_summary {
     const tfc_link_record *links;
     int n_workers;
     const tfc_worker_record *workers;
+    int n_steps;             /* the steps run inside chain tasks (a plan pinned to one worker,
+                              * a block of rows: one task "chain" each), timed by the chain
+                              * task's kernel: node and op the step's, worker and times within
+                              * its chain's; predicted_us NaN */
+    const tfc_task_record *steps;
 } tfc_run_summary;
 
 /* Fills *out with the last profiled run's summary (arrays borrowed until the next profiled

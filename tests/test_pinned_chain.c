@@ -4,9 +4,10 @@
  * without TFC_PASS_PIN_CHAINS: the same bits for an MLP's inference over runs with different
  * feeds, a fetched intermediate (a buffer of the chain task, not scratch), a variable updated
  * by the chain, a kernel error naming its node inside the chain (and the next run fine), a
- * plan whose intermediates pass 8 MiB keeping its tasks, and a chain of more buffers than a
- * task holds inline. Elsewhere (one CPU worker, or a device) the plans keep one task per
- * step, which the counts then check. */
+ * plan whose intermediates pass 8 MiB keeping its tasks, a chain of more buffers than a task
+ * holds inline, and a profiled run's records of the steps inside the chain. Elsewhere (one CPU
+ * worker, or a device) the plans keep one task per step, which the counts then check. */
+#include <math.h>
 #include <starpu.h>
 #include "testutil.h"
 
@@ -276,6 +277,49 @@ static void test_scratch_cap(void)
     }
 }
 
+/* A profiled pinned run keeps a record per step inside its chain task: the unpinned plan's
+ * steps (node and op) in order, on the chain's worker, one after another within the chain's
+ * times; the report lists them. A run of the unpinned plan has no step records. */
+static void test_step_records(void)
+{
+    tfc_tensor *x, *h, *p;
+    tfc_graph *g = mlp(&x, &h, &p);
+    tfc_value *xv = filled(S2(8, 48), 71), *got = NULL, *want = NULL;
+    tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
+    for (int r = 0; r < 2; r++) { /* the second run: its instance's chain points at new times */
+        CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &p, &got, 0, NULL) == TFC_OK);
+        tfc_value_destroy(got);
+    }
+    CU_ASSERT_FATAL(tfc_session_run(tasks, 1, &x, &xv, 1, &p, &want, 0, NULL) == TFC_OK);
+    tfc_run_summary ps, ts;
+    CU_ASSERT_FATAL(tfc_session_last_summary(pinned, &ps) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_last_summary(tasks, &ts) == TFC_OK);
+    CU_ASSERT_EQUAL(ts.n_steps, 0);
+    CU_ASSERT_EQUAL_FATAL(ps.n_steps, pins() ? ts.n_tasks : 0);
+    for (int k = 0; k < ps.n_steps; k++) {
+        const tfc_task_record *st = &ps.steps[k], *chain = &ps.tasks[0];
+        CU_ASSERT_STRING_EQUAL(st->node, ts.tasks[k].node);
+        CU_ASSERT_STRING_EQUAL(st->op, ts.tasks[k].op);
+        CU_ASSERT_EQUAL(st->worker, chain->worker);
+        CU_ASSERT_STRING_EQUAL(st->worker_name, chain->worker_name);
+        CU_ASSERT(st->start_us >= chain->start_us - 1 && st->end_us <= chain->end_us + 1);
+        CU_ASSERT(st->end_us >= st->start_us);
+        if (k) CU_ASSERT(st->start_us >= ps.steps[k - 1].end_us);
+        CU_ASSERT(isnan(st->predicted_us));
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT(tfc_session_write_report(pinned, f) == TFC_OK);
+    fclose(f);
+    CU_ASSERT_EQUAL(strstr(text, "steps inside the chain tasks") != NULL, pins());
+    free(text);
+    tfc_value_destroy(want), tfc_value_destroy(xv);
+    tfc_session_destroy(pinned), tfc_session_destroy(tasks);
+    tfc_graph_destroy(g);
+}
+
 int main(void)
 {
     unsetenv("TFC_ROW_SPLIT_MIN");
@@ -287,5 +331,6 @@ int main(void)
     TEST_ADD(test_error_inside);
     TEST_ADD(test_scratch_cap);
     TEST_ADD(test_many_buffers);
+    TEST_ADD(test_step_records);
     return test_main();
 }
