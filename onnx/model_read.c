@@ -11,7 +11,8 @@
 #include "onnx_import.h"
 
 /* The whole file: mapped (*mapped = 1) when it is a regular file, which saves a large model a
- * copy of its weights; else read into a new buffer (a pipe, a character device). */
+ * copy of its weights; else read into a new buffer (a pipe, a character device). (As with
+ * onnxruntime's mapping, a file cut short by another process during the import is SIGBUS.) */
 static tfc_status read_file(tfc_graph *g, const char *path, uint8_t **buf, size_t *len,
                             int *mapped)
 {

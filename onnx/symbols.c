@@ -80,29 +80,21 @@ tfc_tensor *onnx_input(struct onnx_import *im, int i)
 }
 
 /* A known value's constant is made where it is first needed, even inside a region: constants
- * are the session's state, usable in every region. name NULL: from the value's. The node takes
- * the value (a large model's weights are not copied again); the symbol keeps reading it. */
-tfc_tensor *onnx_sym_constant(struct onnx_import *im, struct onnx_sym *s, const char *name)
+ * are the session's state, usable in every region. The node takes the value (a large model's
+ * weights are not copied again) and the symbol keeps reading it; a borrowed one is copied. */
+tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s)
 {
     if (!s) return NULL;
     if (!s->tensor && s->value) {
-        char gen[256];
-        if (!name) {
-            onnx_node_name(s->name, gen, sizeof gen);
-            name = gen;
-        }
-        if (tfc_graph_find(im->g, name)) name = NULL; /* taken: a generated name */
+        char name[256];
+        onnx_node_name(s->name, name, sizeof name);
+        const char *use = tfc_graph_find(im->g, name) ? NULL : name; /* taken: a generated one */
         if (s->value_borrowed)
-            s->tensor = tfc_constant(im->g, name, s->value);
-        else if ((s->tensor = tfc_constant_take(im->g, name, s->value)))
+            s->tensor = tfc_constant(im->g, use, s->value);
+        else if ((s->tensor = tfc_constant_take(im->g, use, s->value)))
             s->value_borrowed = 1;
     }
     return s->tensor;
-}
-
-tfc_tensor *onnx_sym_tensor(struct onnx_import *im, struct onnx_sym *s)
-{
-    return onnx_sym_constant(im, s, NULL);
 }
 
 const tfc_value *onnx_input_value(struct onnx_import *im, int i)

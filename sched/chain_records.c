@@ -24,7 +24,8 @@ void tfc_chain_times_attach(const struct plan *p, struct instance *in, double *t
     size_t at = 0;
     for (int i = 0; i < p->n_steps; i++) {
         if (!plan_chain(p, i)) continue;
-        struct tfc_chain *c = tfc_chain_of((struct tfc_kargs *)(void *)(in->args + in->args_off[i]));
+        struct tfc_kargs *a = (struct tfc_kargs *)(void *)(in->args + in->args_off[i]);
+        struct tfc_chain *c = tfc_chain_of(a);
         c->step_us = times ? times + at : NULL;
         at += 2 * (size_t)c->n_steps;
     }

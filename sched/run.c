@@ -486,9 +486,6 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
     return TFC_OK;
 }
 
-/* Submits the plan's tasks in order. When StarPU refuses one, nothing more is submitted (later
- * tasks would read what it never wrote) and the completions the run waits for drop by the
- * unsent ones and the n_acquire fetch copies. */
 int tfc_run_alloc_records(struct tfc_run *run)
 {
     size_t n_times = tfc_chain_times_len(run->plan);
@@ -512,6 +509,9 @@ void tfc_run_keep_step_records(tfc_session *s, struct tfc_run *const *runs, int 
                                                         s->step_records + s->n_step_records);
 }
 
+/* Submits the plan's tasks in order. When StarPU refuses one, nothing more is submitted (later
+ * tasks would read what it never wrote) and the completions the run waits for drop by the
+ * unsent ones and the n_acquire fetch copies. */
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg)
 {
     struct plan *p = run->plan;
