@@ -118,18 +118,70 @@ tfc_status tfc_runtime_start_dist(int *rank, int *size, tfc_runtime_prepare_fn p
  * with PoCL's OpenCL node, about one exit in five under load). */
 extern int _starpu_check_that_no_data_request_exists(unsigned node) __attribute__((weak));
 
-/* Waits (up to about 2 s) until no memory node has a data request queued. */
+static int data_requests_queued(void)
+{
+    unsigned n = starpu_memory_nodes_get_count();
+    int queued = 0;
+    for (unsigned node = 0; node < n; node++)
+        queued |= !_starpu_check_that_no_data_request_exists(node);
+    return queued;
+}
+
+static void do_nothing(void *buffers[], void *arg)
+{
+    (void)buffers;
+    (void)arg;
+}
+
+static struct starpu_codelet barrier_cl = {
+    .cpu_funcs = {do_nothing},
+    .cuda_funcs = {do_nothing},
+    .opencl_funcs = {do_nothing},
+    .nbuffers = 0,
+    .name = "tfc_worker_barrier",
+};
+
+/* Runs an empty task on every worker and waits for them: a worker runs a task only between
+ * two passes over its memory node's requests, so none is in the middle of one afterwards. */
+static void worker_barrier(void)
+{
+    unsigned n = starpu_worker_get_count();
+    for (unsigned w = 0; w < n; w++) {
+        struct starpu_task *task = starpu_task_create();
+        if (!task) break;
+        task->cl = &barrier_cl;
+        task->execute_on_a_specific_worker = 1;
+        task->workerid = w;
+        if (starpu_task_submit(task)) {
+            task->destroy = 0;
+            starpu_task_destroy(task);
+        }
+    }
+    starpu_task_wait_for_all();
+}
+
+/* Waits (up to about 10 s) until no memory node has a data request, queued or in flight.
+ * A worker takes its node's whole queue off the list before it handles the requests: between
+ * the two, the queue looks empty though a transfer (and the unregistration of a handle given
+ * to starpu_data_unregister_submit, which waits for it) is still to come. The handle's copy on
+ * a device then goes to that device's cache after its driver emptied it, and starpu_shutdown
+ * aborts in _starpu_deinit_mem_chunk_lists (seen once in CI, PoCL's node under ASan). So the
+ * nodes must be seen empty three times in a row, each look followed by a barrier of the
+ * workers, which ends any pass over a queue taken before it (a request put back by that pass
+ * is seen by the next look). */
 static void drain_data_requests(void)
 {
     if (!_starpu_check_that_no_data_request_exists) return;
-    unsigned n = starpu_memory_nodes_get_count();
-    for (int tries = 0; tries < 2000; tries++) {
-        int queued = 0;
-        for (unsigned node = 0; node < n; node++)
-            queued |= !_starpu_check_that_no_data_request_exists(node);
-        if (!queued) return;
-        starpu_wake_all_blocked_workers();
-        usleep(1000);
+    int quiet = 0;
+    for (int tries = 0; tries < 10000 && quiet < 3; tries++) {
+        if (data_requests_queued()) {
+            quiet = 0;
+            starpu_wake_all_blocked_workers();
+            usleep(1000);
+            continue;
+        }
+        worker_barrier();
+        quiet++;
     }
 }
 
