@@ -592,14 +592,6 @@ static void report_run(struct tfc_cf_run *cr)
     free(order);
 }
 
-static void wait_tasks(struct tfc_run *run)
-{
-    pthread_mutex_lock(&run->m);
-    while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0)
-        pthread_cond_wait(&run->c, &run->m);
-    pthread_mutex_unlock(&run->m);
-}
-
 tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
                       tfc_tensor *const *feed_tensors, tfc_value *const *feeds, int n_fetches,
                       tfc_tensor *const *fetches, int n_targets, tfc_tensor *const *targets,
@@ -628,7 +620,7 @@ tfc_status tfc_cf_run(tfc_session *s, struct tfc_run *run, int n_feeds,
     if (!st) mark_reached(cr, n_fetches, fetches, n_targets, targets);
     if (!st) st = exec_region(cr, &env, NULL, n_fetches, fetches, n_targets, targets, got, msg);
     if (!st) st = copy_fetches(cr, n_fetches, got, msg);
-    wait_tasks(run); /* what was submitted has ended, failed or not */
+    tfc_run_wait_pending(run); /* what was submitted has ended, failed or not */
     pthread_mutex_lock(&s->lock);
     if (cr->profiling && !st) report_run(cr);
     tfc_snap_free(cr->snap0);
@@ -663,8 +655,7 @@ tfc_status tfc_cf_run_wait(struct tfc_run *run, tfc_value **fetch_values)
         free(cr->feed_h);
         free(cr);
     }
-    pthread_mutex_destroy(&run->m);
-    pthread_cond_destroy(&run->c);
+    sem_destroy(&run->done);
     free(run);
     return st;
 }

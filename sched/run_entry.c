@@ -75,8 +75,7 @@ tfc_status tfc_session_run_async(tfc_session *s, int n_feeds, tfc_tensor *const 
         return tfc_run_set_msg(s, TFC_ERR_OUT_OF_MEMORY, "run: no memory");
     }
     run->s = s;
-    pthread_mutex_init(&run->m, NULL);
-    pthread_cond_init(&run->c, NULL);
+    sem_init(&run->done, 0, 0);
     run->cf_args = a;
     pthread_mutex_lock(&s->lock);
     tfc_session_track_run(s, run); /* tfc_session_destroy waits for it if the caller does not */

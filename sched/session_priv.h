@@ -4,6 +4,7 @@
 #ifndef TFC_SESSION_PRIV_H
 #define TFC_SESSION_PRIV_H
 
+#include <semaphore.h>
 #include <sys/types.h>
 #include "plan.h"
 
@@ -113,8 +114,7 @@ struct tfc_run {
                                     * (plan_part.direct), its tiles until the run ends; NULL in a
                                     * segment of a control-flow run and a plan split over ranks */
     int pending;              /* tasks and fetch copies not finished */
-    pthread_mutex_t m;
-    pthread_cond_t c;
+    sem_t done;               /* posted each time pending reaches 0 (tfc_run_wait_pending) */
     int submitted;            /* counted in plan->running */
     int pin_shift;            /* a pinned chain (tfc_pin_chain): runs this one's tasks this many
                                * workers after the plan's, for the runs of it still in flight */
@@ -152,6 +152,8 @@ struct instance *tfc_plan_take_instance(struct plan *p);
 const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node *n);
 tfc_status tfc_run_check_variables(tfc_session *s, const struct plan *p, char *msg);
 tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acquire, char *msg);
+/* Returns once every task and fetch copy run counts (run->pending) has finished. */
+void tfc_run_wait_pending(struct tfc_run *run);
 /* A profiled run's records, one per task, and room for its chain tasks' steps' times; 0 when
  * out of memory. */
 int tfc_run_alloc_records(struct tfc_run *run);
