@@ -77,6 +77,7 @@ enum {
 };
 
 struct instance;
+struct host_keep;
 
 struct plan {
     /* key */
@@ -122,6 +123,8 @@ struct instance {
     char *args;                    /* copies of every step's kargs */
     size_t *args_off;              /* offset of step i's kargs in args */
     struct tfc_kerr err;
+    struct host_keep *keep;        /* NULL, or the handles its runs registered on the caller's
+                                    * memory, kept for the next run (sched/host_keep.c) */
     struct instance *next_free;
 };
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "host_keep.h"
 #include "passes.h"
 #include "testing.h"
 #include "session_priv.h"
@@ -279,12 +280,13 @@ static int fetched_in_place(const struct tfc_run *run, int i)
 }
 
 /* The tiles registered in place: unregistered once every task is over (StarPU waits for
- * them, and brings a tile a device wrote back to the host data). */
+ * them, and brings a tile a device wrote back to the host data), unless the instance keeps
+ * them. */
 static void unregister_direct(struct tfc_run *run)
 {
     for (int q = 0; run->direct && q < run->plan->n_parts; q++)
         if (run->direct[q]) {
-            tfc_tiling_unregister(run->plan, q, run->direct[q]);
+            tfc_host_tiles_end(run->inst, run->plan, q, run->direct[q]);
             run->direct[q] = NULL;
         }
 }
@@ -303,7 +305,7 @@ static starpu_data_handle_t *partition(struct tfc_run *run, int q)
                          ? starpu_data_handle_to_pointer(parent, STARPU_MAIN_RAM)
                          : tfc_value_data(run->fetch_values[p->parts[q].fetch]);
         __atomic_add_fetch(&tiles_in_place, 1, __ATOMIC_RELAXED);
-        return run->direct[q] = tfc_tiling_register(p, q, base);
+        return run->direct[q] = tfc_host_tiles(run->inst, p, q, base);
     }
     if (p->slots[slot].kind != SLOT_TEMP) return tfc_tiling_partition(p, q, parent);
     starpu_data_handle_t **tiles = &run->inst->parts[q];
@@ -485,10 +487,7 @@ static tfc_status prepare_run(tfc_session *s, struct tfc_run *run, tfc_value *co
     }
     for (int i = 0; i < p->n_feeds; i++)
         if (p->slots[i].kind == SLOT_FEED) /* registered on the caller's buffer: no copy */
-            starpu_vector_data_register(&run->feed_handles[i], STARPU_MAIN_RAM,
-                                        (uintptr_t)tfc_value_data(feeds[i]),
-                                        (uint32_t)p->slots[i].numel,
-                                        tfc_dtype_size(p->slots[i].desc.dtype));
+            run->feed_handles[i] = tfc_host_feed(run->inst, p, i, tfc_value_data(feeds[i]));
     return TFC_OK;
 }
 
@@ -636,7 +635,7 @@ tfc_status tfc_run_submit_plain(tfc_session *s, int n_feeds, tfc_tensor *const *
         }
         snprintf(s->msg, sizeof s->msg, "%s", msg);
         for (int i = 0; run->feed_handles && i < run->plan->n_feeds; i++)
-            if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
+            if (run->feed_handles[i]) tfc_host_feed_end(run->inst, i, run->feed_handles[i]);
         pthread_mutex_unlock(&s->lock);
         run_free(run);
         return st;
@@ -664,7 +663,7 @@ tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
     struct tfc_snap *snap1 = run->records ? tfc_snap_take() : NULL; /* and after */
     unregister_direct(run);
     for (int i = 0; i < p->n_feeds; i++)
-        if (run->feed_handles[i]) starpu_data_unregister(run->feed_handles[i]);
+        if (run->feed_handles[i]) tfc_host_feed_end(run->inst, i, run->feed_handles[i]);
     tfc_status st = run->status;
     struct tfc_kerr *e = &run->inst->err;
     tfc_kerr_take_device(e); /* every task has ended: a CUDA kernel's record is complete */

@@ -5,6 +5,7 @@
  * its own tasks only, never for all of StarPU's. */
 #include <stdlib.h>
 #include <string.h>
+#include "host_keep.h"
 #include "session_priv.h"
 #include "../src/env.h"
 #include "testing.h"
@@ -118,6 +119,7 @@ tfc_status tfc_session_create(tfc_ctx *ctx, tfc_graph *g, tfc_session **out)
 void tfc_instance_free(struct instance *in, int n_slots)
 {
     const struct plan *p = in->plan;
+    tfc_host_keep_release(in);
     for (int q = 0; q < p->n_parts; q++) { /* the instance's tiles, before their parents go */
         if (!in->parts[q]) continue;
         starpu_data_handle_t parent = in->handles[p->parts[q].slot];

@@ -30,5 +30,8 @@ int tfc_tile_sharing_workers(int n_workers, int n_cuda_workers);
 /* Partitions whose tiles runs have registered in place of partitioning (sched/run.c: a plain
  * run's feed and fetched output tiles, plan_part.direct), process-wide, so far. */
 unsigned long tfc_testing_tiles_in_place(void);
+/* Feed handles and in-place partitions that runs took kept from their instance's previous run
+ * in place of registering them (sched/host_keep.c), process-wide, so far. */
+unsigned long tfc_testing_host_kept(void);
 
 #endif

@@ -1677,6 +1677,81 @@ static void test_row_tiles_in_place(void)
     tfc_graph_destroy(g);
 }
 
+/* The unsplit plan's output for feed v (a fresh session each time: nothing kept). */
+static tfc_value *whole_output(tfc_graph *g, tfc_tensor *x, tfc_tensor *p, tfc_value *v)
+{
+    setenv("TFC_ROW_SPLIT_MIN", "off", 1);
+    tfc_session *s = NULL;
+    tfc_value *out = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &v, 1, &p, &out, 0, NULL) == TFC_OK);
+    tfc_session_destroy(s);
+    setenv("TFC_ROW_SPLIT_MIN", "64", 1);
+    return out;
+}
+
+/* Runs on a StarPU whose only memory node is host RAM keep the handles they registered on the
+ * caller's memory for the next run on the same addresses (sched/host_keep.c). Runs on one feed
+ * buffer take its handle and its row tiles kept; the buffer rewritten in place between two runs
+ * gives the new rows' results (no stale copy anywhere); an output the caller keeps is not
+ * written by later runs (their tiles are on their own values); another buffer, then the first
+ * again, are registered anew; outputs destroyed and allocated again are written right. Each
+ * result equals the unsplit plan's. With a second memory node nothing is kept. */
+static void test_row_tiles_kept(void)
+{
+    tfc_tensor *x, *h, *p;
+    tfc_graph *g = two_layer_graph(91, &x, &h, &p);
+    tfc_value *a = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 93);
+    tfc_value *b = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 94);
+    setenv("TFC_ROW_SPLIT_MIN", "64", 1);
+    tfc_session *s = NULL;
+    CU_ASSERT_FATAL(tfc_session_create(test_ctx, g, &s) == TFC_OK);
+    tfc_value *out[5] = {NULL}, *want_a = whole_output(g, x, p, a);
+    unsigned long kept[5];
+    for (int r = 0; r < 3; r++) { /* on a; a rewritten before the third */
+        if (r == 2) {
+            float *d = tfc_value_data(a);
+            for (int64_t i = 0; i < tfc_value_numel(a); i++) d[i] = 0.5f - d[i];
+            tfc_value_destroy(want_a);
+            want_a = whole_output(g, x, p, a);
+        }
+        unsigned long before = tfc_testing_host_kept();
+        CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &a, 1, &p, &out[r], 0, NULL) == TFC_OK);
+        kept[r] = tfc_testing_host_kept() - before;
+        CU_ASSERT(same_values(out[r], want_a, 0, 1e-6));
+    }
+    tfc_value *want_first = whole_output(g, x, p, b); /* (b's, for the fourth run) */
+    unsigned long before = tfc_testing_host_kept();
+    CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &b, 1, &p, &out[3], 0, NULL) == TFC_OK);
+    kept[3] = tfc_testing_host_kept() - before;
+    CU_ASSERT(same_values(out[3], want_first, 0, 1e-6));
+    tfc_value_destroy(want_first);
+    /* the first two outputs still hold a's first rows' results */
+    want_first = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 93);
+    tfc_value *want_old = whole_output(g, x, p, want_first);
+    CU_ASSERT(same_values(out[0], want_old, 0, 1e-6));
+    CU_ASSERT(same_values(out[1], want_old, 0, 1e-6));
+    for (int r = 1; r < 4; r++) tfc_value_destroy(out[r]), out[r] = NULL;
+    before = tfc_testing_host_kept();
+    CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &a, 1, &p, &out[4], 0, NULL) == TFC_OK);
+    kept[4] = tfc_testing_host_kept() - before;
+    CU_ASSERT(same_values(out[4], want_a, 0, 1e-6));
+    tfc_session_destroy(s);
+    unsetenv("TFC_ROW_SPLIT_MIN");
+    int nw = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);
+    int can = nw >= 2 && nw == (int)starpu_worker_get_count(); /* the row split applies */
+    unsigned long per_run = starpu_memory_nodes_get_count() != 1 ? 0 : can ? 2 : 1;
+    CU_ASSERT_EQUAL(kept[0], 0);       /* a fresh instance */
+    CU_ASSERT_EQUAL(kept[1], per_run); /* a's handle and its tiles; not out[0]'s tiles */
+    CU_ASSERT_EQUAL(kept[2], per_run);
+    CU_ASSERT_EQUAL(kept[3], 0);       /* b: registered anew */
+    CU_ASSERT(kept[4] <= per_run / 2); /* a again: anew; only the output may land on a freed one */
+    tfc_value_destroy(out[0]), tfc_value_destroy(out[4]);
+    tfc_value_destroy(want_old), tfc_value_destroy(want_first), tfc_value_destroy(want_a);
+    tfc_value_destroy(a), tfc_value_destroy(b);
+    tfc_graph_destroy(g);
+}
+
 /* A kernel that fails inside a chain task (an integer division by zero in the third of a
  * block's steps: matmul, cast to int32, division by a fed row vector d) fails the run with the
  * message naming that step's node, as the unsplit plan does; the next run of the same session
@@ -1755,6 +1830,7 @@ int main(void)
     TEST_ADD(test_row_chains_runs);
     TEST_ADD(test_row_chain_fetch);
     TEST_ADD(test_row_tiles_in_place);
+    TEST_ADD(test_row_tiles_kept);
     TEST_ADD(test_row_chain_error);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
