@@ -293,6 +293,16 @@ void tfc_fold_register(struct plan *p)
     }
 }
 
+void tfc_fold_relax(struct plan *p)
+{
+    if (p->mp) return; /* StarPU-MPI orders its transfers by the implicit dependencies */
+    for (int i = 0; i < p->n_slots; i++) {
+        struct slot *s = &p->slots[i];
+        if (s->kind == SLOT_CONST && s->ch && !tfc_tiling_is_parent(p, i))
+            starpu_data_set_sequential_consistency_flag(s->ch, 0);
+    }
+}
+
 void tfc_fold_release(struct plan *p)
 {
     for (int i = 0; p->slots && i < p->n_slots; i++) {

@@ -38,6 +38,12 @@ int tfc_fold_last_step(struct plan *p, tfc_graph *g, const struct plan_options *
  * folded values and handles (tfc_plan_free). */
 void tfc_fold_register(struct plan *p);
 void tfc_fold_release(struct plan *p);
+/* Once the plan is final (its partitions and rank split made): the constants' handles leave
+ * StarPU's implicit dependencies, which cost every task reading one a list entry added at
+ * submission and removed at its end. They are only ever read, and unregistered once no run of
+ * the plan is in flight; a partitioned one (StarPU partitions only data with sequential
+ * consistency) and those of a plan split over ranks keep them. */
+void tfc_fold_relax(struct plan *p);
 
 /* Fusion: every single-output chain or tree of element-wise steps (same float dtype, same
  * output shape, same placement; external inputs broadcast) becomes one step of the fused

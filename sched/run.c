@@ -114,6 +114,7 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
         tfc_plan_free(p);
         return NULL;
     }
+    tfc_fold_relax(p);
     s->stats.lowerings++;
     tfc_cache_push_front(s, p);
     while (s->n_plans > s->max_plans) tfc_cache_evict(s, s->lru);
