@@ -163,9 +163,10 @@ static void worker_barrier(void)
 /* Waits (up to about 10 s) until no memory node has a data request, queued or in flight.
  * A worker takes its node's whole queue off the list before it handles the requests: between
  * the two, the queue looks empty though a transfer (and the unregistration of a handle given
- * to starpu_data_unregister_submit, which waits for it) is still to come. The handle's copy on
- * a device then goes to that device's cache after its driver emptied it, and starpu_shutdown
- * aborts in _starpu_deinit_mem_chunk_lists (seen once in CI, PoCL's node under ASan). So the
+ * to starpu_data_unregister_submit, which waits for it) is still to come. The likely cause of
+ * an abort seen once in CI (PoCL's node under ASan; not reproduced): the handle's device copy
+ * went to that device's cache after its driver had emptied it, and starpu_shutdown aborted in
+ * _starpu_deinit_mem_chunk_lists. So the
  * nodes must be seen empty three times in a row, each look followed by a barrier of the
  * workers, which ends any pass over a queue taken before it (a request put back by that pass
  * is seen by the next look). */

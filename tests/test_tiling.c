@@ -1720,15 +1720,15 @@ static void test_row_tiles_kept(void)
         kept[r] = tfc_testing_host_kept() - before;
         CU_ASSERT(same_values(out[r], want_a, 0, 1e-6));
     }
-    tfc_value *want_first = whole_output(g, x, p, b); /* (b's, for the fourth run) */
+    tfc_value *want_b = whole_output(g, x, p, b);
     unsigned long before = tfc_testing_host_kept();
     CU_ASSERT_FATAL(tfc_session_run(s, 1, &x, &b, 1, &p, &out[3], 0, NULL) == TFC_OK);
     kept[3] = tfc_testing_host_kept() - before;
-    CU_ASSERT(same_values(out[3], want_first, 0, 1e-6));
-    tfc_value_destroy(want_first);
+    CU_ASSERT(same_values(out[3], want_b, 0, 1e-6));
+    tfc_value_destroy(want_b);
     /* the first two outputs still hold a's first rows' results */
-    want_first = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 93);
-    tfc_value *want_old = whole_output(g, x, p, want_first);
+    tfc_value *a_first = nd_value(TFC_FLOAT32, 2, (int64_t[]){100, 32}, 93); /* a's first rows */
+    tfc_value *want_old = whole_output(g, x, p, a_first);
     CU_ASSERT(same_values(out[0], want_old, 0, 1e-6));
     CU_ASSERT(same_values(out[1], want_old, 0, 1e-6));
     for (int r = 1; r < 4; r++) tfc_value_destroy(out[r]), out[r] = NULL;
@@ -1747,7 +1747,7 @@ static void test_row_tiles_kept(void)
     CU_ASSERT_EQUAL(kept[3], 0);       /* b: registered anew */
     CU_ASSERT(kept[4] <= per_run / 2); /* a again: anew; only the output may land on a freed one */
     tfc_value_destroy(out[0]), tfc_value_destroy(out[4]);
-    tfc_value_destroy(want_old), tfc_value_destroy(want_first), tfc_value_destroy(want_a);
+    tfc_value_destroy(want_old), tfc_value_destroy(a_first), tfc_value_destroy(want_a);
     tfc_value_destroy(a), tfc_value_destroy(b);
     tfc_graph_destroy(g);
 }
