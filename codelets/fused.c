@@ -59,6 +59,11 @@ static void apply_f32(const struct tfc_fused_op *op, float *restrict o, const fl
         apply_f32_n(op, o, x, y, m);
 }
 
+void tfc_fused_unary_f32(const struct tfc_fused_op *op, float *o, const float *x, int m)
+{
+    apply_f32(op, o, x, NULL, m);
+}
+
 TFC_EW_VECTOR_CLONES
 static void apply_f64(const struct tfc_fused_op *op, double *restrict o, const double *x,
                       const double *y, int m)

@@ -72,6 +72,10 @@ static inline void tfc_fused_apply_ld(const struct tfc_kargs *a, int rank, const
         if (a->d[k].rank == 2 && st[k][rank - 2] != 0) st[k][rank - 2] = ld[k];
 }
 
+/* One unary op of a fused program over m floats, as the fused kernel applies it (o and x do
+ * not overlap); for codelets/matmul.c's epilogue. */
+void tfc_fused_unary_f32(const struct tfc_fused_op *op, float *o, const float *x, int m);
+
 /* The codelet (codelets/fused.c) and its device entry points. */
 struct starpu_codelet;
 extern struct starpu_codelet tfc_cl_fused;

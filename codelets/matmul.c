@@ -7,6 +7,9 @@
 #include "kernel.h"
 #include "bcast.h"
 #include "matmul_dnnl.h"
+#include "matmul_epilogue.h"
+#include "fused.h"
+#include "ew_vexpf.h" /* TFC_EW_VECTOR_CLONES */
 #include "../src/env.h"
 #include "opencl_common.h"
 #include "../src/tfc.h"
@@ -131,6 +134,75 @@ static void matmul_cpu(void *buffers[], void *cl_arg)
         gemm(backend, dc->dtype, ta, tb, m, n, k, A + (size_t)off_a * es, ta ? m : k,
              B + (size_t)off_b * es, tb ? k : n, (char *)C + (size_t)(bi * m * n) * es, n);
     }
+}
+
+/* ---- a product with its bias add and activation (matmul_epilogue.h) ------------------- */
+
+/* The epilogue's row chunk: the biased values of one chunk wait on the stack for the
+ * activation (the fused kernel's block length, which its op loops are compiled for). */
+#define EPILOGUE_CHUNK 512
+
+static long epilogue_runs; /* (atomic) */
+
+long tfc_matmul_epilogue_runs(void)
+{
+    return __atomic_load_n(&epilogue_runs, __ATOMIC_RELAXED);
+}
+
+/* o = x + b (tfc_ew_add_f32's formula), then vectorized */
+TFC_EW_VECTOR_CLONES
+static void add_bias(float *restrict o, const float *x, const float *restrict b, int n)
+{
+    for (int i = 0; i < n; i++) o[i] = x[i] + b[i];
+}
+
+TFC_EW_VECTOR_CLONES
+static void add_bias_in_place(float *restrict x, const float *restrict b, int n)
+{
+    for (int i = 0; i < n; i++) x[i] = x[i] + b[i];
+}
+
+/* C's m rows (row stride ldc, n columns) become act(C + bias), chunk by chunk. */
+static void epilogue_rows(const struct tfc_kargs *a, float *C, int64_t m, int64_t n, int64_t ldc,
+                          const float *bias)
+{
+    const struct tfc_kattr *act = &a->attrs[MATMUL_EPILOGUE_ACT];
+    struct tfc_fused_op op = {.kind = (int32_t)act->i, .a = 0, .b = -1, .p0 = act->f,
+                              .p1 = a->attrs[MATMUL_EPILOGUE_P1].f};
+    float biased[EPILOGUE_CHUNK];
+    for (int64_t r = 0; r < m; r++) {
+        float *row = C + r * ldc;
+        for (int64_t j = 0; j < n; j += EPILOGUE_CHUNK) {
+            int len = n - j < EPILOGUE_CHUNK ? (int)(n - j) : EPILOGUE_CHUNK;
+            if (!op.kind) {
+                add_bias_in_place(row + j, bias + j, len);
+                continue;
+            }
+            add_bias(biased, row + j, bias + j, len);
+            tfc_fused_unary_f32(&op, row + j, biased, len);
+        }
+    }
+}
+
+void tfc_matmul_epilogue_cpu(void *buffers[], void *cl_arg)
+{
+    const struct tfc_kargs *a = cl_arg;
+    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
+    float *C = tfc_kout(buffers, a, 0);
+    if (!C)
+        return;
+    const float *A = tfc_kin(buffers, a, 0), *B = tfc_kin(buffers, a, 1);
+    const float *bias = tfc_kin(buffers, a, 2);
+    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
+    int64_t m = dc->dims[0], n = dc->dims[1], k = ta ? da->dims[0] : da->dims[1];
+    int backend = matmul_backend(a);
+    if (backend < 0)
+        return;
+    int64_t ldc = tfc_kdesc_ld(buffers, dc);
+    gemm(backend, TFC_FLOAT32, ta, tb, m, n, k, A, tfc_kdesc_ld(buffers, da), B,
+         tfc_kdesc_ld(buffers, db), C, ldc);
+    epilogue_rows(a, C, m, n, ldc, bias);
+    __atomic_add_fetch(&epilogue_runs, 1, __ATOMIC_RELAXED);
 }
 
 static struct starpu_perfmodel matmul_model = {

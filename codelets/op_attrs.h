@@ -12,8 +12,10 @@ enum { SOURCE_DTYPE, SOURCE_SHAPE };
  * (graph/ops_math.c and the element-wise codelet's headers). */
 
 /* matmul; batch_matmul keeps its adjoint flags in the same slots, so that one kernel reads
- * both ops (graph/ops_nn.c) */
-enum { MATMUL_TRANSPOSE_A, MATMUL_TRANSPOSE_B };
+ * both ops (graph/ops_nn.c). MATMUL_EPILOGUE_ACT and MATMUL_EPILOGUE_P1 are no attributes of
+ * the ops: a chain task's product with its bias add (codelets/matmul_epilogue.h) carries there
+ * the unary kind applied after the add (0: none) with its p0 in .f, and its p1 in .f. */
+enum { MATMUL_TRANSPOSE_A, MATMUL_TRANSPOSE_B, MATMUL_EPILOGUE_ACT, MATMUL_EPILOGUE_P1 };
 enum { BATCH_MATMUL_ADJ_A = MATMUL_TRANSPOSE_A, BATCH_MATMUL_ADJ_B = MATMUL_TRANSPOSE_B };
 
 /* softmax and log_softmax; argmax (graph/ops_nn.c) */

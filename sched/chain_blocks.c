@@ -12,12 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
+#include "chain_epilogue.h"
 #include "../codelets/chain.h"
+#include "../codelets/matmul_epilogue.h"
 
 /* A block's chain being built: its task buffers and its scratch, in first-use order. */
 struct chain_build {
     const char *scratch_part;          /* per plan partition: 1 when its tiles go to scratch */
     const char *scratch_whole;         /* NULL, or per slot: 1 when its whole buffer does */
+    int epilogues;                     /* merge matmuls with their bias adds (chain_epilogue.h) */
     int n_bufs, n_scratch;
     int *slot, *part, *child;          /* per task buffer (part -1: whole) */
     enum starpu_data_access_mode *mode;
@@ -85,40 +88,104 @@ static uint64_t scratch_buf(struct chain_build *cb, const struct plan *p, const 
     return off;
 }
 
-/* The chain's kargs: the header, the chain, its steps and buffer table, the steps' kargs. */
+/* Whether chain member i's product (its buffer j) is read by member i + 1 alone: in scratch
+ * and named by no other member. */
+static int product_private(const struct plan *p, const struct chain_build *cb, const int *members,
+                           int n, int i, int j)
+{
+    const struct step *mm = &p->steps[members[i]];
+    if (!in_scratch(cb, mm, j)) return 0;
+    for (int k = 0; k < n; k++) {
+        const struct step *o = &p->steps[members[k]];
+        for (int b = 0; k != i && k != i + 1 && b < o->n_buf; b++)
+            if (o->buf_slot[b] == mm->buf_slot[j]) return 0;
+    }
+    return 1;
+}
+
+/* Per member: 1 when it and the next merge into one matmul with its epilogue (ep[i] says how;
+ * chain_epilogue.h), 0 otherwise (and for the member merged into the one before). */
+static void find_epilogues(const struct plan *p, const struct chain_build *cb, const int *members,
+                           int n, char *merged, struct tfc_epilogue *ep)
+{
+    memset(merged, 0, (size_t)n);
+    for (int i = 0; cb->epilogues && i + 1 < n; i++) {
+        const struct step *mm = &p->steps[members[i]], *e = &p->steps[members[i + 1]];
+        if (tfc_epilogue_match(mm, e, &ep[i]) &&
+            product_private(p, cb, members, n, i, ep[i].product))
+            merged[i++] = 1;
+    }
+}
+
+/* Where buffer j of chained step ts is: a task buffer, or its place in scratch. */
+static void chain_ref(struct chain_build *cb, const struct plan *p, const struct step *ts, int j,
+                      struct tfc_chain_buf *r)
+{
+    r->task_buf = -1;
+    if (in_scratch(cb, ts, j))
+        r->off = scratch_buf(cb, p, ts, j, &r->nx, &r->elemsize);
+    else
+        r->task_buf = task_buf(cb, ts, j);
+}
+
+/* The chain's kargs: the header, the chain, its steps and buffer table, the steps' kargs (a
+ * merged matmul and bias add: one step, codelets/matmul_epilogue.h). */
 static struct tfc_kargs *chain_args(struct plan *p, const int *members, int n,
                                     struct chain_build *cb, size_t *size)
 {
-    int n_refs = 0;
-    for (int i = 0; i < n; i++) n_refs += p->steps[members[i]].n_buf;
-    size_t tables = round16(sizeof(struct tfc_chain) + sizeof(struct tfc_chain_step) * (size_t)n +
+    char *merged = malloc((size_t)n);
+    struct tfc_epilogue *ep = malloc(sizeof *ep * (size_t)n);
+    if (!merged || !ep) {
+        free(merged), free(ep);
+        return NULL;
+    }
+    find_epilogues(p, cb, members, n, merged, ep);
+    int n_chain = 0, n_refs = 0;
+    size_t args_bytes = 0;
+    for (int i = 0; i < n; i++, n_chain++) {
+        if (merged[i]) {
+            n_refs += 4, args_bytes += round16(tfc_epilogue_args_size()), i++;
+            continue;
+        }
+        n_refs += p->steps[members[i]].n_buf;
+        args_bytes += round16(p->steps[members[i]].args_size);
+    }
+    size_t tables = round16(sizeof(struct tfc_chain) +
+                            sizeof(struct tfc_chain_step) * (size_t)n_chain +
                             sizeof(struct tfc_chain_buf) * (size_t)n_refs);
-    *size = TFC_CHAIN_HEAD + tables;
-    for (int i = 0; i < n; i++) *size += round16(p->steps[members[i]].args_size);
+    *size = TFC_CHAIN_HEAD + tables + args_bytes;
     struct tfc_kargs *a = calloc(1, *size);
-    if (!a) return NULL;
+    if (!a) {
+        free(merged), free(ep);
+        return NULL;
+    }
     struct tfc_chain *c = tfc_chain_of(a);
-    c->n_steps = n, c->n_bufs = n_refs;
+    c->n_steps = n_chain, c->n_bufs = n_refs;
     struct tfc_chain_step *cs = tfc_chain_steps(c);
     struct tfc_chain_buf *cbuf = tfc_chain_bufs(c);
     size_t off = TFC_CHAIN_HEAD + tables;
     uint32_t footprint = 0;
-    for (int i = 0, r = 0; i < n; i++) {
+    for (int i = 0, k = 0, r = 0; i < n; i++, k++) {
         const struct step *ts = &p->steps[members[i]];
-        cs[i] = (struct tfc_chain_step){ts->cl->cpu_funcs[0], off, ts->n_buf, r};
-        memcpy((char *)a + off, ts->args, ts->args_size);
-        off += round16(ts->args_size);
-        for (int j = 0; j < ts->n_buf; j++, r++) {
-            cbuf[r].task_buf = -1;
-            if (in_scratch(cb, ts, j))
-                cbuf[r].off = scratch_buf(cb, p, ts, j, &cbuf[r].nx, &cbuf[r].elemsize);
-            else
-                cbuf[r].task_buf = task_buf(cb, ts, j);
+        struct tfc_kargs *sa = (struct tfc_kargs *)(void *)((char *)a + off);
+        if (merged[i]) {
+            const struct step *e = &p->steps[members[++i]];
+            cs[k] = (struct tfc_chain_step){tfc_matmul_epilogue_cpu, off, 4, r};
+            tfc_epilogue_args(ts, e, &ep[i - 1], sa);
+            off += round16(tfc_epilogue_args_size());
+            for (int j = 0; j < 4; j++, r++)
+                chain_ref(cb, p, j < 2 ? ts : e, tfc_epilogue_buf(ts, e, &ep[i - 1], j), &cbuf[r]);
+        } else {
+            cs[k] = (struct tfc_chain_step){ts->cl->cpu_funcs[0], off, ts->n_buf, r};
+            memcpy(sa, ts->args, ts->args_size);
+            off += round16(ts->args_size);
+            for (int j = 0; j < ts->n_buf; j++, r++) chain_ref(cb, p, ts, j, &cbuf[r]);
         }
-        footprint = starpu_hash_crc32c_be(ts->args->footprint, footprint);
-        a->flops += ts->args->flops;
-        a->bytes += ts->args->bytes;
+        footprint = starpu_hash_crc32c_be(sa->footprint, footprint);
+        a->flops += sa->flops;
+        a->bytes += sa->bytes;
     }
+    free(merged), free(ep);
     c->scratch_bytes = cb->scratch_bytes;
     a->kind = TFC_K_CHAIN;
     a->node = p->steps[members[n - 1]].node;
@@ -145,11 +212,12 @@ static int alloc_buffers(struct step *st, int n)
  * order) into *out, their intermediates in scratch by scratch_part (per partition) and
  * scratch_whole (per slot, NULL for none); 0, or -1 when out of memory. */
 static int chain_step(struct plan *p, const int *members, int n, const char *scratch_part,
-                      const char *scratch_whole, struct step *out)
+                      const char *scratch_whole, int epilogues, struct step *out)
 {
     int n_refs = 0;
     for (int i = 0; i < n; i++) n_refs += p->steps[members[i]].n_buf;
-    struct chain_build cb = {.scratch_part = scratch_part, .scratch_whole = scratch_whole};
+    struct chain_build cb = {.scratch_part = scratch_part, .scratch_whole = scratch_whole,
+                             .epilogues = epilogues};
     cb.slot = malloc(sizeof(int) * (size_t)n_refs * 4);
     cb.mode = malloc(sizeof *cb.mode * (size_t)n_refs);
     cb.scratch_off = malloc(sizeof *cb.scratch_off * (size_t)n_refs);
@@ -272,14 +340,14 @@ static void free_step_arrays(struct step *st)
 /* Writes the nt chain steps of the group a .. end - 1 to out; -1 when out of memory (none
  * left in out). */
 static int chain_group(struct plan *p, int a, int end, int nt, char *scratch, int *members,
-                       struct step *out)
+                       int epilogues, struct step *out)
 {
     mark_scratch(p, a, end, scratch);
     for (int t = 0; t < nt; t++) {
         int n = 0;
         for (int i = a; i < end; i++)
             if (block_of(&p->steps[i]) == t) members[n++] = i;
-        if (chain_step(p, members, n, scratch, NULL, &out[t])) {
+        if (chain_step(p, members, n, scratch, NULL, epilogues, &out[t])) {
             while (t-- > 0) free_step_arrays(&out[t]);
             return -1;
         }
@@ -302,7 +370,7 @@ static int group_wanted(const struct plan *p, int a, int any)
     return any || cl == &tfc_cl_conv || cl == &tfc_cl_pool;
 }
 
-int tfc_chain_blocks(struct plan *p, int any)
+int tfc_chain_blocks(struct plan *p, int any, int epilogues)
 {
     struct step *out = calloc((size_t)p->n_steps + 1, sizeof *out);
     char *from_group = calloc((size_t)p->n_steps + 1, 1), *scratch = malloc((size_t)p->n_parts + 1);
@@ -315,7 +383,7 @@ int tfc_chain_blocks(struct plan *p, int any)
             out[n_out++] = p->steps[i++]; /* moved as it is */
             continue;
         }
-        if ((rc = chain_group(p, i, end, nt, scratch, members, &out[n_out]))) break;
+        if ((rc = chain_group(p, i, end, nt, scratch, members, epilogues, &out[n_out]))) break;
         for (int k = i; k < end; k++) from_group[k] = 1;
         n_out += nt, groups++, i = end;
     }
@@ -352,7 +420,7 @@ static int64_t whole_scratch(const struct plan *p, char *scratch)
     return bytes;
 }
 
-void tfc_chain_pinned(struct plan *p)
+void tfc_chain_pinned(struct plan *p, int epilogues)
 {
     if (p->n_steps < 2 || p->n_parts || !p->steps[0].on_worker) return;
     for (int i = 0; i < p->n_steps; i++)
@@ -362,7 +430,7 @@ void tfc_chain_pinned(struct plan *p)
     struct step *out = calloc(1, sizeof *out);
     int ok = scratch && members && out && whole_scratch(p, scratch) <= CHAIN_PINNED_MAX_SCRATCH;
     for (int i = 0; ok && i < p->n_steps; i++) members[i] = i;
-    ok = ok && !chain_step(p, members, p->n_steps, NULL, scratch, out);
+    ok = ok && !chain_step(p, members, p->n_steps, NULL, scratch, epilogues, out);
     free(scratch), free(members);
     if (!ok) { /* out of memory, or too much scratch: the plan keeps its pinned tasks */
         free(out);

@@ -34,6 +34,7 @@ void tfc_chain_times_attach(const struct plan *p, struct instance *in, double *t
 /* A chained step's op: its node's, or what the plan made of it (as tfc_step_op_name). */
 static const char *sub_op_name(const tfc_graph *g, const struct tfc_kargs *a)
 {
+    if (a->kind == TFC_K_MATMUL && a->n_in == 3) return "matmul+bias"; /* chain_epilogue.h */
     return a->kind == TFC_K_FUSED ? "fused" : a->kind == TFC_K_COPY ? "hop"
                                                                      : g->nodes[a->node]->op->name;
 }

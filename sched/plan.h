@@ -195,13 +195,15 @@ int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int6
  * over blocks of images, with their bias + ReLU and the next layers), whose tile steps of block t touch only block t of their partitions
  * and read their other buffers, becomes nt chain tasks (codelets/chain.h), the intermediates
  * only the group's tiles touch (plan_part.kept) in the worker's scratch and their partitions
- * dropped. 0 (also when there is no such group), or -1 when out of memory (plan unchanged). */
-int tfc_chain_blocks(struct plan *p, int any);
+ * dropped. With epilogues set, a matmul and the bias add after it become one step of their
+ * chain (sched/chain_epilogue.h). 0 (also when there is no such group), or -1 when out of
+ * memory (plan unchanged). */
+int tfc_chain_blocks(struct plan *p, int any, int epilogues);
 /* A plan pinned to one worker (sched/passes.c tfc_pin_chain) as one chain task pinned there:
  * its steps' kernels in turn, the per-run intermediates it does not fetch in the worker's
  * scratch (sched/chain_blocks.c). Out of memory, or with more than 8 MiB of intermediates,
- * the plan keeps its tasks. */
-void tfc_chain_pinned(struct plan *p);
+ * the plan keeps its tasks. epilogues: as tfc_chain_blocks's. */
+void tfc_chain_pinned(struct plan *p, int epilogues);
 /* The descriptors of step st (bit i: descriptor i) that split over m batch rows, or 0 when st
  * does not compute each row of its outputs from the same rows of its inputs. */
 unsigned tfc_rows_operands(const struct plan *p, const struct step *st, int64_t m);

@@ -107,7 +107,7 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
     if (!p) return NULL;
     tfc_pin_chain(p, &s->opt); /* after tiling, which plan_build ends with */
     if (tfc_dist_size(s->ctx) == 1) /* (a chain would hide the steps' rank hints) */
-        tfc_chain_pinned(p);
+        tfc_chain_pinned(p, s->opt.fusion);
     /* split across ranks by the graph's "rank:R" hints (sched/dist_place.c) */
     if ((*st = tfc_mp_plan(p, s->g, s->opt.mp_rank, tfc_dist_size(s->ctx),
                            tfc_dist_size(s->ctx) > 1, msg))) {

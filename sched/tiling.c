@@ -1066,7 +1066,7 @@ static int install_tiles(struct plan *p, struct tiler *tl, const char *split,
     p->steps = tl->out;
     p->n_steps = tl->n_out;
     mark_kept(p); /* which intermediates a chain of blocks keeps in scratch */
-    if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0)) return -1;
+    if (chains_on(p, opt, n_rows) && tfc_chain_blocks(p, n_rows > 0, opt->fusion)) return -1;
     mark_lifetimes(p, p->steps, p->n_steps);
     mark_kept(p);
     return mark_direct(p);

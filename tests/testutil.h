@@ -45,6 +45,28 @@ static inline int test_mixed_devices(void)
     return info.n_cpu_workers > 0 && info.n_cuda_workers + info.n_opencl_workers > 0;
 }
 
+/* Plans run as chain tasks here (tfc_pin_chain's one worker, or a block of rows per worker):
+ * 2 or more CPU workers and no device. */
+static inline int test_chains_here(void)
+{
+    tfc_ctx_info info;
+    if (!test_ctx || tfc_ctx_info_get(test_ctx, &info)) return 0;
+    return info.n_cpu_workers >= 2 && info.n_cuda_workers + info.n_opencl_workers == 0;
+}
+
+/* A float32 value of this shape filled from seed with numbers in [-0.5, 0.5). */
+static inline tfc_value *test_filled(tfc_shape shape, unsigned seed)
+{
+    tfc_value *v = NULL;
+    CU_ASSERT_FATAL(tfc_value_create(TFC_FLOAT32, shape, &v) == TFC_OK);
+    uint32_t x = seed * 2654435761u + 7u;
+    for (int64_t i = 0; i < tfc_value_numel(v); i++) {
+        x = x * 1664525u + 1013904223u;
+        ((float *)tfc_value_data(v))[i] = (float)((double)(x >> 8) / (1 << 24) - 0.5);
+    }
+    return v;
+}
+
 /* 1 when two float32 arrays are equal: bitwise on one kind of worker, within rel_tol (relative
  * to max(1, |a|)) across kinds. */
 static inline int test_same_f32(const float *a, const float *b, size_t n, double rel_tol)
