@@ -1,18 +1,21 @@
 /* test_onnx_bad.c: ONNX models that must import (a small MLP written here with protobuf-c:
  * MatMul, Add, Relu; initializers as raw_data, typed fields and an external file; its import
  * run and checked against the same arithmetic in C, as constants and as trainable variables,
- * read from a pipe, and through `tfc import` + `tfc run`), and each way of damaging it, which must fail with a
- * status and a message naming the problem: a truncated file, not ONNX, another protobuf, an
- * unknown op, a newer opset, type and shape mismatches, a missing external data file, data
- * sizes that do not match the dims (checked before any data is read), a value-dependent input
- * that is not constant; every prefix of the model and 1500 copies with bytes changed. */
+ * read from a pipe, and through `tfc import` + `tfc run`), and each way of damaging it, which
+ * must fail with a status and a message naming the problem: a truncated file, not ONNX,
+ * another protobuf, an unknown op, a newer opset, type and shape mismatches, a missing
+ * external data file, data sizes that do not match the dims (checked before any data is
+ * read), a value-dependent input that is not constant; every prefix of the model and 1500
+ * copies with bytes changed. */
 #define _GNU_SOURCE /* nftw in bad_input.h */
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "testutil.h"
 #include "bad_input.h"
 #include "../onnx/onnx_import.h"
@@ -249,15 +252,33 @@ static void expect_fail(const char *path, const tfc_onnx_options *o, tfc_status 
     tfc_graph_destroy(g);
 }
 
-/* Copies the file named by arg[0] into the FIFO named by arg[1] (a writer thread). */
+/* The FIFO's write end once a reader has opened it, or -1 after 30 s without one (an import
+ * that never opens its file must fail the test, not hang it in open). */
+static int open_fifo_writer(const char *fifo)
+{
+    for (int tries = 0; tries < 30000; tries++) {
+        int fd = open(fifo, O_WRONLY | O_NONBLOCK); /* ENXIO while nobody reads */
+        if (fd >= 0) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            return fd;
+        }
+        usleep(1000);
+    }
+    return -1;
+}
+
+/* Copies the file named by arg[0] into the FIFO named by arg[1] (a writer thread). A reader
+ * that closes early makes a write fail (EPIPE: main ignores SIGPIPE), which ends the copy. */
 static void *fifo_writer(void *arg)
 {
     char **paths = arg;
-    FILE *in = fopen(paths[0], "rb"), *out = fopen(paths[1], "wb");
+    FILE *in = fopen(paths[0], "rb");
+    int out = open_fifo_writer(paths[1]);
     char buf[4096];
-    for (size_t n; in && out && (n = fread(buf, 1, sizeof buf, in)) > 0;) fwrite(buf, 1, n, out);
+    for (size_t n; in && out >= 0 && (n = fread(buf, 1, sizeof buf, in)) > 0;)
+        if (write(out, buf, n) != (ssize_t)n) break;
     if (in) fclose(in);
-    if (out) fclose(out);
+    if (out >= 0) close(out);
     return NULL;
 }
 
@@ -477,8 +498,9 @@ static int spawn(char *const *argv)
 {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, bad_path("tool.out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, bad_path("tool.err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC;
+    posix_spawn_file_actions_addopen(&fa, 1, bad_path("tool.out"), flags, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, bad_path("tool.err"), flags, 0644);
     pid_t pid;
     int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -553,6 +575,7 @@ int main(void)
     /* bad_input.h's helpers for the table programs, unused here */
     (void)bad_verdict, (void)bad_summary, (void)bad_check_wal_shm, (void)bad_remove_store;
     (void)bad_same_bytes, (void)bad_copy_file;
+    signal(SIGPIPE, SIG_IGN); /* fifo_writer's reader may close early */
     if (bad_dir_create("tfc-onnx-bad") || test_ctx_open()) return 1;
     CU_initialize_registry();
     CU_pSuite s = CU_add_suite("onnx_bad", NULL, NULL);
