@@ -1,11 +1,7 @@
 /* run.c: one run of a session: checking the caller's feeds and fetches, finding or building
  * the plan, submitting its tasks and fetch copy-outs under the session lock, and waiting for
  * exactly those. Kernel failures come back through the instance's error slot. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* sched_getcpu */
-#endif
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "host_keep.h"
@@ -192,55 +188,16 @@ const char *tfc_step_op_name(const struct plan *p, int i, const struct tfc_node 
  * mutex cost two context switches more per run: the waiter, woken on the worker's core (the
  * other one busy), preempted the worker, found the mutex still held and slept again until the
  * worker ran to its unlock. A post leaves the waiter nothing to take. (A stale post, when a
- * control-flow run's count reaches 0 between two segments, only costs the waiter a look.)
- *
- * The completion before the last posts too. A sleeping waiter runs again 9-10 us after the
- * last post (bench/wake_latency: a thread spinning on its core, as Debian's StarPU's idle
- * workers do; 22-25 on an idle core), a spinning one 0.1 us: so a waiter woken on the core
- * whose worker has just finished spins on the count, for WAIT_SPIN_US at most, instead of
- * sleeping again. On another core it would take CPU from a running task: it sleeps. (A task
- * of another run that the freed worker takes meanwhile may lose up to WAIT_SPIN_US of its
- * core; StarPU counts the finished task out too late for starpu_task_nsubmitted to tell.) */
-#define WAIT_SPIN_US 50
-
-/* A completion: counted in `finishing` until its last touch of the run, so that a waiter who
- * sees pending at 0 (spinning, or after a post) waits for the post itself to be over before
- * the run may be freed. */
+ * control-flow run's count reaches 0 between two segments, only costs the waiter a look.) */
 static void finish_one(struct tfc_run *run)
 {
-    __atomic_add_fetch(&run->finishing, 1, __ATOMIC_ACQ_REL);
-    int left = __atomic_sub_fetch(&run->pending, 1, __ATOMIC_ACQ_REL);
-    if (left == 1) __atomic_store_n(&run->freed_cpu, sched_getcpu(), __ATOMIC_RELEASE);
-    if (left <= 1) sem_post(&run->done);
-    __atomic_sub_fetch(&run->finishing, 1, __ATOMIC_RELEASE); /* the last touch */
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* Spins while one completion is left, up to WAIT_SPIN_US, when the caller runs on the core
- * the last finished task left. */
-static void spin_on_freed_core(struct tfc_run *run)
-{
-    if (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) != 1 ||
-        sched_getcpu() != __atomic_load_n(&run->freed_cpu, __ATOMIC_ACQUIRE))
-        return;
-    double until = starpu_timing_now() + WAIT_SPIN_US;
-    while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0 && starpu_timing_now() < until)
-        cpu_relax();
+    if (__atomic_sub_fetch(&run->pending, 1, __ATOMIC_ACQ_REL) == 0) sem_post(&run->done);
 }
 
 void tfc_run_wait_pending(struct tfc_run *run)
 {
-    while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0) {
+    while (__atomic_load_n(&run->pending, __ATOMIC_ACQUIRE) > 0)
         (void)sem_wait(&run->done); /* (EINTR: look again) */
-        spin_on_freed_core(run);
-    }
-    while (__atomic_load_n(&run->finishing, __ATOMIC_ACQUIRE) > 0) cpu_relax(); /* a post */
 }
 
 static void task_done(void *arg)

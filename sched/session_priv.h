@@ -114,9 +114,7 @@ struct tfc_run {
                                     * (plan_part.direct), its tiles until the run ends; NULL in a
                                     * segment of a control-flow run and a plan split over ranks */
     int pending;              /* tasks and fetch copies not finished */
-    sem_t done;               /* posted each time pending reaches 1 or 0 (tfc_run_wait_pending) */
-    int freed_cpu;            /* the CPU of the completion that left pending at 1 */
-    int finishing;            /* completions between their count and their post (finish_one) */
+    sem_t done;               /* posted each time pending reaches 0 (tfc_run_wait_pending) */
     int submitted;            /* counted in plan->running */
     int pin_shift;            /* a pinned chain (tfc_pin_chain): runs this one's tasks this many
                                * workers after the plan's, for the runs of it still in flight */
