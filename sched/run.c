@@ -200,6 +200,16 @@ void tfc_run_wait_pending(struct tfc_run *run)
         (void)sem_wait(&run->done); /* (EINTR: look again) */
 }
 
+/* A plain run's count goes down to 0 once, and whoever takes it there posts once (the last
+ * completion, or a failed submission taking off what it did not send). Its waiter takes that
+ * post even when it finds the count at 0 already: a completion preempted between its decrement
+ * and its post must be done with the run before the run is freed. */
+static void wait_final_post(struct tfc_run *run)
+{
+    if (!run->expects_post) return;
+    while (sem_wait(&run->done)) continue; /* (EINTR) */
+}
+
 static void task_done(void *arg)
 {
     struct task_cb *cb = arg;
@@ -542,7 +552,9 @@ tfc_status tfc_run_submit_tasks(tfc_session *s, struct tfc_run *run, int n_acqui
         for (int k = i; k < p->n_steps; k++) unsent += run->records || p->steps[k].signals;
         if (mp) unsent = tfc_mp_unsent(mp, i);
         struct tfc_run *cnt = run->counter ? run->counter : run; /* who counts completions */
-        __atomic_sub_fetch(&cnt->pending, unsent + n_acquire, __ATOMIC_ACQ_REL);
+        if (unsent + n_acquire > 0 &&
+            __atomic_sub_fetch(&cnt->pending, unsent + n_acquire, __ATOMIC_ACQ_REL) == 0)
+            sem_post(&cnt->done); /* the post the waiter takes (wait_final_post) */
         struct tfc_node *n = s->g->nodes[p->steps[i].node];
         return tfc_fail(msg, ret == -ENODEV ? TFC_ERR_NO_DEVICE : TFC_ERR_RUNTIME,
                         "node '%s' (%s): %s", n->name, n->op->name,
@@ -594,6 +606,7 @@ static tfc_status submit_locked(tfc_session *s, struct tfc_run *run, tfc_value *
     int n_wait = run->records ? p->n_steps : p->n_signals; /* the tasks with a callback */
     if (p->mp) n_wait = p->mp->n_local_steps + p->mp->n_local_comms; /* and the transfers */
     run->pending = n_wait + n_acquire;
+    run->expects_post = run->pending > 0;
     run->pin_shift = p->running; /* concurrent runs of a pinned chain spread over the workers */
     p->running++;
     run->submitted = 1;
@@ -660,7 +673,7 @@ tfc_status tfc_run_wait_plain(tfc_run *run, tfc_value **fetch_values)
     if (!run) return tfc_fail_global(TFC_ERR_INVALID_ARGUMENT, "run_wait: run is NULL");
     tfc_session *s = run->s;
     struct plan *p = run->plan;
-    tfc_run_wait_pending(run);
+    wait_final_post(run);
     struct tfc_snap *snap1 = run->records ? tfc_snap_take() : NULL; /* and after */
     unregister_direct(run);
     for (int i = 0; i < p->n_feeds; i++)

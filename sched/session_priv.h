@@ -115,6 +115,7 @@ struct tfc_run {
                                     * segment of a control-flow run and a plan split over ranks */
     int pending;              /* tasks and fetch copies not finished */
     sem_t done;               /* posted each time pending reaches 0 (tfc_run_wait_pending) */
+    int expects_post;         /* a plain run whose count started above 0: one post will come */
     int submitted;            /* counted in plan->running */
     int pin_shift;            /* a pinned chain (tfc_pin_chain): runs this one's tasks this many
                                * workers after the plan's, for the runs of it still in flight */
