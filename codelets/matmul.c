@@ -184,24 +184,20 @@ static void epilogue_rows(const struct tfc_kargs *a, float *C, int64_t m, int64_
     }
 }
 
+/* The product is matmul_cpu's (its kargs read the same: A, B, then the output after the
+ * inputs); then the epilogue over the rows it wrote. */
 void tfc_matmul_epilogue_cpu(void *buffers[], void *cl_arg)
 {
     const struct tfc_kargs *a = cl_arg;
-    const struct tfc_kdesc *da = &a->d[0], *db = &a->d[1], *dc = tfc_kout_desc(a, 0);
+    const struct tfc_kdesc *dc = tfc_kout_desc(a, 0);
     float *C = tfc_kout(buffers, a, 0);
     if (!C)
         return;
-    const float *A = tfc_kin(buffers, a, 0), *B = tfc_kin(buffers, a, 1);
-    const float *bias = tfc_kin(buffers, a, 2);
-    int ta = a->attrs[MATMUL_TRANSPOSE_A].i != 0, tb = a->attrs[MATMUL_TRANSPOSE_B].i != 0;
-    int64_t m = dc->dims[0], n = dc->dims[1], k = ta ? da->dims[0] : da->dims[1];
-    int backend = matmul_backend(a);
-    if (backend < 0)
-        return;
-    int64_t ldc = tfc_kdesc_ld(buffers, dc);
-    gemm(backend, TFC_FLOAT32, ta, tb, m, n, k, A, tfc_kdesc_ld(buffers, da), B,
-         tfc_kdesc_ld(buffers, db), C, ldc);
-    epilogue_rows(a, C, m, n, ldc, bias);
+    matmul_cpu(buffers, cl_arg);
+    if (a->err && __atomic_load_n(&a->err->set, __ATOMIC_ACQUIRE))
+        return; /* (TFC_MATMUL_BACKEND refused: recorded) */
+    epilogue_rows(a, C, dc->dims[0], dc->dims[1], tfc_kdesc_ld(buffers, dc),
+                  tfc_kin(buffers, a, 2));
     __atomic_add_fetch(&epilogue_runs, 1, __ATOMIC_RELAXED);
 }
 

@@ -13,8 +13,9 @@ enum { SOURCE_DTYPE, SOURCE_SHAPE };
 
 /* matmul; batch_matmul keeps its adjoint flags in the same slots, so that one kernel reads
  * both ops (graph/ops_nn.c). MATMUL_EPILOGUE_ACT and MATMUL_EPILOGUE_P1 are no attributes of
- * the ops: a chain task's product with its bias add (codelets/matmul_epilogue.h) carries there
- * the unary kind applied after the add (0: none) with its p0 in .f, and its p1 in .f. */
+ * the ops: a chain task's product with its bias add (codelets/matmul_epilogue.h) carries in
+ * MATMUL_EPILOGUE_ACT the unary kind applied after the add (.i, 0: none) and its p0 (.f), in
+ * MATMUL_EPILOGUE_P1 its p1 (.f). */
 enum { MATMUL_TRANSPOSE_A, MATMUL_TRANSPOSE_B, MATMUL_EPILOGUE_ACT, MATMUL_EPILOGUE_P1 };
 enum { BATCH_MATMUL_ADJ_A = MATMUL_TRANSPOSE_A, BATCH_MATMUL_ADJ_B = MATMUL_TRANSPOSE_B };
 

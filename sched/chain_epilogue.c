@@ -14,7 +14,8 @@
 static int same_buf(const struct step *a, int j, const struct step *b, int k)
 {
     int pa = a->buf_part ? a->buf_part[j] : -1, pb = b->buf_part ? b->buf_part[k] : -1;
-    return a->buf_slot[j] == b->buf_slot[k] && pa == pb && (pa < 0 || a->buf_child[j] == b->buf_child[k]);
+    return a->buf_slot[j] == b->buf_slot[k] && pa == pb &&
+           (pa < 0 || a->buf_child[j] == b->buf_child[k]);
 }
 
 static int f32_buffer(const struct tfc_kdesc *d)

@@ -22,11 +22,6 @@
 static tfc_shape S1(int64_t a) { return tfc_shape_of(1, (int64_t[]){a}); }
 static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a, b}); }
 
-static int chains(void)
-{
-    return test_chains_here();
-}
-
 /* Values in [-1, 1): the activations see both signs and their curved parts. */
 static tfc_value *filled(tfc_shape shape, unsigned seed)
 {
@@ -158,7 +153,7 @@ static int same_values(const tfc_value *a, const tfc_value *b, double tol)
  * default), one pinned below; none without chains. */
 static long blocks_of(int64_t m)
 {
-    if (!chains()) return 0;
+    if (!test_chains_here()) return 0;
     return m >= 64 ? starpu_worker_get_count_by_type(STARPU_CPU_WORKER) : 1;
 }
 

@@ -16,17 +16,6 @@ static tfc_shape S2(int64_t a, int64_t b) { return tfc_shape_of(2, (int64_t[]){a
 
 static const unsigned NO_PIN = TFC_PASS_ALL & ~(unsigned)TFC_PASS_PIN_CHAINS;
 
-/* Whether plans can be pinned here: 2 or more CPU workers and nothing else. */
-static int pins(void)
-{
-    return test_chains_here();
-}
-
-static tfc_value *filled(tfc_shape shape, unsigned seed)
-{
-    return test_filled(shape, seed);
-}
-
 static int same_bits(const tfc_value *a, const tfc_value *b)
 {
     return a && b && tfc_value_nbytes(a) == tfc_value_nbytes(b) &&
@@ -69,7 +58,7 @@ static tfc_graph *mlp(tfc_tensor **x, tfc_tensor **h, tfc_tensor **p)
     tfc_tensor *w[4];
     const int64_t dims[4][2] = {{48, 32}, {1, 32}, {32, 10}, {1, 10}};
     for (int i = 0; i < 4; i++) {
-        tfc_value *v = filled(S2(dims[i][0], dims[i][1]), 11 + (unsigned)i);
+        tfc_value *v = test_filled(S2(dims[i][0], dims[i][1]), 11 + (unsigned)i);
         w[i] = tfc_constant(g, NULL, v);
         tfc_value_destroy(v);
     }
@@ -85,7 +74,7 @@ static void test_mlp_runs(void)
 {
     tfc_tensor *x, *h, *p;
     tfc_graph *g = mlp(&x, &h, &p);
-    tfc_value *xs[2] = {filled(S2(8, 48), 21), filled(S2(8, 48), 22)};
+    tfc_value *xs[2] = {test_filled(S2(8, 48), 21), test_filled(S2(8, 48), 22)};
     tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
     for (int r = 0; r < 3; r++) {
         tfc_value *got = NULL, *want = NULL;
@@ -97,9 +86,10 @@ static void test_mlp_runs(void)
         int n = last_tasks(pinned, &chains, &worker);
         CU_ASSERT(same_bits(got, want));
         CU_ASSERT_EQUAL(m, 5);
-        CU_ASSERT_EQUAL(n, pins() ? 1 : 5);
-        CU_ASSERT_EQUAL(chains, pins() ? 1 : 0);
-        if (pins()) CU_ASSERT(worker >= 0 && starpu_worker_get_type(worker) == STARPU_CPU_WORKER);
+        CU_ASSERT_EQUAL(n, test_chains_here() ? 1 : 5);
+        CU_ASSERT_EQUAL(chains, test_chains_here() ? 1 : 0);
+        if (test_chains_here())
+            CU_ASSERT(worker >= 0 && starpu_worker_get_type(worker) == STARPU_CPU_WORKER);
         tfc_value_destroy(got), tfc_value_destroy(want);
     }
     tfc_session_destroy(pinned), tfc_session_destroy(tasks);
@@ -113,13 +103,13 @@ static void test_fetched_intermediate(void)
 {
     tfc_tensor *x, *h, *p;
     tfc_graph *g = mlp(&x, &h, &p);
-    tfc_value *xv = filled(S2(5, 48), 31), *got[2] = {NULL}, *want[2] = {NULL};
+    tfc_value *xv = test_filled(S2(5, 48), 31), *got[2] = {NULL}, *want[2] = {NULL};
     tfc_tensor *fetches[2] = {h, p};
     tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
     CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 2, fetches, got, 0, NULL) == TFC_OK);
     CU_ASSERT_FATAL(tfc_session_run(tasks, 1, &x, &xv, 2, fetches, want, 0, NULL) == TFC_OK);
     int chains, worker;
-    CU_ASSERT_EQUAL(last_tasks(pinned, &chains, &worker), pins() ? 1 : 5);
+    CU_ASSERT_EQUAL(last_tasks(pinned, &chains, &worker), test_chains_here() ? 1 : 5);
     CU_ASSERT(same_bits(got[0], want[0]));
     CU_ASSERT(same_bits(got[1], want[1]));
     for (int i = 0; i < 2; i++) tfc_value_destroy(got[i]), tfc_value_destroy(want[i]);
@@ -135,13 +125,13 @@ static void test_variable_update(void)
     tfc_graph *g = NULL;
     CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(4, 16));
-    tfc_value *wv = filled(S2(16, 8), 41);
+    tfc_value *wv = test_filled(S2(16, 8), 41);
     tfc_tensor *w = tfc_constant(g, NULL, wv);
     tfc_tensor *v = tfc_variable(g, "v", TFC_FLOAT32, S2(4, 8), tfc_init_zeros());
     tfc_tensor *up = tfc_assign_add(g, v, tfc_relu(g, tfc_matmul(g, x, w, 0, 0)));
     tfc_tensor *y = tfc_mul(g, up, tfc_scalar(g, TFC_FLOAT32, 2.0));
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-    tfc_value *xv = filled(S2(4, 16), 42);
+    tfc_value *xv = test_filled(S2(4, 16), 42);
     tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
     for (int r = 0; r < 3; r++) {
         tfc_value *got = NULL, *want = NULL;
@@ -150,7 +140,7 @@ static void test_variable_update(void)
         int chains, worker, n = last_tasks(pinned, &chains, &worker);
         int m = last_tasks(tasks, &chains, &worker);
         CU_ASSERT(same_bits(got, want));
-        CU_ASSERT_EQUAL(n, pins() ? 1 : m); /* the update inside the chain task */
+        CU_ASSERT_EQUAL(n, test_chains_here() ? 1 : m); /* the update inside the chain task */
         CU_ASSERT(m >= 3);
         tfc_value_destroy(got), tfc_value_destroy(want);
     }
@@ -173,13 +163,13 @@ static void test_error_inside(void)
     CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(6, 16));
     tfc_tensor *d = tfc_placeholder(g, "d", TFC_INT32, tfc_shape_of(1, (int64_t[]){8}));
-    tfc_value *wv = filled(S2(16, 8), 51);
+    tfc_value *wv = test_filled(S2(16, 8), 51);
     tfc_tensor *w = tfc_constant(g, NULL, wv);
     tfc_tensor *q = tfc_div(g, tfc_cast(g, tfc_matmul(g, x, w, 0, 0), TFC_INT32), d);
     tfc_tensor_set_name(q, "quotient");
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
     int32_t div[2][8] = {{3, 1, 2, 0, 5, 1, 1, 2}, {3, 1, 2, 7, 5, 1, 1, 2}};
-    tfc_value *xv = filled(S2(6, 16), 52), *dv[2];
+    tfc_value *xv = test_filled(S2(6, 16), 52), *dv[2];
     for (int k = 0; k < 2; k++)
         CU_ASSERT_FATAL(tfc_value_from_data(TFC_INT32, tfc_shape_of(1, (int64_t[]){8}), div[k],
                                             &dv[k]) == TFC_OK);
@@ -198,7 +188,7 @@ static void test_error_inside(void)
                                     NULL) == TFC_OK);
     CU_ASSERT(same_bits(out, want));
     int chains, worker;
-    CU_ASSERT_EQUAL(last_tasks(pinned, &chains, &worker), pins() ? 1 : 3);
+    CU_ASSERT_EQUAL(last_tasks(pinned, &chains, &worker), test_chains_here() ? 1 : 3);
     tfc_value_destroy(out), tfc_value_destroy(want), tfc_value_destroy(xv);
     tfc_value_destroy(dv[0]), tfc_value_destroy(dv[1]), tfc_value_destroy(wv);
     tfc_session_destroy(pinned), tfc_session_destroy(tasks);
@@ -214,21 +204,21 @@ static void test_many_buffers(void)
     CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
     tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(3, 24)), *y = x;
     for (int l = 0; l < LAYERS; l++) {
-        tfc_value *wv = filled(S2(24, 24), 71 + 2 * (unsigned)l);
-        tfc_value *bv = filled(S2(1, 24), 72 + 2 * (unsigned)l);
+        tfc_value *wv = test_filled(S2(24, 24), 71 + 2 * (unsigned)l);
+        tfc_value *bv = test_filled(S2(1, 24), 72 + 2 * (unsigned)l);
         y = tfc_tanh(g, tfc_add(g, tfc_matmul(g, y, tfc_constant(g, NULL, wv), 0, 0),
                                 tfc_constant(g, NULL, bv)));
         tfc_value_destroy(wv), tfc_value_destroy(bv);
     }
     CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
     CU_ASSERT_FATAL(2 * LAYERS + 2 > STARPU_NMAXBUFS);
-    tfc_value *xv = filled(S2(3, 24), 70), *got = NULL, *want = NULL;
+    tfc_value *xv = test_filled(S2(3, 24), 70), *got = NULL, *want = NULL;
     tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
     CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &y, &got, 0, NULL) == TFC_OK);
     CU_ASSERT_FATAL(tfc_session_run(tasks, 1, &x, &xv, 1, &y, &want, 0, NULL) == TFC_OK);
     int chains, worker, n = last_tasks(pinned, &chains, &worker);
     CU_ASSERT(same_bits(got, want));
-    CU_ASSERT_EQUAL(n, pins() ? 1 : 2 * LAYERS);
+    CU_ASSERT_EQUAL(n, test_chains_here() ? 1 : 2 * LAYERS);
     tfc_value_destroy(got), tfc_value_destroy(want), tfc_value_destroy(xv);
     tfc_session_destroy(pinned), tfc_session_destroy(tasks);
     tfc_graph_destroy(g);
@@ -245,12 +235,12 @@ static void test_scratch_cap(void)
         tfc_graph *g = NULL;
         CU_ASSERT_FATAL(tfc_graph_create(&g) == TFC_OK);
         tfc_tensor *x = tfc_placeholder(g, "x", TFC_FLOAT32, S2(rows[k], 64));
-        tfc_value *wv = filled(S2(64, 1024), 61);
+        tfc_value *wv = test_filled(S2(64, 1024), 61);
         tfc_tensor *w = tfc_constant(g, NULL, wv);
         tfc_tensor *total = tfc_reduce_sum(g, tfc_relu(g, tfc_matmul(g, x, w, 0, 0)), 2,
                                            (int64_t[]){0, 1}, 0);
         CU_ASSERT_FATAL(tfc_graph_status(g) == TFC_OK);
-        tfc_value *xv = filled(S2(rows[k], 64), 62), *got = NULL, *want = NULL;
+        tfc_value *xv = test_filled(S2(rows[k], 64), 62), *got = NULL, *want = NULL;
         setenv("TFC_ROW_SPLIT_MIN", "off", 1); /* (a sum over the rows is not split anyway) */
         tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
         CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &total, &got, 0, NULL) == TFC_OK);
@@ -258,10 +248,10 @@ static void test_scratch_cap(void)
         unsetenv("TFC_ROW_SPLIT_MIN");
         int chains, worker, n = last_tasks(pinned, &chains, &worker);
         CU_ASSERT(same_bits(got, want));
-        CU_ASSERT_EQUAL(n, pins() && k == 0 ? 1 : 3);
-        CU_ASSERT_EQUAL(chains, pins() && k == 0 ? 1 : 0);
-        if (pins()) CU_ASSERT(worker >= 0); /* pinned either way */
-        if (n != (pins() && k == 0 ? 1 : 3))
+        CU_ASSERT_EQUAL(n, test_chains_here() && k == 0 ? 1 : 3);
+        CU_ASSERT_EQUAL(chains, test_chains_here() && k == 0 ? 1 : 0);
+        if (test_chains_here()) CU_ASSERT(worker >= 0); /* pinned either way */
+        if (n != (test_chains_here() && k == 0 ? 1 : 3))
             fprintf(stderr, "%lld rows: %d tasks, %d chains\n", (long long)rows[k], n, chains);
         tfc_value_destroy(got), tfc_value_destroy(want), tfc_value_destroy(xv);
         tfc_value_destroy(wv);
@@ -277,7 +267,7 @@ static void test_step_records(void)
 {
     tfc_tensor *x, *h, *p;
     tfc_graph *g = mlp(&x, &h, &p);
-    tfc_value *xv = filled(S2(8, 48), 71), *got = NULL, *want = NULL;
+    tfc_value *xv = test_filled(S2(8, 48), 71), *got = NULL, *want = NULL;
     tfc_session *pinned = session(g, TFC_PASS_ALL), *tasks = session(g, NO_PIN);
     for (int r = 0; r < 2; r++) { /* the second run: its instance's chain points at new times */
         CU_ASSERT_FATAL(tfc_session_run(pinned, 1, &x, &xv, 1, &p, &got, 0, NULL) == TFC_OK);
@@ -289,7 +279,7 @@ static void test_step_records(void)
     CU_ASSERT_FATAL(tfc_session_last_summary(tasks, &ts) == TFC_OK);
     CU_ASSERT_EQUAL(ts.n_steps, 0);
     /* each matmul and the bias add after it are one step (sched/chain_epilogue.c) */
-    CU_ASSERT_EQUAL_FATAL(ps.n_steps, pins() ? ts.n_tasks - 2 : 0);
+    CU_ASSERT_EQUAL_FATAL(ps.n_steps, test_chains_here() ? ts.n_tasks - 2 : 0);
     for (int k = 0, t = 0; k < ps.n_steps; k++, t++) {
         const tfc_task_record *st = &ps.steps[k], *chain = &ps.tasks[0];
         CU_ASSERT_STRING_EQUAL(st->node, ts.tasks[t].node);
@@ -309,7 +299,7 @@ static void test_step_records(void)
     CU_ASSERT_FATAL(f != NULL);
     CU_ASSERT(tfc_session_write_report(pinned, f) == TFC_OK);
     fclose(f);
-    CU_ASSERT_EQUAL(strstr(text, "steps inside the chain tasks") != NULL, pins());
+    CU_ASSERT_EQUAL(strstr(text, "steps inside the chain tasks") != NULL, test_chains_here());
     free(text);
     tfc_value_destroy(want), tfc_value_destroy(xv);
     tfc_session_destroy(pinned), tfc_session_destroy(tasks);
