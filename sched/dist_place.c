@@ -161,6 +161,14 @@ static void count_local(struct mp_plan *mp, const struct plan *p)
     }
 }
 
+int tfc_mp_splits(const tfc_graph *g, int size)
+{
+    if (size <= 1 || g->n_cflow_nodes) return 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->device.has_rank) return 1;
+    return 0;
+}
+
 tfc_status tfc_mp_plan(struct plan *p, const tfc_graph *g, int rank, int size, int distributed,
                        char *msg)
 {
@@ -170,9 +178,9 @@ tfc_status tfc_mp_plan(struct plan *p, const tfc_graph *g, int rank, int size, i
     if (size > MP_MAX_RANKS)
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "rank placement: %d ranks, at most %d "
                         "can split a graph", size, MP_MAX_RANKS);
-    if (p->n_parts)
-        return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "rank placement: tiled nodes are not "
-                        "supported across ranks (turn tiling off for this graph)");
+    if (p->n_parts) /* lowering tiles no split plan (opt->mp_split): a guard */
+        return tfc_fail(msg, TFC_ERR_INTERNAL, "rank placement: the plan has tiled nodes, "
+                        "which a plan split across ranks cannot send");
     struct mp_plan *mp = calloc(1, sizeof *mp);
     rankset *h = malloc(sizeof *h * (size_t)(p->n_slots + 1));
     int cap = 0;

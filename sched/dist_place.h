@@ -44,6 +44,10 @@ struct mp_plan {
  * with a message naming the node. */
 tfc_status tfc_mp_plan(struct plan *p, const tfc_graph *g, int rank, int size, int distributed,
                        char *msg);
+/* Whether a plan of g is split across the size ranks of the job (a node hints a rank; the
+ * graph has no control flow): lowering then leaves tiling and the row split out, since a tile
+ * is a partition of a StarPU handle, which the transfers of whole values cannot send. */
+int tfc_mp_splits(const tfc_graph *g, int size);
 void tfc_mp_free(struct mp_plan *mp);
 
 /* The StarPU handle of a slot in a run (sched/run.c knows the run's handles). */

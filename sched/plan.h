@@ -148,6 +148,8 @@ struct plan_options {
                             * worker (sched/tiling_rows.c, TFC_ROW_SPLIT_MIN); 0: never */
     int mp_rank;           /* this process's MPI rank: nodes hinted to another rank are not
                             * placed on this rank's workers (sched/dist_place.c) */
+    int mp_split;          /* the plan is split across ranks (tfc_mp_splits): no tiling and
+                            * no row split, whatever tile_min and rows_min say */
 };
 
 /* Whether partition q stays partitioned between the runs of an instance (sched/run.c

@@ -98,6 +98,7 @@ struct plan *tfc_run_find_plan(tfc_session *s, int n_feeds, tfc_tensor *const *f
         return p;
     }
     s->opt.mp_rank = tfc_dist_rank(s->ctx);
+    s->opt.mp_split = tfc_mp_splits(s->g, tfc_dist_size(s->ctx));
     long long rows_min; /* checked at tfc_ctx_create; read per plan so tests can change it */
     if ((*st = tfc_env_int("TFC_ROW_SPLIT_MIN", ROW_SPLIT_MIN_DEFAULT, &rows_min, msg)))
         return NULL;

@@ -139,7 +139,7 @@ static int64_t batch_block(const struct plan *p, const struct step *st,
 /* (a filter gradient's blocks are partial sums: its output is whole) */
 int tfc_tiling_splits(const struct plan *p, const struct step *st, const struct plan_options *opt)
 {
-    if (!opt) return 0;
+    if (!opt || opt->mp_split) return 0;
     if (tile_of(p, st, opt)) return 1;
     return batch_block(p, st, opt) > 0 && st->args->kind != TFC_K_CONV_BP_FILTER;
 }
@@ -1074,7 +1074,7 @@ static int install_tiles(struct plan *p, struct tiler *tl, const char *split,
 
 int tfc_plan_tile(struct plan *p, const struct plan_options *opt)
 {
-    if (!opt) return 0;
+    if (!opt || opt->mp_split) return 0;
     int64_t *edge = calloc((size_t)p->n_steps + 1, sizeof *edge);
     char *split = calloc((size_t)p->n_steps + 1, 1);
     if (!edge || !split) {

@@ -4,9 +4,11 @@
  * nodes (they follow the forward nodes and the variables).
  *   dist_mp local L STEPS OUT   one process, no rank hints: the reference
  *   dist_mp mpi   L STEPS OUT   under mpirun -np L: every rank writes OUT.<rank>
- * OUT gets the raw bytes of: the forward logits and loss of a first run (fetches only), the
- * loss of each of STEPS training steps (fetch and train op in one run), then every variable,
- * fetched. Exits 1 on an error, or when training left the loss where it started.
+ * OUT gets the raw bytes of: the logits of a first run (an inference plan: its steps are all
+ * row-wise, so the row split may apply), the forward logits and loss of a second (fetches
+ * only), the loss of each of STEPS training steps (fetch and train op in one run), then every
+ * variable, fetched. Exits 1 on an error, or when training left the loss where it started.
+ * DIST_MP_ROWS=N: a batch of N rows (default 32, at most 4096).
  * DIST_MP_ADAM=1 trains with Adam instead: its slot variables and step counter have no hint
  * (rank 0) while the variables they update live on other ranks, so they cross ranks each
  * step and go back home at its end. With Adam, the variables written to OUT are followed by
@@ -21,7 +23,7 @@
 #include <string.h>
 #include <tfc-starpu/tfc.h>
 
-enum { ROWS = 32, IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 3 * 2 * MAXL + 1 };
+enum { IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 3 * 2 * MAXL + 1, MAXROWS = 4096 };
 
 #define CHECK(call, what)                                                          \
     do {                                                                           \
@@ -39,15 +41,15 @@ enum { ROWS = 32, IN = 8, HIDDEN = 12, CLASSES = 4, MAXL = 3, MAXV = 3 * 2 * MAX
         }                                                                          \
     } while (0)
 
-/* Deterministic data: x from an LCG, label = argmax of a fixed linear map. */
-static void make_data(tfc_value **x, tfc_value **y)
+/* Deterministic data of rows rows: x from an LCG, label = argmax of a fixed linear map. */
+static void make_data(int rows, tfc_value **x, tfc_value **y)
 {
-    tfc_value_create(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){ROWS, IN}), x);
-    tfc_value_create(TFC_INT32, tfc_shape_of(1, (int64_t[]){ROWS}), y);
+    tfc_value_create(TFC_FLOAT32, tfc_shape_of(2, (int64_t[]){rows, IN}), x);
+    tfc_value_create(TFC_INT32, tfc_shape_of(1, (int64_t[]){rows}), y);
     float *xp = tfc_value_data(*x);
     int32_t *yp = tfc_value_data(*y);
     uint32_t s = 777;
-    for (int i = 0; i < ROWS; i++) {
+    for (int i = 0; i < rows; i++) {
         float score[CLASSES] = {0};
         for (int j = 0; j < IN; j++) {
             s = s * 1664525u + 1013904223u;
@@ -93,7 +95,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int mpi = strcmp(argv[1], "mpi") == 0, layers = atoi(argv[2]), steps = atoi(argv[3]);
-    if (layers < 2 || layers > MAXL) return 2;
+    int rows = getenv("DIST_MP_ROWS") ? atoi(getenv("DIST_MP_ROWS")) : 32;
+    if (layers < 2 || layers > MAXL || rows < 1 || rows > MAXROWS) return 2;
     tfc_ctx *ctx;
     CHECK(tfc_ctx_create_dist(mpi ? TFC_DIST_MPI : TFC_DIST_NONE, &ctx), "context");
     int rank = tfc_dist_rank(ctx);
@@ -141,13 +144,15 @@ int main(int argc, char **argv)
         return 1;
     }
     tfc_value *xv, *yv;
-    make_data(&xv, &yv);
+    make_data(rows, &xv, &yv);
     char path[512];
     snprintf(path, sizeof path, mpi ? "%s.%d" : "%s", argv[4], rank);
     FILE *f = fopen(path, "wb");
     if (!f) { perror(path); return 1; }
     tfc_tensor *ft[] = {x, y}, *fw[] = {h, loss};
     tfc_value *fv[] = {xv, yv}, *out[MAXV];
+    CHECK_RUN(tfc_session_run(s, 1, ft, fv, 1, &h, out, 0, NULL), "inference");
+    put(f, out[0]);
     CHECK_RUN(tfc_session_run(s, 2, ft, fv, 2, fw, out, 0, NULL), "forward");
     float first = *(float *)tfc_value_data(out[1]), last = first;
     put(f, out[0]);

@@ -3,9 +3,10 @@
 # layer l runs on rank l ("rank:l" placement scopes), fetches its forward values, trains it a
 # few SGD steps and fetches its variables; under mpirun every rank's output must be the bits
 # of the same graph in one process without rank hints (one StarPU CPU worker on both sides):
-# 2 layers on 2 ranks, and a 3-rank pipeline. Then the bytes rank 0 and rank 1 send per
-# training step (STARPU_COMM_STATS) against the analytic count, and a rank hint >= the number
-# of ranks; Adam on 3 ranks (its slots on their variable's rank, the step counter on rank 0)
+# 2 layers on 2 ranks, and a 3-rank pipeline; then 2 workers per rank on a batch that tiling
+# and the row split would take, which leave a split plan whole. Then the bytes rank 0 and
+# rank 1 send per training step (STARPU_COMM_STATS) against the analytic count, and a rank
+# hint >= the number of ranks; Adam on 3 ranks (its slots on their variable's rank, the step counter on rank 0)
 # and its bytes per step on 2; a checkpoint of the 2-rank split gathers every variable and
 # slot, and a restart from it continues bit for bit. Exits 77 (skipped) without mpirun or with
 # a library built without MPI.
@@ -60,6 +61,25 @@ elif [ "$(grep -c "node 'layer2/kernel': placement 'rank:2' names rank 2, but th
     echo "ok: rank:2 on 2 ranks fails on both ranks, naming the node and the job's size"
 else
     echo "FAIL: rank:2 on 2 ranks: not the expected message on both ranks"; cat "$work/over.log"; fail=1
+fi
+# A split plan is neither tiled nor split into chains of rows (a tile is a partition of a
+# StarPU handle, which the transfers of whole values cannot send): with 2 CPU workers per rank,
+# a batch of 128 rows (the row split takes inference plans from 64) and every matmul tiled by
+# size (TFC_TILE_MIN=1), every run failed with "tiled nodes are not supported across ranks".
+# Now each rank's steps run whole, with the bits of one untiled process.
+DIST_MP_ROWS=128 TFC_TILE_MIN=0 TFC_ROW_SPLIT_MIN=0 "$prog" local 2 $steps "$work/tref" > "$work/tref.log" 2>&1 ||
+    { echo "FAIL: one process, batch 128, untiled"; cat "$work/tref.log"; fail=1; }
+if ! DIST_MP_ROWS=128 STARPU_NCPU=2 TFC_TILE_MIN=1 timeout 120 $mpi 2 -x DIST_MP_ROWS -x STARPU_NCPU -x TFC_TILE_MIN \
+        "$prog" mpi 2 $steps "$work/tmp" > "$work/tmp.log" 2>&1; then
+    echo "FAIL: 2 layers on 2 ranks, 2 workers each, batch 128, TFC_TILE_MIN=1: mpirun failed"; cat "$work/tmp.log"; fail=1
+else
+    for r in 0 1; do
+        if cmp -s "$work/tref" "$work/tmp.$r"; then
+            echo "ok: 2 workers per rank, batch 128, TFC_TILE_MIN=1, rank $r: untiled, the one-process bits"
+        else
+            echo "FAIL: 2 workers per rank, batch 128, TFC_TILE_MIN=1, rank $r differs from one untiled process"; fail=1
+        fi
+    done
 fi
 # Bytes on the wire for 2 layers (batch 32, hidden 12, 4 classes; float32): a training step sends
 # the hidden activations (32 x 12) from rank 0 to rank 1 and their gradient back (32 x 12),
