@@ -16,6 +16,66 @@ TFC_EW_VECTOR_CLONES static void exp_neg_in_place(float *y, int64_t n)
     for (int64_t j = 0; j < n; j++) y[j] = tfc_vexpf_neg(y[j]);
 }
 
+/* The maximum of x[0..n) (-inf when n is 0), *nan set when one is a NaN: eight running
+ * maxima in one vector (a single one would stall on each comparison), picked by bit masks. */
+TFC_EW_VECTOR_CLONES static float row_max_f32(const float *x, int64_t n, int *nan)
+{
+    typedef float f8 __attribute__((vector_size(32)));
+    typedef int32_t i8 __attribute__((vector_size(32)));
+    f8 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+            -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    i8 bad = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        f8 v;
+        memcpy(&v, x + j, sizeof v);
+        bad |= v != v;
+        i8 gt = v > m;
+        m = (f8)(((i8)v & gt) | ((i8)m & ~gt));
+    }
+    float mx = -INFINITY;
+    int any = 0;
+    for (int k = 0; k < 8; k++) {
+        mx = m[k] > mx ? m[k] : mx;
+        any |= bad[k] != 0;
+    }
+    for (; j < n; j++) {
+        any |= x[j] != x[j];
+        mx = x[j] > mx ? x[j] : mx;
+    }
+    *nan = any;
+    return mx;
+}
+
+/* y[j] = m - x[j]: the exps' arguments (vectorized per CPU, as exp_neg_in_place). */
+TFC_EW_VECTOR_CLONES static void shift_from(float *y, const float *x, float m, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) y[j] = m - x[j];
+}
+
+TFC_EW_VECTOR_CLONES static void scale_in_place(float *y, float s, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) y[j] *= s;
+}
+
+/* sum of x[0..n) in double: eight running sums (element j in sum j % 8, one vector of eight
+ * doubles), then the rest, so every vector width gives the same bits; a single sum had added
+ * at the latency of each double add, most of a long row's time. */
+TFC_EW_VECTOR_CLONES static double sum_f64(const float *x, int64_t n)
+{
+    typedef float f8 __attribute__((vector_size(32)));
+    typedef double d8 __attribute__((vector_size(64)));
+    d8 acc = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        f8 v;
+        memcpy(&v, x + j, sizeof v);
+        acc += __builtin_convertvector(v, d8);
+    }
+    for (; j < n; j++) acc[j % 8] += x[j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /* Rows of a float32 softmax taken at once: their elements fill about this many floats (the
  * three passes over them stay in L1) and at most ROWS_MAX rows. */
 enum { CHUNK_FLOATS = 2048, ROWS_MAX = 256 };
@@ -49,17 +109,14 @@ static void softmax_rows_f32(const struct tfc_kdesc *d, const float *x, float *y
     unsigned char bad[ROWS_MAX];
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + (o0 + r) * len;
-        float *yr = y + (o0 + r) * len, mx = -INFINITY;
-        int nan = 0;
-        for (int64_t j = 0; j < len; j++) {
-            nan |= xr[j] != xr[j];
-            mx = xr[j] > mx ? xr[j] : mx;
-        }
+        float *yr = y + (o0 + r) * len;
+        int nan;
+        float mx = row_max_f32(xr, len, &nan);
         bad[r] = nan || !isfinite(mx);
         if (bad[r]) /* the double path writes the row after the exps (of these zeros) */
             memset(yr, 0, (size_t)len * sizeof *yr);
         else
-            for (int64_t j = 0; j < len; j++) yr[j] = mx - xr[j];
+            shift_from(yr, xr, mx, len);
     }
     exp_neg_in_place(y + o0 * len, n * len);
     for (int64_t r = 0; r < n; r++) {
@@ -68,10 +125,8 @@ static void softmax_rows_f32(const struct tfc_kdesc *d, const float *x, float *y
             continue;
         }
         float *yr = y + (o0 + r) * len;
-        double sum = 0;
-        for (int64_t j = 0; j < len; j++) sum += yr[j];
-        float inv = (float)(1.0 / sum);
-        for (int64_t j = 0; j < len; j++) yr[j] *= inv;
+        float inv = (float)(1.0 / sum_f64(yr, len));
+        scale_in_place(yr, inv, len);
     }
 }
 
@@ -96,40 +151,107 @@ static void softmax_run(const struct tfc_kargs *a, const void *x, void *y)
         for (int64_t in = 0; in < inner; in++) softmax_row_f64(d, x, y, o, in, len, inner, log_out);
 }
 
+/* log(sum_c exp(logits[b, c])) of row b, in double: the path of every dtype, and of float32
+ * rows holding a NaN or an infinite maximum. */
+static double row_lse_f64(const struct tfc_kdesc *d, const void *logits, int64_t b,
+                          int64_t classes)
+{
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < classes; c++) {
+        double v = tfc_load_f64(logits, d->dtype, b * classes + c);
+        if (v > mx) mx = v;
+    }
+    for (int64_t c = 0; c < classes; c++)
+        sum += exp(tfc_load_f64(logits, d->dtype, b * classes + c) - mx);
+    return mx + log(sum);
+}
+
+/* sum_j exp(xr[j] - m) of one float32 row longer than CHUNK_FLOATS, a buffer at a time. */
+static double long_row_sum_f32(const float *xr, int64_t len, float m)
+{
+    float buf[CHUNK_FLOATS];
+    double sum = 0;
+    for (int64_t j0 = 0; j0 < len; j0 += CHUNK_FLOATS) {
+        int64_t k = len - j0 < CHUNK_FLOATS ? len - j0 : CHUNK_FLOATS;
+        shift_from(buf, xr + j0, m, k);
+        exp_neg_in_place(buf, k);
+        sum += sum_f64(buf, k);
+    }
+    return sum;
+}
+
+/* log(sum_j exp(x[r, j])) of n contiguous float32 rows of len into lse (n <= ROWS_MAX, and
+ * n * len <= CHUNK_FLOATS unless n is 1): each row's maximum, the differences mx - x of all
+ * rows in a buffer, their exps in one vectorized loop, the sums in double (as
+ * softmax_rows_f32: a double exp per element had made the loss the dearest kernel of a
+ * classifier with many classes). A row with a NaN or an infinite maximum takes the double
+ * path. */
+static void lse_rows_f32(const struct tfc_kdesc *d, const float *x, int64_t b0, int64_t n,
+                         int64_t len, double *lse)
+{
+    float buf[CHUNK_FLOATS], mx[ROWS_MAX];
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + (b0 + r) * len;
+        float *br = buf + r * len;
+        int nan;
+        float m = row_max_f32(xr, len, &nan);
+        mx[r] = nan || !isfinite(m) ? NAN : m;
+        if (mx[r] != mx[r]) {
+            lse[r] = row_lse_f64(d, x, b0 + r, len);
+            if (len <= CHUNK_FLOATS) memset(br, 0, (size_t)len * sizeof *br); /* never read */
+        } else if (len > CHUNK_FLOATS) { /* (then n is 1) */
+            lse[r] = m + log(long_row_sum_f32(xr, len, m));
+        } else {
+            shift_from(br, xr, m, len);
+        }
+    }
+    if (len > CHUNK_FLOATS) return;
+    exp_neg_in_place(buf, n * len);
+    for (int64_t r = 0; r < n; r++)
+        if (mx[r] == mx[r]) lse[r] = mx[r] + log(sum_f64(buf + r * len, len));
+}
+
+/* The loss of row b from its log-sum-exp: -log_softmax[b, id] (sparse) or
+ * -sum_c labels[b, c] * log_softmax[b, c] (dense). */
+static double row_xent(const struct tfc_kargs *a, const void *logits, const void *labels,
+                       int64_t b, int64_t classes, double lse)
+{
+    const struct tfc_kdesc *d = &a->d[0], *dl = &a->d[1];
+    if (a->kind == TFC_K_SPARSE_XENT) {
+        int64_t id = tfc_load_i64(labels, dl->dtype, b);
+        if (id >= 0 && id < classes) return lse - tfc_load_f64(logits, d->dtype, b * classes + id);
+        tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE, "label %lld of row %lld is outside [0, %lld)",
+                        (long long)id, (long long)b, (long long)classes);
+        return NAN;
+    }
+    double l = 0;
+    for (int64_t c = 0; c < classes; c++) {
+        double p = tfc_load_f64(labels, dl->dtype, b * classes + c);
+        if (p != 0) l -= p * (tfc_load_f64(logits, d->dtype, b * classes + c) - lse);
+    }
+    return l;
+}
+
 /* loss[b] = -sum_c labels[b,c] * log_softmax(logits)[b,c] (dense) or -log_softmax[b, id]. */
 static void xent_run(const struct tfc_kargs *a, const void *logits, const void *labels,
                      void *loss)
 {
-    const struct tfc_kdesc *d = &a->d[0], *dl = &a->d[1];
+    const struct tfc_kdesc *d = &a->d[0];
     int64_t classes = d->dims[d->rank - 1];
     int64_t rows = classes ? d->numel / classes : a->d[2].numel;
-    for (int64_t b = 0; b < rows; b++) {
-        double mx = -INFINITY, sum = 0;
-        for (int64_t c = 0; c < classes; c++) {
-            double v = tfc_load_f64(logits, d->dtype, b * classes + c);
-            if (v > mx) mx = v;
-        }
-        for (int64_t c = 0; c < classes; c++)
-            sum += exp(tfc_load_f64(logits, d->dtype, b * classes + c) - mx);
-        double lse = mx + log(sum), l = 0;
-        if (a->kind == TFC_K_SPARSE_XENT) {
-            int64_t id = tfc_load_i64(labels, dl->dtype, b);
-            if (id < 0 || id >= classes) {
-                tfc_kernel_fail(a, TFC_ERR_OUT_OF_RANGE,
-                                "label %lld of row %lld is outside [0, %lld)", (long long)id,
-                                (long long)b, (long long)classes);
-                l = NAN;
-            } else {
-                l = lse - tfc_load_f64(logits, d->dtype, b * classes + id);
-            }
-        } else {
-            for (int64_t c = 0; c < classes; c++) {
-                double p = tfc_load_f64(labels, dl->dtype, b * classes + c);
-                if (p != 0)
-                    l -= p * (tfc_load_f64(logits, d->dtype, b * classes + c) - lse);
-            }
-        }
-        tfc_store_f64(loss, d->dtype, b, l);
+    int f32 = d->dtype == TFC_FLOAT32 && classes > 0;
+    int64_t step = !f32 || CHUNK_FLOATS / classes < 1 ? 1 : CHUNK_FLOATS / classes;
+    step = step > ROWS_MAX ? ROWS_MAX : step;
+    double lse[ROWS_MAX];
+    for (int64_t b0 = 0; b0 < rows; b0 += step) {
+        int64_t n = rows - b0 < step ? rows - b0 : step;
+        if (f32)
+            lse_rows_f32(d, logits, b0, n, classes, lse);
+        else
+            lse[0] = row_lse_f64(d, logits, b0, classes);
+        for (int64_t r = 0; r < n; r++)
+            tfc_store_f64(loss, d->dtype, b0 + r, row_xent(a, logits, labels, b0 + r, classes,
+                                                         lse[r]));
     }
 }
 

@@ -114,8 +114,8 @@ static const struct {
     {"batch_matmul", "test_batch_matmul"},
     {"softmax", "test_softmax"},
     {"log_softmax", "test_softmax"},
-    {"softmax_cross_entropy", "test_xent"},
-    {"sparse_softmax_cross_entropy", "test_xent, test_errors"},
+    {"softmax_cross_entropy", "test_xent, test_xent_rows"},
+    {"sparse_softmax_cross_entropy", "test_xent, test_xent_rows, test_errors"},
     {"reduce_sum", "test_reduce"},
     {"reduce_mean", "test_reduce"},
     {"reduce_max", "test_reduce"},
@@ -1485,6 +1485,41 @@ static void test_xent(void)
             tc_run(&c);
             ht_free(&x), ht_free(&p), ht_free(&oh), ht_free(&id32), ht_free(&id64);
         }
+    }
+}
+
+/* float32 logits in the shapes the kernel groups differently (many short rows, whose exps run
+ * in one loop a few hundred rows at a time; rows of two classes; rows longer than its buffer,
+ * a buffer at a time), with a row whose maximum alone keeps the exps finite, and rows for its
+ * double path among them: -inf entries, a NaN, all -inf, a +inf maximum; sparse labels (one
+ * on a -inf entry: an infinite loss) and dense. */
+static void test_xent_rows(void)
+{
+    static const int64_t shapes[][2] = {{600, 10}, {300, 2}, {5, 700}, {3, 5000}};
+    rng_seed(23);
+    for (int q = 0; q < COUNT(shapes); q++) {
+        int64_t rows = shapes[q][0], cls = shapes[q][1];
+        struct tc c;
+        tc_begin(&c, "cross entropy float32 [%lld, %lld]: row groups, special rows",
+                 (long long)rows, (long long)cls);
+        ht x = ht_rand(F32, S(rows, cls), -30, 30, 0);
+        ht p = ht_rand(F32, S(rows, cls), 0, 1, 0), id = ht_new(I32, S(rows));
+        for (int64_t b = 0; b < rows; b++) id.d[b] = (double)rng_int(0, cls - 1);
+        /* row 0: its maximum last (in the kernel's loop remainder), 100 above the rest */
+        for (int64_t j = 0; j < cls; j++) x.d[j] = j == cls - 1 ? 40 : -60;
+        x.d[1 * cls] = -INFINITY; /* row 1: its label's entry is -inf */
+        id.d[1] = 0;
+        x.d[(rows - 2) * cls + cls / 2] = NAN;
+        for (int64_t j = 0; j < cls; j++) x.d[(rows / 2) * cls + j] = -INFINITY;
+        x.d[(rows - 1) * cls] = INFINITY;
+        for (int64_t j = 1; j < cls; j += 2) x.d[2 * cls + j] = -INFINITY;
+        tfc_tensor *tx = tc_in(&c, &x), *tp = tc_in(&c, &p), *tid = tc_in(&c, &id);
+        tc_want(&c, tfc_sparse_softmax_cross_entropy(c.g, tx, tid), ref_xent(&x, &id, 1),
+                tol_loose(F32), "sparse");
+        tc_want(&c, tfc_softmax_cross_entropy(c.g, tx, tp), ref_xent(&x, &p, 0), tol_loose(F32),
+                "dense");
+        tc_run(&c);
+        ht_free(&x), ht_free(&p), ht_free(&id);
     }
 }
 
@@ -4228,6 +4263,7 @@ static const struct {
     {"softmax special values", test_softmax_special},
     {"softmax short rows", test_softmax_short_rows},
     {"cross entropy", test_xent},
+    {"cross entropy row groups", test_xent_rows},
     {"reductions", test_reduce},
     {"argmax", test_argmax},
     {"reshape", test_reshape},
