@@ -424,6 +424,15 @@ static void test_bad_data(void)
     p.w_dims[1] = (int64_t)1 << 30;
     expect_fail(model_write(&p, "huge_dims.onnx"), NULL, TFC_ERR_INVALID_ARGUMENT, "'W'",
                 "48 bytes", NULL);
+    /* an initializer without a name (fuzz_onnx: it imported as a constant but not as a
+     * trainable variable, whose node needs a name) */
+    for (int trainable = 0; trainable < 2; trainable++) {
+        model_init(&p);
+        p.b.name = "";
+        tfc_onnx_options o = {.trainable = trainable};
+        expect_fail(model_write(&p, "unnamed_init.onnx"), &o, TFC_ERR_INVALID_ARGUMENT,
+                    "initializer 1", "no name", NULL);
+    }
     model_init(&p);
     p.w_dims[0] = -4;
     expect_fail(model_write(&p, "negative_dim.onnx"), NULL, TFC_ERR_SHAPE, "'W'", "negative",
