@@ -9,29 +9,36 @@
 #include "ew_vexpf.h"
 #include "../src/tfc.h"
 
+/* The helpers below are inlined into the row kernels, which are built once per vector width
+ * (TFC_EW_VECTOR_CLONES): a short row then pays no call through the clones' dispatch. */
+#define ROW_HELPER static inline __attribute__((always_inline))
+
+/* GCC's generic vectors of eight lanes (codelets/pool.c names its own the same way). */
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef double f64x8 __attribute__((vector_size(64)));
+
 /* y[j] = exp(-y[j]) for y[j] >= 0, in place, by ew_vexpf.h's formula (relative error about
- * 1e-7), vectorized per CPU (TFC_EW_VECTOR_CLONES). */
-TFC_EW_VECTOR_CLONES static void exp_neg_in_place(float *y, int64_t n)
+ * 1e-7). */
+ROW_HELPER void exp_neg_in_place(float *y, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) y[j] = tfc_vexpf_neg(y[j]);
 }
 
-/* The maximum of x[0..n) (-inf when n is 0), *nan set when one is a NaN: eight running
+/* The maximum of x[0..n) (-inf when n is 0), *has_nan set when one is a NaN: eight running
  * maxima in one vector (a single one would stall on each comparison), picked by bit masks. */
-TFC_EW_VECTOR_CLONES static float row_max_f32(const float *x, int64_t n, int *nan)
+ROW_HELPER float row_max_f32(const float *x, int64_t n, int *has_nan)
 {
-    typedef float f8 __attribute__((vector_size(32)));
-    typedef int32_t i8 __attribute__((vector_size(32)));
-    f8 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-            -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    i8 bad = {0};
+    f32x8 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+               -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    i32x8 bad = {0};
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        f8 v;
+        f32x8 v;
         memcpy(&v, x + j, sizeof v);
         bad |= v != v;
-        i8 gt = v > m;
-        m = (f8)(((i8)v & gt) | ((i8)m & ~gt));
+        i32x8 gt = v > m;
+        m = (f32x8)(((i32x8)v & gt) | ((i32x8)m & ~gt));
     }
     float mx = -INFINITY;
     int any = 0;
@@ -43,17 +50,18 @@ TFC_EW_VECTOR_CLONES static float row_max_f32(const float *x, int64_t n, int *na
         any |= x[j] != x[j];
         mx = x[j] > mx ? x[j] : mx;
     }
-    *nan = any;
+    *has_nan = any;
     return mx;
 }
 
-/* y[j] = m - x[j]: the exps' arguments (vectorized per CPU, as exp_neg_in_place). */
-TFC_EW_VECTOR_CLONES static void shift_from(float *y, const float *x, float m, int64_t n)
+/* y[j] = m - x[j]: the exps' arguments. */
+ROW_HELPER void shift_from(float *y, const float *x, float m, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) y[j] = m - x[j];
 }
 
-TFC_EW_VECTOR_CLONES static void scale_in_place(float *y, float s, int64_t n)
+/* y[j] *= s: a softmax row by the inverse of its sum. */
+ROW_HELPER void scale_in_place(float *y, float s, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) y[j] *= s;
 }
@@ -61,16 +69,14 @@ TFC_EW_VECTOR_CLONES static void scale_in_place(float *y, float s, int64_t n)
 /* sum of x[0..n) in double: eight running sums (element j in sum j % 8, one vector of eight
  * doubles), then the rest, so every vector width gives the same bits; a single sum had added
  * at the latency of each double add, most of a long row's time. */
-TFC_EW_VECTOR_CLONES static double sum_f64(const float *x, int64_t n)
+ROW_HELPER double sum_f64(const float *x, int64_t n)
 {
-    typedef float f8 __attribute__((vector_size(32)));
-    typedef double d8 __attribute__((vector_size(64)));
-    d8 acc = {0};
+    f64x8 acc = {0};
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        f8 v;
+        f32x8 v;
         memcpy(&v, x + j, sizeof v);
-        acc += __builtin_convertvector(v, d8);
+        acc += __builtin_convertvector(v, f64x8);
     }
     for (; j < n; j++) acc[j % 8] += x[j];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -103,16 +109,16 @@ static void softmax_row_f64(const struct tfc_kdesc *d, const void *x, void *y, i
  * differences mx - x of all rows, their exps in one vectorized loop (a loop per row of ten
  * classes would be latency-bound: the imported MLP's softmax took 7 us a block so), the sums in
  * double, the scaling. Rows with a NaN or an infinite maximum take the double path. */
-static void softmax_rows_f32(const struct tfc_kdesc *d, const float *x, float *y, int64_t o0,
-                             int64_t n, int64_t len)
+TFC_EW_VECTOR_CLONES static void softmax_rows_f32(const struct tfc_kdesc *d, const float *x,
+                                                  float *y, int64_t o0, int64_t n, int64_t len)
 {
     unsigned char bad[ROWS_MAX];
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + (o0 + r) * len;
         float *yr = y + (o0 + r) * len;
-        int nan;
-        float mx = row_max_f32(xr, len, &nan);
-        bad[r] = nan || !isfinite(mx);
+        int has_nan;
+        float mx = row_max_f32(xr, len, &has_nan);
+        bad[r] = has_nan || !isfinite(mx);
         if (bad[r]) /* the double path writes the row after the exps (of these zeros) */
             memset(yr, 0, (size_t)len * sizeof *yr);
         else
@@ -167,7 +173,7 @@ static double row_lse_f64(const struct tfc_kdesc *d, const void *logits, int64_t
 }
 
 /* sum_j exp(xr[j] - m) of one float32 row longer than CHUNK_FLOATS, a buffer at a time. */
-static double long_row_sum_f32(const float *xr, int64_t len, float m)
+TFC_EW_VECTOR_CLONES static double long_row_sum_f32(const float *xr, int64_t len, float m)
 {
     float buf[CHUNK_FLOATS];
     double sum = 0;
@@ -186,29 +192,31 @@ static double long_row_sum_f32(const float *xr, int64_t len, float m)
  * softmax_rows_f32: a double exp per element had made the loss the dearest kernel of a
  * classifier with many classes). A row with a NaN or an infinite maximum takes the double
  * path. */
-static void lse_rows_f32(const struct tfc_kdesc *d, const float *x, int64_t b0, int64_t n,
-                         int64_t len, double *lse)
+TFC_EW_VECTOR_CLONES static void lse_rows_f32(const struct tfc_kdesc *d, const float *x,
+                                              int64_t b0, int64_t n, int64_t len, double *lse)
 {
     float buf[CHUNK_FLOATS], mx[ROWS_MAX];
+    unsigned char bad[ROWS_MAX];
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + (b0 + r) * len;
         float *br = buf + r * len;
-        int nan;
-        float m = row_max_f32(xr, len, &nan);
-        mx[r] = nan || !isfinite(m) ? NAN : m;
-        if (mx[r] != mx[r]) {
+        int has_nan;
+        mx[r] = row_max_f32(xr, len, &has_nan);
+        bad[r] = has_nan || !isfinite(mx[r]);
+        if (bad[r]) {
             lse[r] = row_lse_f64(d, x, b0 + r, len);
-            if (len <= CHUNK_FLOATS) memset(br, 0, (size_t)len * sizeof *br); /* never read */
+            if (len <= CHUNK_FLOATS) /* exps of these zeros: unused */
+                memset(br, 0, (size_t)len * sizeof *br);
         } else if (len > CHUNK_FLOATS) { /* (then n is 1) */
-            lse[r] = m + log(long_row_sum_f32(xr, len, m));
+            lse[r] = mx[r] + log(long_row_sum_f32(xr, len, mx[r]));
         } else {
-            shift_from(br, xr, m, len);
+            shift_from(br, xr, mx[r], len);
         }
     }
     if (len > CHUNK_FLOATS) return;
     exp_neg_in_place(buf, n * len);
     for (int64_t r = 0; r < n; r++)
-        if (mx[r] == mx[r]) lse[r] = mx[r] + log(sum_f64(buf + r * len, len));
+        if (!bad[r]) lse[r] = mx[r] + log(sum_f64(buf + r * len, len));
 }
 
 /* The loss of row b from its log-sum-exp: -log_softmax[b, id] (sparse) or

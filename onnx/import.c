@@ -13,12 +13,13 @@ static tfc_status add_initializers(struct onnx_import *im, const Onnx__GraphProt
 {
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
-        if (!t->name || !*t->name) /* nodes name their inputs; "" is an absent optional one */
+        if (!*t->name) { /* (model_read.c makes unset names ""; "" is an absent input) */
+            int named = *gp->name != 0;
             return tfc_graph_error(im->g, TFC_ERR_INVALID_ARGUMENT, "ONNX initializer %zu%s%s%s "
                                    "has no name (ONNX requires one: nodes refer to initializers "
-                                   "by name)", i, gp->name && *gp->name ? " of graph '" : "",
-                                   gp->name && *gp->name ? gp->name : "",
-                                   gp->name && *gp->name ? "'" : "");
+                                   "by name)", i, named ? " of graph '" : "", gp->name,
+                                   named ? "'" : "");
+        }
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", t->name);
         tfc_value *v;

@@ -38,15 +38,12 @@ static int step_rank(const struct plan *p, const tfc_graph *g, const struct step
     return 0;
 }
 
-/* The hints against the job; *split: some node names a rank. */
-static tfc_status check_hints(const tfc_graph *g, int size, int distributed, int *split,
-                              char *msg)
+/* The hints against the job. */
+static tfc_status check_hints(const tfc_graph *g, int size, int distributed, char *msg)
 {
-    *split = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct tfc_node *n = g->nodes[i];
         if (!n->device.has_rank) continue;
-        *split = 1;
         int r = n->device.rank;
         char dev[48];
         tfc_device_str(&n->device, dev, sizeof dev);
@@ -172,9 +169,8 @@ int tfc_mp_splits(const tfc_graph *g, int size)
 tfc_status tfc_mp_plan(struct plan *p, const tfc_graph *g, int rank, int size, int distributed,
                        char *msg)
 {
-    int split;
-    tfc_status st = check_hints(g, size, distributed, &split, msg);
-    if (st || !split || size <= 1 || g->n_cflow_nodes) return st;
+    tfc_status st = check_hints(g, size, distributed, msg);
+    if (st || !tfc_mp_splits(g, size)) return st;
     if (size > MP_MAX_RANKS)
         return tfc_fail(msg, TFC_ERR_INVALID_ARGUMENT, "rank placement: %d ranks, at most %d "
                         "can split a graph", size, MP_MAX_RANKS);

@@ -110,8 +110,8 @@ static int free_cpu_step(const struct step *st)
 
 int tfc_rows_split_of(const struct plan *p, const struct plan_options *opt, int64_t *rows)
 {
-    if (!opt || opt->rows_min <= 0 || opt->hop || opt->where || p->n_steps < 1 || p->n_parts ||
-        !starpu_is_initialized())
+    if (!opt || opt->rows_min <= 0 || opt->mp_split || opt->hop || opt->where || p->n_steps < 1 ||
+        p->n_parts || !starpu_is_initialized())
         return 0;
     if (starpu_cuda_worker_get_count() || starpu_opencl_worker_get_count()) return 0;
     int n = starpu_worker_get_count_by_type(STARPU_CPU_WORKER);

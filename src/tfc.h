@@ -934,7 +934,8 @@ TFC_API void tfc_session_set_plan_cache_size(tfc_session *s, int n);
  * TFC_ERR_INVALID_ARGUMENT. The call below replaces both (min_flops 0: off; tile_size 0: auto)
  * and rebuilds cached plans; a negative or NaN min_flops or a tile_size outside [0, 65536] is
  * TFC_ERR_INVALID_ARGUMENT. Tiles show up as separate tasks in tfc_session_stats.tasks and in
- * the task records, each with the node's name. */
+ * the task records, each with the node's name. A plan split across MPI ranks (model
+ * parallelism: "rank:R" hints) is never tiled. */
 TFC_API tfc_status tfc_session_set_tiling(tfc_session *s, double min_flops, int tile_size);
 
 /* Per-task records of the runs that follow (StarPU's profiling information): on/off. */

@@ -6,10 +6,10 @@
 # 2 layers on 2 ranks, and a 3-rank pipeline; then 2 workers per rank on a batch that tiling
 # and the row split would take, which leave a split plan whole. Then the bytes rank 0 and
 # rank 1 send per training step (STARPU_COMM_STATS) against the analytic count, and a rank
-# hint >= the number of ranks; Adam on 3 ranks (its slots on their variable's rank, the step counter on rank 0)
-# and its bytes per step on 2; a checkpoint of the 2-rank split gathers every variable and
-# slot, and a restart from it continues bit for bit. Exits 77 (skipped) without mpirun or with
-# a library built without MPI.
+# hint >= the number of ranks; Adam on 3 ranks (its slots on their variable's rank, the step
+# counter on rank 0) and its bytes per step on 2; a checkpoint of the 2-rank split gathers
+# every variable and slot, and a restart from it continues bit for bit. Exits 77 (skipped)
+# without mpirun or with a library built without MPI.
 set -u
 build=$(pwd)
 prog=$build/tests/dist_mp

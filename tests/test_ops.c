@@ -1490,12 +1490,14 @@ static void test_xent(void)
 
 /* float32 logits in the shapes the kernel groups differently (many short rows, whose exps run
  * in one loop a few hundred rows at a time; rows of two classes; rows longer than its buffer,
- * a buffer at a time), with a row whose maximum alone keeps the exps finite, and rows for its
- * double path among them: -inf entries, a NaN, all -inf, a +inf maximum; sparse labels (one
- * on a -inf entry: an infinite loss) and dense. */
+ * a buffer at a time; lengths with a remainder after the kernel's eight lanes), each with six
+ * special rows: 0 its maximum last and 100 above the rest (only that maximum keeps the exps
+ * finite), 1 a -inf entry under its label (an infinite loss), 2 -inf in every odd entry (exps
+ * of +inf shifts: zeros), then rows for the double path: 3 a NaN, 4 all -inf, 5 a +inf
+ * maximum. Sparse and dense labels. */
 static void test_xent_rows(void)
 {
-    static const int64_t shapes[][2] = {{600, 10}, {300, 2}, {5, 700}, {3, 5000}};
+    static const int64_t shapes[][2] = {{600, 10}, {300, 2}, {6, 700}, {6, 5001}};
     rng_seed(23);
     for (int q = 0; q < COUNT(shapes); q++) {
         int64_t rows = shapes[q][0], cls = shapes[q][1];
@@ -1505,14 +1507,15 @@ static void test_xent_rows(void)
         ht x = ht_rand(F32, S(rows, cls), -30, 30, 0);
         ht p = ht_rand(F32, S(rows, cls), 0, 1, 0), id = ht_new(I32, S(rows));
         for (int64_t b = 0; b < rows; b++) id.d[b] = (double)rng_int(0, cls - 1);
-        /* row 0: its maximum last (in the kernel's loop remainder), 100 above the rest */
-        for (int64_t j = 0; j < cls; j++) x.d[j] = j == cls - 1 ? 40 : -60;
-        x.d[1 * cls] = -INFINITY; /* row 1: its label's entry is -inf */
+        double *row[6];
+        for (int r = 0; r < 6; r++) row[r] = x.d + r * cls;
+        for (int64_t j = 0; j < cls; j++) row[0][j] = j == cls - 1 ? 40 : -60;
+        row[1][0] = -INFINITY;
         id.d[1] = 0;
-        x.d[(rows - 2) * cls + cls / 2] = NAN;
-        for (int64_t j = 0; j < cls; j++) x.d[(rows / 2) * cls + j] = -INFINITY;
-        x.d[(rows - 1) * cls] = INFINITY;
-        for (int64_t j = 1; j < cls; j += 2) x.d[2 * cls + j] = -INFINITY;
+        for (int64_t j = 1; j < cls; j += 2) row[2][j] = -INFINITY;
+        row[3][cls / 2] = NAN;
+        for (int64_t j = 0; j < cls; j++) row[4][j] = -INFINITY;
+        row[5][0] = INFINITY;
         tfc_tensor *tx = tc_in(&c, &x), *tp = tc_in(&c, &p), *tid = tc_in(&c, &id);
         tc_want(&c, tfc_sparse_softmax_cross_entropy(c.g, tx, tid), ref_xent(&x, &id, 1),
                 tol_loose(F32), "sparse");
