@@ -45,7 +45,9 @@ struct tfc_kerr_dev {
 
 /* The first kernel failure of a run; written once (compare-and-swap on `set`). */
 struct tfc_kerr {
-    int set;
+    int claimed;  /* the first failing kernel takes it (atomically), then writes the fields */
+    int set;      /* stored (release) once status, node and msg are written: a reader that
+                   * does not wait for the tasks (a loop's predicate check) loads it (acquire) */
     int status;   /* a tfc_status */
     int node;     /* the failing node's id */
     char msg[200];

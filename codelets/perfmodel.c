@@ -199,7 +199,7 @@ void tfc_kernel_fail(const struct tfc_kargs *a, int status, const char *fmt, ...
 {
     struct tfc_kerr *e = a->err;
     int expected = 0;
-    if (!e || !__atomic_compare_exchange_n(&e->set, &expected, 1, 0, __ATOMIC_ACQ_REL,
+    if (!e || !__atomic_compare_exchange_n(&e->claimed, &expected, 1, 0, __ATOMIC_ACQ_REL,
                                            __ATOMIC_ACQUIRE))
         return;
     e->status = status;
@@ -208,6 +208,9 @@ void tfc_kernel_fail(const struct tfc_kargs *a, int status, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    /* last: a loop's predicate check reads a record while later kernels may still run (it
+     * had seen the status of a division by zero with the message not yet written) */
+    __atomic_store_n(&e->set, 1, __ATOMIC_RELEASE);
 }
 
 void tfc_kerr_format(int kind, long long pos, long long value, long long bound, char *msg,
@@ -230,7 +233,7 @@ void tfc_kerr_take_device(struct tfc_kerr *e)
     if (!d || !d->set) return;
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the record's fields before its flag */
     if (!e->set) {
-        e->set = 1;
+        e->claimed = e->set = 1;
         e->status = TFC_ERR_OUT_OF_RANGE;
         e->node = d->node;
         tfc_kerr_format(d->kind, (long long)d->pos, (long long)d->value, (long long)d->bound,

@@ -171,7 +171,7 @@ tfc_status tfc_cf_recent_kernel_error(struct tfc_cf_run *cr, int n, char *msg)
 {
     for (struct hold *hd = cr->holds; hd && n-- > 0; hd = hd->next) {
         struct tfc_kerr *e = &hd->sub->inst->err;
-        if (!e->set || hd->discarded) continue;
+        if (!__atomic_load_n(&e->set, __ATOMIC_ACQUIRE) || hd->discarded) continue;
         struct tfc_node *nd = cr->s->g->nodes[e->node];
         return tfc_fail(msg, (tfc_status)e->status, "node '%s' (%s): %s", nd->name,
                         nd->op->name, e->msg);
