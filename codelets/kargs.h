@@ -43,7 +43,7 @@ struct tfc_kerr_dev {
     int64_t pos, value, bound;
 };
 
-/* The first kernel failure of a run; written once (compare-and-swap on `set`). */
+/* The first kernel failure of a run; written once (compare-and-swap on `claimed`). */
 struct tfc_kerr {
     int claimed;  /* the first failing kernel takes it (atomically), then writes the fields */
     int set;      /* stored (release) once status, node and msg are written: a reader that

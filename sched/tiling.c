@@ -1201,10 +1201,16 @@ static struct starpu_data_interface_ops *tile_child_ops(struct starpu_data_filte
                                          : &starpu_interface_matrix_ops;
 }
 
-starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_handle_t parent)
+static unsigned part_tiles(const struct plan_part *pt)
+{
+    return (unsigned)(pt->nr * pt->nc);
+}
+
+static starpu_data_handle_t *plan_children(const struct plan *p, int q,
+                                           starpu_data_handle_t parent)
 {
     const struct plan_part *pt = &p->parts[q];
-    unsigned n = (unsigned)(pt->nr * pt->nc);
+    unsigned n = part_tiles(pt);
     starpu_data_handle_t *children = malloc(sizeof *children * n);
     if (!children) return NULL;
     struct starpu_data_filter f = {
@@ -1215,6 +1221,44 @@ starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_h
     };
     starpu_data_partition_plan(parent, &f, children);
     return children;
+}
+
+/* The part of q's slot with the most tiles. */
+static int widest_part(const struct plan *p, int q)
+{
+    int w = q;
+    for (int r = 0; r < p->n_parts; r++)
+        if (p->parts[r].slot == p->parts[q].slot &&
+            part_tiles(&p->parts[r]) > part_tiles(&p->parts[w]))
+            w = r;
+    return w;
+}
+
+/* StarPU 1.3.10 gives each partitioned handle one codelet for its partition and unpartition
+ * tasks, with an array of target nodes that partition_plan reallocates whenever a plan has
+ * more parts than any before; a worker starting an earlier such task of the handle reads that
+ * array meanwhile (_starpu_fetch_nowhere_task_input), and after the move it reads freed memory
+ * and aborts on a node that does not exist (CI: test_grad under ASan, whose realloc always
+ * moves; tests/test_tiling's partition widths crashed 2 runs in 13 without ASan). So a
+ * handle's first plan is sized for the widest partition its slot has in this plan (a spare
+ * plan of that width, cleaned unused), before any of its tasks; the handle's user data
+ * records the width. A later plan of the session that partitions a shared variable wider
+ * still grows it at its first run (the window that remains: while another run's partition of
+ * that variable starts). */
+starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_handle_t parent)
+{
+    uintptr_t sized = (uintptr_t)starpu_data_get_user_data(parent);
+    if (sized < part_tiles(&p->parts[q])) {
+        int w = widest_part(p, q);
+        if (w != q) {
+            starpu_data_handle_t *spare = plan_children(p, w, parent);
+            if (!spare) return NULL;
+            starpu_data_partition_clean(parent, part_tiles(&p->parts[w]), spare);
+            free(spare);
+        }
+        starpu_data_set_user_data(parent, (void *)(uintptr_t)part_tiles(&p->parts[w]));
+    }
+    return plan_children(p, q, parent);
 }
 
 void tfc_tiling_submit(const struct plan *p, int q, starpu_data_handle_t parent,

@@ -9,11 +9,13 @@
  * task counts, fetched intermediates. With an OpenCL worker (STARPU_OPENCL_ON_CPUS=1), and
  * again with a CUDA worker, the tiles also run pinned to it, with the consumers on that worker
  * too and then on the CPU; the fused, matmul and reduce kernels read strided (ld > width)
- * operands on those devices. */
+ * operands on those devices. One handle partitioned into blocks of rows and then into a wider
+ * grid, round after round, keeps its values (StarPU's partition codelet sized once). */
 #include <math.h>
 #include <starpu.h>
 #include <string.h>
 #include "testutil.h"
+#include "../sched/plan.h"
 #include "../sched/testing.h"
 #include "../codelets/fused.h"
 #include "../codelets/kernel.h"
@@ -888,6 +890,74 @@ static void test_update_rows(void)
         }
         tfc_value_destroy(whole);
     }
+}
+
+/* ---- one handle, partitions of different widths -------------------------------------------- */
+
+static void vector_add_one(void *buffers[], void *arg)
+{
+    (void)arg;
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    for (uint32_t i = 0; i < STARPU_VECTOR_GET_NX(buffers[0]); i++) x[i] += 1;
+}
+
+static void matrix_add_one(void *buffers[], void *arg)
+{
+    (void)arg;
+    float *x = (float *)STARPU_MATRIX_GET_PTR(buffers[0]);
+    uint32_t nx = STARPU_MATRIX_GET_NX(buffers[0]), ld = STARPU_MATRIX_GET_LD(buffers[0]);
+    for (uint32_t j = 0; j < STARPU_MATRIX_GET_NY(buffers[0]); j++)
+        for (uint32_t i = 0; i < nx; i++) x[j * ld + i] += 1;
+}
+
+static struct starpu_codelet vector_add_cl = {
+    .cpu_funcs = {vector_add_one}, .nbuffers = 1, .modes = {STARPU_RW}, .name = "test_add_v"};
+static struct starpu_codelet matrix_add_cl = {
+    .cpu_funcs = {matrix_add_one}, .nbuffers = 1, .modes = {STARPU_RW}, .name = "test_add_m"};
+
+/* Adds one to every element through partition q of h: a task per tile between the partition
+ * and its end, as a run does. */
+static void add_through_tiles(const struct plan *p, int q, starpu_data_handle_t h)
+{
+    const struct plan_part *pt = &p->parts[q];
+    starpu_data_handle_t *tiles = tfc_tiling_plan(p, q, h);
+    CU_ASSERT_FATAL(tiles != NULL);
+    tfc_tiling_submit(p, q, h, tiles);
+    struct starpu_codelet *cl = pt->tc == pt->cols ? &vector_add_cl : &matrix_add_cl;
+    for (int i = 0; i < pt->nr * pt->nc; i++)
+        CU_ASSERT_EQUAL(starpu_task_insert(cl, STARPU_RW, tiles[i], 0), 0);
+    tfc_tiling_unpartition(p, q, h, tiles);
+}
+
+/* One handle partitioned into 2 blocks of rows, then into a grid of 6 tiles, as a run does
+ * when a slot's consumers tile it differently (test_grad's gradients under TFC_TILE_SIZE=1).
+ * StarPU 1.3.10 reallocates a handle's partition codelet when a plan is wider than any before,
+ * under a worker starting the handle's earlier partition task (sched/tiling.c,
+ * tfc_tiling_plan: CI aborted in test_grad under ASan): the first plan must size it for the
+ * slot's widest partition, which the handle's user data records. Each round's values pass
+ * through a task on the whole, the blocks and the grid. */
+static void test_partition_widths(void)
+{
+    struct plan_part parts[2] = {
+        {.slot = 0, .rows = 8, .cols = 6, .tr = 4, .tc = 6, .nr = 2, .nc = 1},
+        {.slot = 0, .rows = 8, .cols = 6, .tr = 4, .tc = 2, .nr = 2, .nc = 3},
+    };
+    struct plan p = {.n_parts = 2, .parts = parts};
+    float buf[48];
+    int wrong = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 48; i++) buf[i] = (float)i;
+        starpu_data_handle_t h;
+        starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)buf, 48, sizeof(float));
+        CU_ASSERT_EQUAL(starpu_task_insert(&vector_add_cl, STARPU_RW, h, 0), 0);
+        add_through_tiles(&p, 0, h);
+        CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 6);
+        add_through_tiles(&p, 1, h);
+        CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 6);
+        starpu_data_unregister(h);
+        for (int i = 0; i < 48; i++) wrong += buf[i] != (float)(i + 3);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
 }
 
 /* ---- defaults and errors ------------------------------------------------------------------- */
@@ -1832,6 +1902,7 @@ int main(void)
     TEST_ADD(test_row_tiles_in_place);
     TEST_ADD(test_row_tiles_kept);
     TEST_ADD(test_row_chain_error);
+    TEST_ADD(test_partition_widths);
     TEST_ADD(test_defaults);
     TEST_ADD(test_bad_values);
     TEST_ADD(test_opencl);
