@@ -1234,29 +1234,59 @@ static int widest_part(const struct plan *p, int q)
     return w;
 }
 
+/* A task that runs nowhere and changes nothing: it waits for the accesses before it. */
+static struct starpu_codelet fence_cl = {
+    .where = STARPU_NOWHERE,
+    .nbuffers = 1,
+    .modes = {STARPU_RW},
+    .flags = STARPU_CODELET_NOPLANS,
+    .name = "tile_fence",
+};
+
+/* Returns once every task submitted so far that accesses h has ended. The caller holds the
+ * session lock, which no task waits for: each of those tasks depends only on tasks already
+ * submitted. */
+static void wait_for_accesses(starpu_data_handle_t h)
+{
+    struct starpu_task *t = starpu_task_create();
+    if (!t) {
+        starpu_task_wait_for_all(); /* no memory for a task: every task, then */
+        return;
+    }
+    t->cl = &fence_cl;
+    t->handles[0] = h;
+    t->synchronous = 1;
+    if (starpu_task_submit(t)) {
+        t->destroy = 0;
+        starpu_task_destroy(t);
+        starpu_task_wait_for_all();
+    }
+}
+
 /* StarPU 1.3.10 gives each partitioned handle one codelet for its partition and unpartition
  * tasks, with an array of target nodes that partition_plan reallocates whenever a plan has
  * more parts than any before; a worker starting an earlier such task of the handle reads that
  * array meanwhile (_starpu_fetch_nowhere_task_input), and after the move it reads freed memory
  * and aborts on a node that does not exist (CI: test_grad under ASan, whose realloc always
- * moves; tests/test_tiling's partition widths crashed 2 runs in 13 without ASan). So a
- * handle's first plan is sized for the widest partition its slot has in this plan (a spare
- * plan of that width, cleaned unused), before any of its tasks; the handle's user data
- * records the width. A later plan of the session that partitions a shared variable wider
- * still grows it at its first run (the window that remains: while another run's partition of
- * that variable starts). */
+ * moves; tests/test_tiling's partition widths crashed 2 runs in 13 without ASan). So the
+ * array grows only while no such task can be pending: a handle is sized for the widest
+ * partition its slot has in the plan (a spare plan of that width, cleaned unused) before its
+ * first partition of a run, and its user data records the width; a handle sized before (a
+ * variable that another plan partitioned narrower) first waits for its earlier tasks. */
 starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_handle_t parent)
 {
+    int w = widest_part(p, q);
+    unsigned widest = part_tiles(&p->parts[w]);
     uintptr_t sized = (uintptr_t)starpu_data_get_user_data(parent);
-    if (sized < part_tiles(&p->parts[q])) {
-        int w = widest_part(p, q);
+    if (sized < widest) {
+        if (sized) wait_for_accesses(parent);
         if (w != q) {
             starpu_data_handle_t *spare = plan_children(p, w, parent);
             if (!spare) return NULL;
-            starpu_data_partition_clean(parent, part_tiles(&p->parts[w]), spare);
+            starpu_data_partition_clean(parent, widest, spare);
             free(spare);
         }
-        starpu_data_set_user_data(parent, (void *)(uintptr_t)part_tiles(&p->parts[w]));
+        starpu_data_set_user_data(parent, (void *)(uintptr_t)widest);
     }
     return plan_children(p, q, parent);
 }

@@ -930,19 +930,22 @@ static void add_through_tiles(const struct plan *p, int q, starpu_data_handle_t 
 }
 
 /* One handle partitioned into 2 blocks of rows, then into a grid of 6 tiles, as a run does
- * when a slot's consumers tile it differently (test_grad's gradients under TFC_TILE_SIZE=1).
- * StarPU 1.3.10 reallocates a handle's partition codelet when a plan is wider than any before,
- * under a worker starting the handle's earlier partition task (sched/tiling.c,
- * tfc_tiling_plan: CI aborted in test_grad under ASan): the first plan must size it for the
- * slot's widest partition, which the handle's user data records. Each round's values pass
- * through a task on the whole, the blocks and the grid. */
+ * when a slot's consumers tile it differently (test_grad's gradients under TFC_TILE_SIZE=1),
+ * then into 12 tiles by another plan, as when a variable's training and evaluation plans tile
+ * it differently. StarPU 1.3.10 reallocates a handle's partition codelet when a plan is wider
+ * than any before, under a worker starting the handle's earlier partition task (sched/
+ * tiling.c, tfc_tiling_plan: CI aborted in test_grad under ASan): the first plan sizes it for
+ * the slot's widest partition, a wider plan later waits for the handle's tasks first, and the
+ * handle's user data records the width. Each round's values pass through a task on the whole,
+ * the blocks and both grids. */
 static void test_partition_widths(void)
 {
-    struct plan_part parts[2] = {
+    struct plan_part parts[3] = {
         {.slot = 0, .rows = 8, .cols = 6, .tr = 4, .tc = 6, .nr = 2, .nc = 1},
         {.slot = 0, .rows = 8, .cols = 6, .tr = 4, .tc = 2, .nr = 2, .nc = 3},
+        {.slot = 0, .rows = 8, .cols = 6, .tr = 2, .tc = 2, .nr = 4, .nc = 3},
     };
-    struct plan p = {.n_parts = 2, .parts = parts};
+    struct plan p = {.n_parts = 2, .parts = parts}, wider = {.n_parts = 1, .parts = parts + 2};
     float buf[48];
     int wrong = 0;
     for (int round = 0; round < 200; round++) {
@@ -954,8 +957,12 @@ static void test_partition_widths(void)
         CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 6);
         add_through_tiles(&p, 1, h);
         CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 6);
+        add_through_tiles(&wider, 0, h);
+        CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 12);
+        add_through_tiles(&p, 0, h);
+        CU_ASSERT_EQUAL((uintptr_t)starpu_data_get_user_data(h), 12);
         starpu_data_unregister(h);
-        for (int i = 0; i < 48; i++) wrong += buf[i] != (float)(i + 3);
+        for (int i = 0; i < 48; i++) wrong += buf[i] != (float)(i + 5);
     }
     CU_ASSERT_EQUAL(wrong, 0);
 }
