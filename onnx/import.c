@@ -8,18 +8,23 @@
 #include <string.h>
 #include "onnx_import.h"
 
+/* An initializer, graph input or graph output whose name is "" (model_read.c makes unset
+ * names ""; to a node, "" is an absent input): ONNX requires their names. */
+static tfc_status unnamed(struct onnx_import *im, const Onnx__GraphProto *gp, const char *what,
+                          size_t i)
+{
+    int named = *gp->name != 0;
+    return tfc_graph_error(im->g, TFC_ERR_INVALID_ARGUMENT, "ONNX %s %zu%s%s%s has no name (ONNX "
+                           "requires one: nodes and callers refer to it by name)", what, i,
+                           named ? " of graph '" : "", gp->name, named ? "'" : "");
+}
+
 static tfc_status add_initializers(struct onnx_import *im, const Onnx__GraphProto *gp,
                                    int trainable, tfc_onnx_model *m)
 {
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
-        if (!*t->name) { /* (model_read.c makes unset names ""; "" is an absent input) */
-            int named = *gp->name != 0;
-            return tfc_graph_error(im->g, TFC_ERR_INVALID_ARGUMENT, "ONNX initializer %zu%s%s%s "
-                                   "has no name (ONNX requires one: nodes refer to initializers "
-                                   "by name)", i, named ? " of graph '" : "", gp->name,
-                                   named ? "'" : "");
-        }
+        if (!*t->name) return unnamed(im, gp, "initializer", i);
         char what[300];
         snprintf(what, sizeof what, "initializer '%s'", t->name);
         tfc_value *v;
@@ -259,11 +264,15 @@ static tfc_status import_graph(struct onnx_import *im, const Onnx__GraphProto *g
         return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
     tfc_status st = add_initializers(im, gp, o && o->trainable, m);
     for (size_t i = 0; !st && i < gp->n_input; i++)
-        if (!onnx_sym_find(im, gp->input[i]->name)) /* old models list initializers as inputs */
+        if (!*gp->input[i]->name)
+            st = unnamed(im, gp, "graph input", i);
+        else if (!onnx_sym_find(im, gp->input[i]->name)) /* old models list initializers too */
             st = add_input(im, gp->input[i], o, sig);
     for (size_t i = 0; !st && i < gp->n_node; i++) st = map_node(im, gp->node[i]);
     im->node = NULL;
-    for (size_t i = 0; !st && i < gp->n_output; i++) st = add_output(im, gp->output[i], sig);
+    for (size_t i = 0; !st && i < gp->n_output; i++)
+        st = *gp->output[i]->name ? add_output(im, gp->output[i], sig)
+                                  : unnamed(im, gp, "graph output", i);
     for (int i = 0; !st && i < sig->n_feeds + sig->n_outputs; i++)
         if (!(i < sig->n_feeds ? sig->feeds[i] : sig->outputs[i - sig->n_feeds]))
             st = tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");

@@ -433,6 +433,18 @@ static void test_bad_data(void)
         expect_fail(model_write(&p, "unnamed_init.onnx"), &o, TFC_ERR_INVALID_ARGUMENT,
                     "initializer 1", "no name", NULL);
     }
+    /* a graph input or output without a name ("" is an absent value to a node, and the
+     * signature names its feeds and outputs) */
+    model_init(&p);
+    p.x.name = "";
+    p.in_mm[0] = "";
+    expect_fail(model_write(&p, "unnamed_input.onnx"), NULL, TFC_ERR_INVALID_ARGUMENT,
+                "graph input 0", "no name", NULL);
+    model_init(&p);
+    p.y.name = "";
+    p.out_relu[0] = "";
+    expect_fail(model_write(&p, "unnamed_output.onnx"), NULL, TFC_ERR_INVALID_ARGUMENT,
+                "graph output 0", "no name", NULL);
     model_init(&p);
     p.w_dims[0] = -4;
     expect_fail(model_write(&p, "negative_dim.onnx"), NULL, TFC_ERR_SHAPE, "'W'", "negative",
