@@ -1245,7 +1245,9 @@ static struct starpu_codelet fence_cl = {
 
 /* Returns once every task submitted so far that accesses h has ended. The caller holds the
  * session lock, which no task waits for: each of those tasks depends only on tasks already
- * submitted. */
+ * submitted. h must hold a value and not be partitioned read-write now (StarPU refuses an
+ * access to an uninitialized handle): true at a handle's first partition of a run, where the
+ * only caller uses it (kept partitions are an instance's intermediates, sized once). */
 static void wait_for_accesses(starpu_data_handle_t h)
 {
     struct starpu_task *t = starpu_task_create();
@@ -1278,17 +1280,18 @@ starpu_data_handle_t *tfc_tiling_plan(const struct plan *p, int q, starpu_data_h
     int w = widest_part(p, q);
     unsigned widest = part_tiles(&p->parts[w]);
     uintptr_t sized = (uintptr_t)starpu_data_get_user_data(parent);
-    if (sized < widest) {
-        if (sized) wait_for_accesses(parent);
-        if (w != q) {
-            starpu_data_handle_t *spare = plan_children(p, w, parent);
-            if (!spare) return NULL;
-            starpu_data_partition_clean(parent, widest, spare);
-            free(spare);
-        }
-        starpu_data_set_user_data(parent, (void *)(uintptr_t)widest);
+    if (sized >= widest) return plan_children(p, q, parent);
+    if (sized) wait_for_accesses(parent);
+    if (w != q) {
+        starpu_data_handle_t *spare = plan_children(p, w, parent);
+        if (!spare) return NULL;
+        starpu_data_partition_clean(parent, widest, spare);
+        free(spare);
     }
-    return plan_children(p, q, parent);
+    starpu_data_handle_t *children = plan_children(p, q, parent);
+    if (children || w != q) /* (the width is recorded once StarPU's array has it) */
+        starpu_data_set_user_data(parent, (void *)(uintptr_t)widest);
+    return children;
 }
 
 void tfc_tiling_submit(const struct plan *p, int q, starpu_data_handle_t parent,
