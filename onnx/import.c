@@ -19,6 +19,17 @@ static tfc_status unnamed(struct onnx_import *im, const Onnx__GraphProto *gp, co
                            named ? " of graph '" : "", gp->name, named ? "'" : "");
 }
 
+/* A graph's inputs and outputs all named (subgraphs too: a body's unnamed output would meet
+ * an unnamed input of the same body by name). */
+static tfc_status check_value_names(struct onnx_import *im, const Onnx__GraphProto *gp)
+{
+    for (size_t i = 0; i < gp->n_input; i++)
+        if (!*gp->input[i]->name) return unnamed(im, gp, "graph input", i);
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (!*gp->output[i]->name) return unnamed(im, gp, "graph output", i);
+    return TFC_OK;
+}
+
 static tfc_status add_initializers(struct onnx_import *im, const Onnx__GraphProto *gp,
                                    int trainable, tfc_onnx_model *m)
 {
@@ -222,7 +233,8 @@ static tfc_status map_node(struct onnx_import *im, const Onnx__NodeProto *n)
 tfc_status onnx_map_subgraph(struct onnx_import *im, const Onnx__GraphProto *gp)
 {
     const Onnx__NodeProto *outer = im->node;
-    tfc_status st = add_initializers(im, gp, 0, NULL);
+    tfc_status st = check_value_names(im, gp);
+    if (!st) st = add_initializers(im, gp, 0, NULL);
     for (size_t i = 0; !st && i < gp->n_node; i++) st = map_node(im, gp->node[i]);
     im->node = outer;
     return st;
@@ -262,17 +274,14 @@ static tfc_status import_graph(struct onnx_import *im, const Onnx__GraphProto *g
     sig->outputs = calloc(gp->n_output + 1, sizeof *sig->outputs);
     if (!sig->feeds || !sig->outputs)
         return tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");
-    tfc_status st = add_initializers(im, gp, o && o->trainable, m);
+    tfc_status st = check_value_names(im, gp);
+    if (!st) st = add_initializers(im, gp, o && o->trainable, m);
     for (size_t i = 0; !st && i < gp->n_input; i++)
-        if (!*gp->input[i]->name)
-            st = unnamed(im, gp, "graph input", i);
-        else if (!onnx_sym_find(im, gp->input[i]->name)) /* old models list initializers too */
+        if (!onnx_sym_find(im, gp->input[i]->name)) /* old models list initializers as inputs */
             st = add_input(im, gp->input[i], o, sig);
     for (size_t i = 0; !st && i < gp->n_node; i++) st = map_node(im, gp->node[i]);
     im->node = NULL;
-    for (size_t i = 0; !st && i < gp->n_output; i++)
-        st = *gp->output[i]->name ? add_output(im, gp->output[i], sig)
-                                  : unnamed(im, gp, "graph output", i);
+    for (size_t i = 0; !st && i < gp->n_output; i++) st = add_output(im, gp->output[i], sig);
     for (int i = 0; !st && i < sig->n_feeds + sig->n_outputs; i++)
         if (!(i < sig->n_feeds ? sig->feeds[i] : sig->outputs[i - sig->n_feeds]))
             st = tfc_graph_error(im->g, TFC_ERR_OUT_OF_MEMORY, "ONNX import: out of memory");

@@ -186,14 +186,16 @@ static void check_values(const tfc_value *v, int64_t rows, const float *want, in
 }
 
 /* y = If(p) then x * x else -x, both branches capturing graph input x; then_op and else_op
- * replace the branches' ops (NULL: an op type left unset, as a damaged file has it). */
-static void if_model(char *then_op, char *else_op)
+ * replace the branches' ops (NULL: an op type left unset, as a damaged file has it), sq the
+ * then branch's output name ("sq"; "" unnamed). */
+static void if_model(char *then_op, char *else_op, char *sq)
 {
-    static char *then_in[] = {"x", "x"}, *then_out[] = {"sq"}, *else_in[] = {"x"},
-                *else_out[] = {"neg"}, *if_in[] = {"p"}, *if_out[] = {"y"};
+    static char *then_in[] = {"x", "x"}, *else_in[] = {"x"}, *else_out[] = {"neg"},
+                *if_in[] = {"p"}, *if_out[] = {"y"};
+    char *then_out[] = {sq};
     Onnx__NodeProto *tn[] = {node(then_op, 2, then_in, 1, then_out)};
     Onnx__NodeProto *en[] = {node(else_op, 1, else_in, 1, else_out)};
-    Onnx__ValueInfoProto *to[] = {vinfo("sq", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
+    Onnx__ValueInfoProto *to[] = {vinfo(sq, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
     Onnx__ValueInfoProto *eo[] = {vinfo("neg", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, three)};
     Onnx__NodeProto *ifn = node("If", 1, if_in, 1, if_out);
     attr_graph(ifn, "then_branch", graph("then", 1, tn, 0, NULL, 1, to));
@@ -208,7 +210,7 @@ static void if_model(char *then_op, char *else_op)
 
 static void test_if(void)
 {
-    if_model("Mul", "Neg");
+    if_model("Mul", "Neg", "sq");
     static const char *names[] = {"p", "x"};
     static const float sq[3] = {1, 4, 9}, neg[3] = {-1, -2, -3};
     for (int p = 0; p < 2; p++) {
@@ -321,18 +323,22 @@ static void test_loop_condition(void)
 }
 
 /* Errors inside a branch name the inner node; unset names and op types inside subgraphs are
- * read as "" (not followed as NULL). */
+ * read as "" (not followed as NULL); a branch's unnamed output is refused. */
 static void test_subgraph_errors(void)
 {
     char msg[1024];
     tfc_value *got[1] = {0};
-    if_model("FancyRelu", "Neg");
+    if_model("FancyRelu", "Neg", "sq");
     CU_ASSERT(import_run(0, NULL, NULL, 1, got, msg, sizeof msg) == TFC_ERR_NOT_FOUND);
     CU_ASSERT(strstr(msg, "'FancyRelu'") && strstr(msg, "node 'FancyRelu'") &&
               strstr(msg, "opset 13"));
-    if_model("Mul", NULL);
+    if_model("Mul", NULL, "sq");
     CU_ASSERT(import_run(0, NULL, NULL, 1, got, msg, sizeof msg) == TFC_ERR_NOT_FOUND);
     CU_ASSERT(strstr(msg, "unknown op ''") != NULL);
+    /* a branch output without a name ("" is an absent value): refused, naming the branch */
+    if_model("Mul", "Neg", "");
+    CU_ASSERT(import_run(0, NULL, NULL, 1, got, msg, sizeof msg) == TFC_ERR_INVALID_ARGUMENT);
+    CU_ASSERT(strstr(msg, "graph output 0 of graph 'then'") && strstr(msg, "no name"));
 }
 
 /* 40 Ifs, each in the previous one's then_branch: refused when read, before any recursion
